@@ -1,0 +1,3 @@
+from rlvr.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,510 @@
+"""GRPO: the math of group-relative policy optimisation with verifiable rewards.
+
+Each prompt is sampled G times; every response is scored by a verifier, and the response's reward
+relative to its siblings (no learned critic) becomes the advantage of all its tokens. The policy is
+pushed along a PPO-style clipped importance ratio, optionally leashed to a frozen reference model by a
+per-token KL estimate, and the per-token terms are reduced to one scalar by a chosen aggregation.
+Variants (Dr. GRPO, DAPO, RLOO, GSPO, CISPO) are arguments here and params entries upstream.
+
+Where this departs from the chapters' formulas:
+1. A group whose rewards are all equal gets advantage exactly 0.0 under every `kind`: it is masked
+   out, not left to (r - mean) / (0 + eps), which for non-binary rewards is float noise / 1e-6.
+2. The clip bounds are always separate (`clip_low`, `clip_high`); equal values give the chapters'
+   symmetric clip, a larger `clip_high` gives DAPO's clip-higher.
+3. With `beta == 0` the KL term is not computed at all (not multiplied by zero), so no reference
+   model is needed and `logp_ref` may be None. This is TRL's default.
+4. Padding is zeroed in log space *before* any exp: log-probs past <eos> are arbitrary, and an inf
+   there would turn into NaN through `inf * 0` in a mask product, forward or backward.
+5. The functions return what is maximised per token; `grpo_loss` negates it once. Clip fractions
+   count only the tokens where the clip actually cut the gradient (ratio above 1 + clip_high with
+   A > 0, or below 1 - clip_low with A < 0), not every ratio outside the band.
+6. Beyond the chapters: `rloo` and `batch_std` advantages, GSPO's sequence ratio (the geometric mean
+   of the token ratios, clipped once per response) and CISPO (a clipped, gradient-free IS weight on
+   the REINFORCE term, so no token ever loses its gradient).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from rlvr.config import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig, TaskConfig
+from rlvr.model import TinyLM, sample
+from rlvr.sft import prompt_tensor
+from rlvr.tasks import Problem
+from rlvr.tokenizer import Tokenizer
+from rlvr.verifiers import answer_targets, exact_match
+
+
+def _one_of(value: str, allowed: tuple[str, ...], name: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} = {value!r}: must be one of {', '.join(allowed)}")
+
+
+def mixed_groups(rewards: torch.Tensor) -> torch.Tensor:
+    """True where a group's rewards are not all equal: rewards (P, G) -> (P,) bool.
+
+    Only these groups carry gradient; DAPO's dynamic sampling keeps them and resamples the rest.
+    """
+    return (rewards != rewards[:, :1]).any(dim=1)  # (P,)
+
+
+def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e-6) -> torch.Tensor:
+    """Per-response advantage from the rewards of its group: (P, G) -> (P, G).
+
+    group:     (r - mean) / (std + eps), population std (the group is the whole population).
+    mean_only: r - mean (Dr. GRPO: no std divisor, which up-weights near-solved/near-hopeless prompts).
+    rloo:      r minus the mean of the other G-1 rewards, i.e. G/(G-1) * (r - mean): a baseline that
+               does not contain the sample's own reward, so it is unbiased.
+    batch_std: (r - group mean) / (std over the whole batch + eps): centred per group, scaled per batch.
+    A group whose rewards are all equal gets exactly 0 under every kind.
+    """
+    _one_of(kind, ADVANTAGES, "advantage kind")
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be (P, G), got shape {tuple(rewards.shape)}")
+    r = rewards if rewards.is_floating_point() else rewards.float()  # (P, G)
+    G = r.shape[1]
+    centred = r - r.mean(dim=1, keepdim=True)  # (P, G)
+    if kind == "group":
+        adv = centred / (r.std(dim=1, keepdim=True, unbiased=False) + eps)  # (P, G)
+    elif kind == "mean_only":
+        adv = centred
+    elif kind == "rloo":
+        if G < 2:
+            raise ValueError(f"rloo needs a group of at least 2 samples, got G = {G}")
+        adv = centred * (G / (G - 1))  # (P, G)
+    else:
+        adv = centred / (r.std(unbiased=False) + eps)  # (P, G) one scale for the batch
+    return torch.where(mixed_groups(r)[:, None], adv, 0.0)  # (P, G)
+
+
+def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+    """Per-token estimate of KL(pi || pi_ref) at tokens sampled from pi: (B, T) x2 -> (B, T).
+
+    With l = log pi_ref - log pi: k1 = -l (unbiased, can be negative), k2 = l^2 / 2 (>= 0, biased),
+    k3 = e^l - l - 1 (>= 0 and unbiased, since E_pi[e^l] = 1). Schulman (2020).
+    """
+    _one_of(kind, KL_ESTIMATORS, "kl_estimator")
+    l = logp_ref - logp  # (B, T)
+    if kind == "k1":
+        return -l
+    if kind == "k2":
+        return 0.5 * l.square()
+    return l.exp() - l - 1.0
+
+
+def exact_kl_and_entropy(logits: torch.Tensor, ref_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact per-position KL(pi || pi_ref) and entropy of pi from full logits: (B, T, V) x2 -> (B, T) x2.
+
+    Affordable because the vocabulary is tiny; used to check the sampled estimators and to log entropy.
+    Terms with pi(v) = 0 contribute 0 (0 log 0 = 0), so -inf logits are allowed.
+    """
+    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    logq = F.log_softmax(ref_logits.float(), dim=-1)  # (B, T, V)
+    p = logp.exp()  # (B, T, V)
+    live = p > 0  # (B, T, V)
+    kl = torch.where(live, p * (logp - logq), 0.0).sum(dim=-1)  # (B, T)
+    entropy = -torch.where(live, p * logp, 0.0).sum(dim=-1)  # (B, T)
+    return kl, entropy
+
+
+def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip_low: float, clip_high: float):
+    """PPO's pessimistic surrogate min(rA, clip(r)A), and where the clip removed the gradient."""
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)
+    cut_low = (ratio < 1.0 - clip_low) & (adv < 0)
+    cut_high = (ratio > 1.0 + clip_high) & (adv > 0)
+    return surrogate, cut_low, cut_high
+
+
+def _ratio_stats(low: torch.Tensor, high: torch.Tensor, ratio: torch.Tensor, live: torch.Tensor) -> dict:
+    """Fractions of the live entries (tokens or sequences) clipped low/high, and their mean ratio."""
+    n = live.sum().clamp(min=1)
+    return {
+        "clip_frac_low": float((low & live).sum() / n),
+        "clip_frac_high": float((high & live).sum() / n),
+        "ratio_mean": float(torch.where(live, ratio.detach(), 0.0).sum() / n),
+    }
+
+
+def policy_objective(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+                     kind: str = "token", clip_low: float = 0.2, clip_high: float = 0.2) -> tuple[torch.Tensor, dict]:
+    """Per-token objective to MAXIMISE (B, T), 0 on padding, and ratio statistics (python floats).
+
+    logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens.
+    token:    PPO/GRPO/DAPO clip on each token's ratio pi/pi_old.
+    sequence: GSPO: one ratio per response, exp(mean of the token log-ratios), clipped once and
+              broadcast to the response's tokens (seq_mean then yields the clipped sequence term).
+    cispo:    clip(ratio).detach() * A * logp: the weight is bounded but carries no gradient, so the
+              gradient reaches every token; stats count tokens whose weight was clamped.
+    """
+    _one_of(kind, RATIOS, "ratio")
+    live = mask > 0  # (B, T)
+    log_ratio = torch.where(live, logp - logp_old, 0.0)  # (B, T) padding: exp(0) = 1, never inf
+    a = adv.to(logp.dtype)[:, None]  # (B, 1)
+    if kind == "sequence":
+        n_tokens = live.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
+        ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()  # (B, 1) geometric mean
+        obj, low, high = _clipped(ratio, a, clip_low, clip_high)  # (B, 1) x3
+        stats = _ratio_stats(low, high, ratio, live.any(dim=1, keepdim=True))
+        return torch.where(live, obj, 0.0), stats  # (B, T)
+    ratio = log_ratio.exp()  # (B, T)
+    if kind == "token":
+        obj, low, high = _clipped(ratio, a, clip_low, clip_high)  # (B, T) x3
+    else:
+        weight = ratio.clamp(1.0 - clip_low, 1.0 + clip_high).detach()  # (B, T)
+        obj = weight * a * torch.where(live, logp, 0.0)  # (B, T)
+        low, high = ratio < 1.0 - clip_low, ratio > 1.0 + clip_high
+    return torch.where(live, obj, 0.0), _ratio_stats(low, high, ratio, live)
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: int | None = None) -> torch.Tensor:
+    """Reduce per-token terms (B, T) over the masked tokens to a scalar.
+
+    seq_mean:      mean over each response's own tokens, then over responses (original GRPO). A long
+                   response's tokens each weigh 1/|y|, which dilutes the penalty on long wrong answers.
+    token_mean:    sum over all masked tokens / their count in the batch (DAPO; TRL's default).
+    seq_sum_const: sum over masked tokens / (B * max_len), max_len a constant (Dr. GRPO): no length bias.
+    """
+    _one_of(mode, AGGREGATIONS, "aggregation")
+    live = mask > 0  # (B, T)
+    x = torch.where(live, per_token, 0.0)  # (B, T)
+    if mode == "seq_mean":
+        per_seq = x.sum(dim=1) / live.sum(dim=1).clamp(min=1)  # (B,)
+        return per_seq.sum() / max(per_seq.shape[0], 1)
+    if mode == "token_mean":
+        return x.sum() / live.sum().clamp(min=1)
+    if max_len is None or max_len < 1:
+        raise ValueError(f"aggregation seq_sum_const needs a constant max_len >= 1, got {max_len!r}")
+    return x.sum() / (max(x.shape[0], 1) * max_len)
+
+
+def grpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor | None, adv: torch.Tensor,
+              mask: torch.Tensor, *, ratio: str = "token", clip_low: float = 0.2, clip_high: float = 0.2,
+              beta: float = 0.04, kl_estimator: str = "k3", aggregation: str = "seq_mean",
+              max_len: int | None = None) -> tuple[torch.Tensor, dict]:
+    """Scalar GRPO loss to minimise: aggregate(-objective + beta * KL estimate), and its stats.
+
+    logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
+    ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over masked tokens).
+    """
+    obj, stats = policy_objective(logp, logp_old, adv, mask, ratio, clip_low, clip_high)  # (B, T)
+    per_token = -obj  # (B, T)
+    if beta > 0:
+        if logp_ref is None:
+            raise ValueError(f"beta = {beta}: a KL penalty needs logp_ref (pass beta = 0 to drop it)")
+        live = mask > 0  # (B, T)
+        kl = kl_estimate(torch.where(live, logp, 0.0), torch.where(live, logp_ref, 0.0), kl_estimator)  # (B, T)
+        per_token = per_token + beta * kl
+        stats["kl_nats"] = float(kl.detach().sum() / live.sum().clamp(min=1))
+    return aggregate(per_token, mask, aggregation, max_len), stats
+
+
+def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, penalty: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment, added to the reward: lengths (B,) int -> (B,) float.
+
+    0 up to max_len - buffer, then a linear ramp down to -penalty at max_len, -penalty beyond it.
+    buffer == 0 switches it off (all zeros).
+    """
+    if buffer < 0:
+        raise ValueError(f"overlong buffer = {buffer}: must be >= 0")
+    if buffer == 0:
+        return torch.zeros(lengths.shape, dtype=torch.float32)
+    over = (lengths.float() - (max_len - buffer)).clamp(0, buffer)  # (B,) tokens into the buffer
+    return -penalty * over / buffer  # (B,)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop: sample P prompts x G responses, score, advantages, mu inner epochs of the loss.
+
+@dataclass
+class Groups:
+    """One step's scored rollouts: P groups of G consecutive rows."""
+
+    tokens: torch.Tensor  # (P*G, Tp+T)
+    mask: torch.Tensor  # (P*G, T) response tokens up to and including <eos>
+    prompt_len: int
+    rewards: torch.Tensor  # (P, G) training reward
+    correct: torch.Tensor  # (P, G) true exact-match accuracy, whatever the reward
+    generated_tokens: int  # every response token sampled this step, kept or not
+    samples: int  # every response sampled this step, kept or not
+
+
+RewardFn = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+
+
+def rollout_groups(policy: TinyLM, problems: list[Problem], cfg: GRPOConfig, task: TaskConfig, tok: Tokenizer,
+                   gen: torch.Generator, reward_fn: RewardFn | None = None) -> Groups:
+    """Sample G responses for each problem and score them (reward and true accuracy)."""
+    roll = sample(policy, prompt_tensor(problems, tok), cfg.group_size, task.max_new_tokens, tok.eos_id,
+                  tok.pad_id, cfg.temperature, gen)
+    targets = answer_targets([p.answer for p in problems], tok)  # (P, L)
+    correct = exact_match(roll.response, targets, cfg.group_size, tok.pad_id)  # (P*G,)
+    rewards = correct if reward_fn is None else reward_fn(roll.response, targets, cfg.group_size)  # (P*G,)
+    mask = roll.mask[:, roll.prompt_len:]  # (P*G, T)
+    if cfg.overlong_buffer > 0:
+        rewards = rewards + overlong_penalty(mask.sum(dim=1), task.max_new_tokens, cfg.overlong_buffer,
+                                             cfg.overlong_penalty)
+    P, G = len(problems), cfg.group_size
+    return Groups(roll.tokens, mask, roll.prompt_len, rewards.view(P, G), correct.view(P, G),
+                  int(mask.sum()), P * G)
+
+
+def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) -> Groups:
+    """DAPO dynamic sampling: keep drawing batches, keep only mixed-reward groups, until P are kept
+    or `max_rounds` batches were drawn. Every generated sample is counted, kept or not."""
+    kept: list[Groups] = []
+    have, samples, gen_tokens = 0, 0, 0
+    for _ in range(max_rounds):
+        b = draw_batch()
+        samples, gen_tokens = samples + b.samples, gen_tokens + b.generated_tokens
+        keep = mixed_groups(b.rewards).nonzero().squeeze(1)[: P - have]  # (k,)
+        if len(keep):
+            rows = (keep[:, None] * b.rewards.shape[1] + torch.arange(b.rewards.shape[1])).reshape(-1)  # (k*G,)
+            kept.append(Groups(b.tokens[rows], b.mask[rows], b.prompt_len, b.rewards[keep], b.correct[keep], 0, 0))
+            have += len(keep)
+        if have >= P:
+            break
+    if not kept:  # nothing mixed in any round: an empty batch, no update this step
+        kept.append(Groups(b.tokens[:0], b.mask[:0], b.prompt_len, b.rewards[:0], b.correct[:0], 0, 0))
+    width = max(k.mask.shape[1] for k in kept)  # batches may have stopped at different lengths
+    tokens = torch.cat([F.pad(k.tokens, (0, width - k.mask.shape[1]), value=0) for k in kept])  # pad id 0
+    mask = torch.cat([F.pad(k.mask, (0, width - k.mask.shape[1]), value=0.0) for k in kept])
+    return Groups(tokens, mask, kept[0].prompt_len, torch.cat([k.rewards for k in kept]),
+                  torch.cat([k.correct for k in kept]), gen_tokens, samples)
+
+
+def response_logits(model: TinyLM, tokens: torch.Tensor, prompt_len: int) -> torch.Tensor:
+    """Next-token logits at the response positions: tokens (B, Tp+T) -> (B, T, V)."""
+    return model(tokens[:, :-1])[:, prompt_len - 1 :]  # (B, T, V)
+
+
+def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(B, T, V) logits, (B, T) token ids -> (B, T) log-probs of those ids."""
+    return F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, batch: Groups,
+                cfg: GRPOConfig, max_len: int) -> dict:
+    """mu inner epochs of the GRPO loss on one batch of groups; returns the step's diagnostics.
+
+    pi_old is the policy that sampled the batch, i.e. the policy before the first inner step, so
+    its log-probs are the first epoch's own (detached): with mu = 1 the ratio is exactly 1.
+    """
+    targets = batch.tokens[:, batch.prompt_len :]  # (B, T)
+    mask = batch.mask  # (B, T)
+    P, G = batch.rewards.shape
+    adv = group_advantages(batch.rewards, cfg.advantage).reshape(-1)  # (B,)
+    ref_logits = None
+    if ref is not None and (cfg.beta > 0):
+        with torch.no_grad():
+            ref_logits = response_logits(ref, batch.tokens, batch.prompt_len)  # (B, T, V)
+    logp_ref = None if ref_logits is None else gather_logp(ref_logits, targets)  # (B, T)
+    stats_sum: dict[str, float] = {}
+    logp_old = None
+    for epoch in range(cfg.inner_epochs):
+        logits = response_logits(policy, batch.tokens, batch.prompt_len)  # (B, T, V)
+        logp = gather_logp(logits, targets)  # (B, T)
+        if epoch == 0:
+            logp_old = logp.detach()
+            first_logits = logits.detach()
+        loss, stats = grpo_loss(logp, logp_old, logp_ref, adv, mask, ratio=cfg.ratio, clip_low=cfg.clip_eps_low,
+                                clip_high=cfg.clip_eps_high, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
+                                aggregation=cfg.aggregation, max_len=max_len)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        opt.step()
+        for k, v in {"loss": float(loss), **stats}.items():
+            stats_sum[k] = stats_sum.get(k, 0.0) + v / cfg.inner_epochs
+    out = {k: v for k, v in stats_sum.items() if k != "kl_nats"}
+    live = mask > 0
+    n_tok = live.sum().clamp(min=1)
+    _, entropy = exact_kl_and_entropy(first_logits, first_logits)  # (B, T)
+    out["entropy_nats"] = float(torch.where(live, entropy, 0.0).sum() / n_tok)
+    if ref_logits is not None:
+        kl_exact, _ = exact_kl_and_entropy(first_logits, ref_logits)  # (B, T)
+        k3 = kl_estimate(torch.where(live, logp_old, 0.0), torch.where(live, logp_ref, 0.0), "k3")  # (B, T)
+        out["kl_k3_nats"] = float(torch.where(live, k3, 0.0).sum(dim=1).mean())  # per response
+        out["kl_exact_nats"] = float(torch.where(live, kl_exact, 0.0).sum(dim=1).mean())
+    out["adv_abs_mean"] = float(adv.abs().mean()) if adv.numel() else 0.0
+    out["grad_tokens"] = int((live & (adv[:, None] != 0)).sum())
+    return out
+
+
+def exact_drift(policy: TinyLM, ref: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: int) -> float:
+    """Exact KL(pi || pi_ref) per response (summed over its tokens), averaged over rows."""
+    with torch.no_grad():
+        kl, _ = exact_kl_and_entropy(response_logits(policy, tokens, prompt_len),
+                                     response_logits(ref, tokens, prompt_len))  # (B, T)
+    return float((kl * mask).sum(dim=1).mean())
+
+
+def evaluate(policy: TinyLM, ref: TinyLM, problems: list[Problem], cfg: GRPOConfig, task: TaskConfig,
+             tok: Tokenizer, gen: torch.Generator, n: int) -> dict:
+    """Sampled (T = 1) exact accuracy on the evaluation problems, and the policy's exact KL to ref."""
+    roll = sample(policy, prompt_tensor(problems, tok), n, task.max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
+    targets = answer_targets([p.answer for p in problems], tok)
+    acc = float(exact_match(roll.response, targets, n, tok.pad_id).mean())
+    kl = exact_drift(policy, ref, roll.tokens, roll.mask[:, roll.prompt_len :], roll.prompt_len)
+    return {"eval_acc": acc, "eval_kl_exact_nats": kl}
+
+
+def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Problem], evals: list[Problem],
+               tok: Tokenizer, gen: torch.Generator, reward_fn: RewardFn | None = None, on_step=None,
+               progress: bool = True, desc: str = "grpo", ref: TinyLM | None = None) -> list[dict]:
+    """Train `policy` in place with GRPO; returns one metrics row per step (plus eval columns).
+
+    The reference defaults to a frozen copy of the starting policy. With beta = 0 it is never run
+    during training (only at evaluation, to report drift).
+    """
+    ref = (ref if ref is not None else copy.deepcopy(policy)).eval().requires_grad_(False)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    P = cfg.prompts_per_step
+    max_len = task.max_new_tokens
+
+    def draw() -> Groups:
+        idx = torch.randint(len(train), (P,), generator=gen)  # (P,) prompts drawn with replacement
+        return rollout_groups(policy, [train[i] for i in idx.tolist()], cfg, task, tok, gen, reward_fn)
+
+    curve: list[dict] = []
+    row = {"step": 0, **evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples)}
+    for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
+        t0 = time.perf_counter()
+        batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
+        stats = grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, max_len) \
+            if batch.rewards.numel() else {"grad_tokens": 0}
+        row.update({
+            "reward_mean": float(batch.rewards.mean()) if batch.rewards.numel() else float("nan"),
+            "accuracy": float(batch.correct.mean()) if batch.correct.numel() else float("nan"),
+            "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if batch.rewards.numel() else 1.0,
+            "response_len_mean": float(batch.mask.sum(dim=1).mean()) if batch.mask.numel() else 0.0,
+            "frac_tokens_with_grad": stats.pop("grad_tokens") / max(batch.generated_tokens, 1),
+            "samples_generated": batch.samples,
+            **stats,
+            "step_seconds": time.perf_counter() - t0,
+        })
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            row.update(evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples))
+        curve.append(row)
+        if on_step is not None:
+            on_step(row)
+        row = {"step": step}
+    return curve
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage function `grpo@{variant}`: every seed of one variant in one process.
+
+def _final(curve: list[dict]) -> dict:
+    """A seed's summary numbers from its per-step curve."""
+    evals = [r for r in curve if "eval_acc" in r]
+    start = curve[0]  # step 1 carries the step-0 evaluation
+    col = lambda k: [r[k] for r in curve if k in r and r[k] == r[k]]  # noqa: E731 (drops NaN)
+    out = {
+        "eval_acc_start": start["eval_acc"],
+        "eval_acc_final": evals[-1]["eval_acc"],
+        "eval_kl_exact_nats_final": evals[-1]["eval_kl_exact_nats"],
+        "train_acc_final": statistics.fmean(col("accuracy")[-3:]),
+        "reward_final": statistics.fmean(col("reward_mean")[-3:]),
+        "entropy_nats_start": col("entropy_nats")[0] if col("entropy_nats") else float("nan"),
+        "entropy_nats_final": statistics.fmean(col("entropy_nats")[-3:]) if col("entropy_nats") else float("nan"),
+        "clip_frac_max": max(l + h for l, h in zip(col("clip_frac_low"), col("clip_frac_high"))) if col("clip_frac_low") else 0.0,
+        "frac_reward_zero_std_mean": statistics.fmean(col("frac_reward_zero_std")),
+        "frac_tokens_with_grad_mean": statistics.fmean(col("frac_tokens_with_grad")),
+        "samples_generated_total": sum(col("samples_generated")),
+        "response_len_final": statistics.fmean(col("response_len_mean")[-3:]),
+        "step_seconds_median": statistics.median(col("step_seconds")),
+    }
+    out["eval_acc_gain"] = out["eval_acc_final"] - out["eval_acc_start"]
+    if col("kl_k3_nats"):
+        out["kl_k3_nats_max"] = max(col("kl_k3_nats"))
+        out["kl_k3_nats_final"] = col("kl_k3_nats")[-1]
+        out["kl_exact_nats_final"] = col("kl_exact_nats")[-1]
+    return out
+
+
+def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float | None, float | None]:
+    """Mean and Student-t confidence interval over seeds (None with fewer than two seeds)."""
+    from scipy import stats as st
+
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None, None
+    half = st.t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    return mean, mean - half, mean + half
+
+
+def summarise_seeds(per_seed: dict[int, dict]) -> dict:
+    """{seed: finals} -> {key: {"mean", "ci95_lo", "ci95_hi", "per_seed": [...]}}."""
+    keys = sorted(set.intersection(*(set(f) for f in per_seed.values())))
+    out = {}
+    for k in keys:
+        vals = [per_seed[s][k] for s in sorted(per_seed)]
+        mean, lo, hi = mean_ci(vals)
+        out[k] = {"mean": mean, "ci95_lo": lo, "ci95_hi": hi, "per_seed": vals}
+    return out
+
+
+def run_grpo(params, variant: str, out_dir, metrics_path, curves_dir, progress: bool = True) -> dict:
+    """`grpo@{variant}`: train the variant from its SFT checkpoint once per seed in `grpo.seeds`."""
+    from pathlib import Path
+
+    from rlvr.config import params_hash, to_dict
+    from rlvr.runtime import read_jsonl, save_checkpoint, set_determinism, write_json, write_tsv
+    from rlvr.sft import checkpoint, load_model, problems_of
+    from rlvr.tracking import stage_run
+
+    cfg = params.variant(variant)
+    sft_cfg = params.sft_run(cfg.sft)
+    task = params.task(sft_cfg.task)
+    if not params.grpo_seeds:
+        from rlvr.config import ConfigError
+
+        raise ConfigError("grpo.seeds = []: list at least one seed")
+    data = Path("data") / cfg.sft
+    train = problems_of(read_jsonl(data / "sft.jsonl"), sft_cfg.task)
+    held = problems_of(read_jsonl(data / "heldout.jsonl"), sft_cfg.task)
+    evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
+    stage_params = {"threads": params.threads, "seeds": params.grpo_seeds, "variant": to_dict(cfg),
+                    "task": to_dict(task)}
+    phash = params_hash(stage_params)
+    tok = Tokenizer()
+    per_seed, run_ids = {}, {}
+    with stage_run(f"grpo@{variant}", stage_params, {"task": sft_cfg.task, "variant": variant}, phash) as mlrun:
+        for seed in params.grpo_seeds:
+            set_determinism(seed, params.threads)
+            policy, _ = load_model(data / "sft.pt", tok)
+            with mlrun.child(f"grpo@{variant}/seed{seed}", {"task": sft_cfg.task, "variant": variant,
+                                                            "seed": seed, "params.hash": phash}) as child:
+                gen = torch.Generator().manual_seed(seed)
+                curve = train_grpo(policy, cfg, task, train, evals, tok, gen, progress=progress,
+                                   on_step=lambda r: child.log_step(r["step"], {k: v for k, v in r.items() if k != "step"}),
+                                   desc=f"{variant} seed {seed}")
+                per_seed[seed] = _final(curve)
+                child.log_metrics(per_seed[seed])
+                run_ids[seed] = child.run_id
+            save_checkpoint(Path(out_dir) / f"seed{seed}.pt",
+                            checkpoint(policy, tok, variant=variant, seed=seed, task=sft_cfg.task, sft_run=cfg.sft))
+            write_tsv(Path(curves_dir) / f"seed{seed}.tsv", _fill(curve))
+        summary = summarise_seeds(per_seed)
+        metrics = {"variant": variant, "task": sft_cfg.task, "sft": cfg.sft, "seeds": params.grpo_seeds,
+                   **{k: v["mean"] for k, v in summary.items()}, "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
+                   "per_seed": {k: v["per_seed"] for k, v in summary.items()},
+                   "mlflow_run_id": mlrun.run_id, "mlflow_seed_run_ids": {str(s): r for s, r in run_ids.items()},
+                   "params_hash": phash}
+        write_json(metrics_path, metrics)
+        mlrun.log_metrics({k: v["mean"] for k, v in summary.items()})
+    return {k: metrics[k] for k in ("variant", "eval_acc_start", "eval_acc_final", "mlflow_run_id") if k in metrics}
+
+
+def _fill(curve: list[dict]) -> list[dict]:
+    """Same columns on every row (evaluation columns are blank between evaluations) for TSV."""
+    cols = list(dict.fromkeys(k for r in curve for k in r))
+    return [{c: r.get(c, "") for c in cols} for r in curve]

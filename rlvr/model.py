@@ -1,0 +1,220 @@
+"""TinyLM: a pre-norm decoder-only transformer, and a batched KV-cache sampler.
+
+The model is nanoGPT-shaped (learned positions, tied embeddings, GELU MLP, no biases in linears)
+and small enough (~0.4 M parameters) to train on two CPU cores in seconds.
+
+The sampler is built for RL rollouts, where each prompt is sampled n times:
+1. every prompt is encoded once (prefill), and its keys/values are *shared* by its n samples: the
+   decode step attends to the prompt cache by broadcasting, never by copying it n times;
+2. rows stop at <eos> (later tokens are <pad>, masked out) and the loop stops when all rows have;
+3. random draws come from an explicit torch.Generator through inverse-CDF sampling, one uniform per
+   row per step, so the cache-free reference path (`sample_reference`) reproduces it token for token.
+Prompts in one call must share a length (true for both tasks); that keeps the cache free of padding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from rlvr.config import ModelConfig
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.n_head = cfg.n_head
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d, bias=False)
+        self.fc_out = nn.Linear(4 * d, d, bias=False)
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, T, d) -> q, k, v each (B, H, T, D)."""
+        B, T, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)  # (B, T, d) x3
+        shape = (B, T, self.n_head, d // self.n_head)
+        return (t.view(shape).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D) x3
+
+    def finish(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        """Residual add of the attention output (B, T, d), then the MLP."""
+        x = x + self.proj(att)
+        return x + self.fc_out(F.gelu(self.fc(self.ln2(x))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.heads(x)  # (B, H, T, D)
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        return self.finish(x, att.transpose(1, 2).reshape(x.shape))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, vocab_size: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
+            if name.endswith(("proj.weight", "fc_out.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        T = idx.shape[-1]
+        if start + T > self.cfg.max_len:
+            raise ValueError(f"sequence of {start + T} tokens exceeds model.max_len = {self.cfg.max_len}")
+        pos = torch.arange(start, start + T, device=idx.device)
+        return self.tok_emb(idx) + self.pos_emb(pos)  # (..., T, d)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln_f(x) @ self.tok_emb.weight.T  # tied head: (..., V)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, V) next-token logits."""
+        x = self.embed(idx)  # (B, T, d)
+        for block in self.blocks:
+            x = block(x)
+        return self.logits(x)
+
+
+def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Log-prob of each next token: logits (B, T, V) from model(tokens) -> (B, T-1)."""
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
+    return logp.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
+
+
+@dataclass
+class Rollout:
+    """Sampled sequences; row p * n + j is sample j of prompt p (n consecutive rows per prompt)."""
+
+    tokens: torch.Tensor  # (P*n, Tp + T) prompt then response, <pad> after <eos>
+    mask: torch.Tensor  # (P*n, Tp + T) 1.0 on response tokens up to and including <eos>
+    prompt_len: int
+
+    @property
+    def response(self) -> torch.Tensor:
+        return self.tokens[:, self.prompt_len:]  # (P*n, T)
+
+
+def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row by inverse-CDF sampling: (B, V) -> (B,). temperature 0 means greedy."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    u = torch.rand(logits.shape[0], 1, generator=generator)  # (B, 1)
+    cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(dim=-1)  # (B, V)
+    return torch.searchsorted(cdf, u).squeeze(-1).clamp_max(logits.shape[-1] - 1)  # (B,)
+
+
+def _check_prompts(model: TinyLM, prompts: torch.Tensor, max_new_tokens: int) -> None:
+    if prompts.dim() != 2:
+        raise ValueError(f"prompts must be (P, Tp) token ids of equal length, got shape {tuple(prompts.shape)}")
+    if prompts.shape[1] + max_new_tokens > model.cfg.max_len:
+        raise ValueError(f"prompt length {prompts.shape[1]} + max_new_tokens {max_new_tokens} "
+                         f"exceeds model.max_len = {model.cfg.max_len}")
+
+
+def _finish(prompts: torch.Tensor, out: torch.Tensor, n: int, eos_id: int, pad_id: int) -> Rollout:
+    """Pad after the first <eos>, build the mask, drop all-pad trailing columns."""
+    P, Tp = prompts.shape
+    is_eos = (out == eos_id).int()  # (B, T)
+    after_eos = (is_eos.cumsum(dim=1) - is_eos) > 0  # (B, T) strictly after the first <eos>
+    out = out.masked_fill(after_eos, pad_id)
+    resp_mask = (~after_eos).float()  # (B, T)
+    T = int(resp_mask.sum(dim=1).max().item()) if out.numel() else 0
+    tokens = torch.cat([prompts.repeat_interleave(n, dim=0), out[:, :T]], dim=1)  # (B, Tp+T)
+    mask = torch.cat([torch.zeros(P * n, Tp), resp_mask[:, :T]], dim=1)  # (B, Tp+T)
+    return Rollout(tokens, mask, Tp)
+
+
+def _outside_inference(fn):
+    """Run `fn` under inference_mode, then clone its Rollout into normal tensors so that training
+    code may use the sampled tokens in autograd (inference tensors cannot be saved for backward)."""
+
+    def wrapper(*args, **kwargs) -> Rollout:
+        with torch.inference_mode():
+            roll = fn(*args, **kwargs)
+        return Rollout(roll.tokens.clone(), roll.mask.clone(), roll.prompt_len)
+
+    wrapper.__doc__, wrapper.__name__ = fn.__doc__, fn.__name__
+    return wrapper
+
+
+@_outside_inference
+def sample(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eos_id: int, pad_id: int,
+           temperature: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
+    """n samples of each prompt with a shared-prefix KV cache. prompts (P, Tp) -> Rollout (P*n rows)."""
+    _check_prompts(model, prompts, max_new_tokens)
+    P, Tp = prompts.shape
+    B, cfg = P * n, model.cfg
+    H, D = cfg.n_head, cfg.d_model // cfg.n_head
+
+    # Prefill: run the P prompts once, keep each layer's keys/values.
+    x = model.embed(prompts)  # (P, Tp, d)
+    prefix = []
+    for block in model.blocks:
+        q, k, v = block.heads(x)  # (P, H, Tp, D)
+        prefix.append((k, v))
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (P, H, Tp, D)
+        x = block.finish(x, att.transpose(1, 2).reshape(x.shape))
+    last = model.logits(x[:, -1]).repeat_interleave(n, dim=0)  # (B, V)
+
+    # Decode: queries are (P, n, H, D); prompt keys broadcast over n, own keys cached per row.
+    own_k = [torch.empty(P, n, H, max_new_tokens, D) for _ in model.blocks]
+    own_v = [torch.empty(P, n, H, max_new_tokens, D) for _ in model.blocks]
+    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    scale = 1.0 / math.sqrt(D)
+    for t in range(max_new_tokens):
+        tok = draw(last, temperature, generator)  # (B,)
+        out[:, t] = tok
+        done |= tok == eos_id
+        if bool(done.all()) or t == max_new_tokens - 1:
+            break
+        x = model.embed(tok.view(B, 1), start=Tp + t).view(B, 1, -1)  # (B, 1, d)
+        for i, block in enumerate(model.blocks):
+            q, k, v = (z.reshape(P, n, H, D) for z in block.heads(x))  # (P, n, H, D)
+            own_k[i][:, :, :, t], own_v[i][:, :, :, t] = k, v
+            pk, pv = prefix[i]  # (P, H, Tp, D)
+            s_pre = torch.einsum("pnhd,phsd->pnhs", q, pk)  # (P, n, H, Tp)
+            s_own = torch.einsum("pnhd,pnhsd->pnhs", q, own_k[i][:, :, :, : t + 1])  # (P, n, H, t+1)
+            w = torch.softmax(torch.cat([s_pre, s_own], dim=-1) * scale, dim=-1)  # (P, n, H, Tp+t+1)
+            att = torch.einsum("pnhs,phsd->pnhd", w[..., :Tp], pv)  # (P, n, H, D)
+            att = att + torch.einsum("pnhs,pnhsd->pnhd", w[..., Tp:], own_v[i][:, :, :, : t + 1])
+            x = block.finish(x, att.reshape(B, 1, -1))  # (B, 1, d)
+        last = model.logits(x[:, 0])  # (B, V)
+    return _finish(prompts, out, n, eos_id, pad_id)
+
+
+@_outside_inference
+def sample_reference(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eos_id: int,
+                     pad_id: int, temperature: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
+    """Cache-free sampler: a full forward per step. Slow; the ground truth `sample` is tested against."""
+    _check_prompts(model, prompts, max_new_tokens)
+    seq = prompts.repeat_interleave(n, dim=0)  # (B, Tp)
+    B = seq.shape[0]
+    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    for t in range(max_new_tokens):
+        tok = draw(model(seq)[:, -1], temperature, generator)  # (B,)
+        out[:, t] = tok
+        done |= tok == eos_id
+        if bool(done.all()):
+            break
+        seq = torch.cat([seq, tok.view(B, 1)], dim=1)  # (B, Tp+t+1)
+    return _finish(prompts, out, n, eos_id, pad_id)

@@ -1,0 +1,69 @@
+"""Process set-up and atomic file output: the two things every stage does first and last."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+
+def set_determinism(seed: int, threads: int) -> None:
+    """Seed every RNG and fix the thread count: results are then bit-for-bit repeatable per machine."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    torch.use_deterministic_algorithms(True)
+
+
+def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
+    """Write through a temp file in the same folder, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return _atomic(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
+    return write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_tsv(path: str | Path, rows: list[dict]) -> Path:
+    """Rows of equal keys -> tab-separated file with a header (what `dvc plots` reads)."""
+    cols = list(rows[0]) if rows else []
+    lines = ["\t".join(cols)] + ["\t".join(_fmt(r[c]) for c in cols) for r in rows]
+    return write_text(path, "\n".join(lines) + "\n")
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def save_checkpoint(path: str | Path, obj: dict) -> Path:
+    return _atomic(path, lambda tmp: torch.save(obj, tmp))

@@ -1,0 +1,54 @@
+"""Arithmetic tasks: problems, train/held-out splits, prompts and answers.
+
+`single_digit` is chapter A's task: "a + b =" with a, b in 0..9 and a + b <= 9 (55 problems, one
+token answers). `two_digit` is chapter B's: "37+48=" with both operands in 10..99 (8100 problems,
+multi-token answers) and a seeded held-out split that SFT and GRPO never see.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from rlvr.config import TASKS, ConfigError
+
+
+@dataclass(frozen=True)
+class Problem:
+    a: int
+    b: int
+    task: str
+
+    @property
+    def prompt(self) -> str:
+        return f"{self.a} + {self.b} =" if self.task == "single_digit" else f"{self.a}+{self.b}="
+
+    @property
+    def answer(self) -> str:
+        return str(self.a + self.b)
+
+
+def all_problems(task: str) -> list[Problem]:
+    """Every problem of a task, in a fixed order."""
+    if task == "single_digit":
+        return [Problem(a, b, task) for a in range(10) for b in range(10) if a + b <= 9]
+    if task == "two_digit":
+        return [Problem(a, b, task) for a in range(10, 100) for b in range(10, 100)]
+    raise ConfigError(f"task {task!r}: unknown; known tasks: {', '.join(TASKS)}")
+
+
+def answer_range(task: str) -> tuple[int, int]:
+    """Inclusive range of possible sums: where a corrupted SFT label is drawn from."""
+    return (0, 9) if task == "single_digit" else (20, 198)
+
+
+def split(task: str, heldout: int, seed: int) -> tuple[list[Problem], list[Problem]]:
+    """(train, heldout): a seeded shuffle, the first `heldout` problems held out, both sorted back."""
+    problems = all_problems(task)
+    if not 0 <= heldout < len(problems):
+        raise ConfigError(f"tasks.{task}.heldout = {heldout}: must lie in [0, {len(problems) - 1}]")
+    order = list(range(len(problems)))
+    random.Random(f"split:{task}:{seed}").shuffle(order)
+    held = sorted(order[:heldout])
+    train = sorted(order[heldout:])
+    return [problems[i] for i in train], [problems[i] for i in held]

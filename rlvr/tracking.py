@@ -1,0 +1,174 @@
+"""MLflow tracking: one run per stage execution, nested runs per seed, batched metric logging.
+
+The store defaults to an embedded SQLite file at the repo root (`sqlite:///<root>/mlflow.db`), the
+root taken from `$DVC_ROOT` when DVC runs the stage (so queued `dvc exp` runs share one store);
+`MLFLOW_TRACKING_URI` overrides it. We use `MlflowClient` rather than the fluent API: no global
+"active run" state, and runs end FINISHED / FAILED / KILLED exactly as the `with` block does.
+A single logging call costs ~10 ms on SQLite, so per-step metrics are buffered and sent in batches.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+EXPERIMENT = "rlvr-repro"
+_BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
+
+
+class TrackingError(RuntimeError):
+    """The configured tracking store cannot be used; raised before any training starts."""
+
+
+def repo_root() -> Path:
+    return Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def git_commit(root: Path | None = None) -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root or repo_root(), capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def check_reachable(uri: str) -> None:
+    """Fail fast, in one line naming the URI, when a tracking server does not answer."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise TrackingError(f"MLflow tracking server {uri} is unreachable ({reason}); "
+                                f"start it or unset MLFLOW_TRACKING_URI to use the local SQLite store") from None
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}: MLflow params are flat."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+class Run:
+    """One MLflow run: buffered per-step metrics, params, final metrics, artifacts."""
+
+    def __init__(self, client, run_id: str) -> None:
+        self.client, self.run_id = client, run_id
+        self._pending: list = []
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for i in range(0, len(items), 100):  # MLflow: at most 100 params per call
+            self.client.log_batch(self.run_id, params=items[i:i + 100])
+
+    def log_step(self, step: int, metrics: dict[str, float]) -> None:
+        """Queue one step's metrics; they are sent in batches (see `flush`)."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._pending += [Metric(k, float(v), now, step) for k, v in metrics.items()]
+        if len(self._pending) >= _BATCH:
+            self.flush()
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        """Final (step-less) metrics; non-numbers are skipped."""
+        nums = {k: v for k, v in flatten(metrics).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        self.log_step(0, nums)
+        self.flush()
+
+    def flush(self) -> None:
+        while self._pending:
+            chunk, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
+            self.client.log_batch(self.run_id, metrics=chunk)
+
+    def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), subdir)
+
+    @contextmanager
+    def child(self, name: str, tags: dict[str, Any]) -> Iterator["Run"]:
+        """A nested run (e.g. one seed inside a variant's stage)."""
+        with _run(self.client, self._experiment_id, name, {**tags, "mlflow.parentRunId": self.run_id}) as run:
+            run._experiment_id = self._experiment_id
+            yield run
+
+
+def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def _run(client, experiment_id: str, name: str, tags: dict[str, Any]) -> Iterator[Run]:
+    info = client.create_run(experiment_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
+    run = Run(client, info.info.run_id)
+    status = "FAILED"
+    try:
+        yield run
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        try:
+            run.flush()  # keep every step logged so far, even on a crash
+        finally:
+            client.set_terminated(run.run_id, status=status)
+
+
+@contextmanager
+def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_hash: str) -> Iterator[Run]:
+    """The MLflow run of one stage execution. Raises TrackingError before yielding if unusable.
+
+    Tags: dvc.stage, dvc.exp, git.commit, params.hash, plus the caller's (task, seed, variant...).
+    A body that raises leaves the run FAILED; Ctrl-C or SIGTERM (how DVC stops a stage) leaves it KILLED.
+    """
+    uri = tracking_uri()
+    check_reachable(uri)
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    from mlflow.tracking import MlflowClient  # slow import (~1.5 s): only stages that log pay it
+
+    try:
+        client = MlflowClient(uri)
+        exp = client.get_experiment_by_name(EXPERIMENT)
+        if exp is None:
+            artifacts = (repo_root() / "mlartifacts").as_uri() if uri.startswith("sqlite:") else None
+            experiment_id = client.create_experiment(EXPERIMENT, artifact_location=artifacts)
+        else:
+            experiment_id = exp.experiment_id
+    except Exception as exc:  # any failure to open the store is a configuration problem
+        raise TrackingError(f"MLflow tracking store {uri} cannot be used: {str(exc).splitlines()[0]}") from None
+
+    all_tags = {
+        "dvc.stage": os.environ.get("DVC_STAGE", stage),
+        "dvc.exp": os.environ.get("DVC_EXP_NAME", ""),
+        "git.commit": git_commit(),
+        "params.hash": params_hash,
+        **tags,
+    }
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with _run(client, experiment_id, stage, all_tags) as run:
+            run._experiment_id = experiment_id
+            run.log_params(params)
+            yield run
+    finally:
+        signal.signal(signal.SIGTERM, previous)

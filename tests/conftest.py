@@ -1,0 +1,47 @@
+import copy
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr.config import parse_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_raw() -> dict:
+    """params.yaml shrunk so every stage runs in seconds (same keys, smaller numbers)."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = copy.deepcopy(raw)
+    raw["model"].update(d_model=32, n_layer=1, n_head=2)
+    for run in raw["sft"].values():
+        run.update(epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
+    return raw
+
+
+@pytest.fixture
+def tiny_raw_params() -> dict:
+    return tiny_raw()
+
+
+@pytest.fixture
+def tiny_params():
+    return parse_params(tiny_raw())
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch):
+    """A private SQLite MLflow store for one test."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    return uri
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("RLVR_TEST_THREADS", "2")))

@@ -1,0 +1,67 @@
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from rlvr.cli import main
+from rlvr.config import ConfigError, parse_params
+
+
+def run_check(tmp_path, raw, capsys):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code = main(["--params", str(path), "check"])
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+def with_grpo(raw, variant=None, **defaults):
+    raw["grpo"] = {"seeds": [0], "defaults": {"sft": "single_digit", **defaults}}
+    raw["variants"] = {"grpo": {"task": "single_digit", "sft": "single_digit", **(variant or {})}}
+    return raw
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda r: r["model"].update(width=3), "model.width: unknown key; allowed keys: d_model, n_layer"),
+    (lambda r: r.update(extra=1), "extra: unknown key; allowed keys: seed, threads"),
+    (lambda r: r["sft"]["single_digit"].update(noise_rate=1.5), "sft.single_digit.noise_rate = 1.5: must lie in [0, 1]"),
+    (lambda r: r["sft"]["two_digit"].update(noise_rate=-0.1), "sft.two_digit.noise_rate = -0.1: must lie in [0, 1]"),
+    (lambda r: r["sft"]["two_digit"].update(lr=-0.001), "sft.two_digit.lr = -0.001: must be > 0"),
+    (lambda r: r["sft"]["two_digit"].update(task="three_digit"), "sft.two_digit.task = 'three_digit': must be one of"),
+    (lambda r: r["tasks"].update(three_digit={"heldout": 1}), "tasks.three_digit = 'three_digit': unknown task"),
+    (lambda r: with_grpo(r, group_size=1), "grpo.defaults.group_size = 1: must be >= 2"),
+    (lambda r: with_grpo(r, {"group_size": 1}), "variants.grpo.group_size = 1: must be >= 2"),
+    (lambda r: with_grpo(r, {"sft": "nope"}), "variants.grpo.sft = 'nope': must name an sft run"),
+    (lambda r: with_grpo(r, {"task": "two_digit"}), "variants.grpo.task = 'two_digit': must be the task of sft run"),
+    (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
+    (lambda r: r.update(passk={"n": 8, "ks": [1, 16]}), "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)"),
+    (lambda r: r["sft"]["two_digit"].update(epochs="many"), "sft.two_digit.epochs = 'many': must be an integer"),
+])
+def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
+    mutate(tiny_raw_params)
+    code, err = run_check(tmp_path, tiny_raw_params, capsys)
+    assert code == 2
+    assert err.startswith("rlvr: error: ") and expected in err
+    assert "\n" not in err
+
+
+def test_unknown_variant_and_run_are_named_with_the_known_ones(tiny_raw_params):
+    params = parse_params(with_grpo(tiny_raw_params))
+    with pytest.raises(ConfigError, match="variant 'nope': unknown; known variants: grpo"):
+        params.variant("nope")
+    with pytest.raises(ConfigError, match="sft run 'x': unknown; known runs: single_digit, two_digit"):
+        params.sft_run("x")
+
+
+def test_valid_params_pass(tmp_path, capsys, tiny_raw_params):
+    assert run_check(tmp_path, tiny_raw_params, capsys)[0] == 0
+
+
+def test_cli_user_error_has_no_traceback(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "rlvr", "--params", str(tmp_path / "missing.yaml"), "check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip() == f"rlvr: error: {tmp_path / 'missing.yaml'}: params file not found " \
+                                 "(run from the repo root or pass --params)"

@@ -1,0 +1,100 @@
+"""Behaviour of the GRPO loop on a real (tiny, quickly trained) policy."""
+
+import copy
+
+import pytest
+import torch
+
+from rlvr.config import GRPOConfig, ModelConfig, SFTConfig, TaskConfig
+from rlvr.grpo import Groups, dynamic_groups, grpo_update, rollout_groups, train_grpo
+from rlvr.model import TinyLM
+from rlvr.sft import encode_sft, noisy_rows, train_sft
+from rlvr.tasks import split
+from rlvr.tokenizer import Tokenizer
+
+TOK = Tokenizer()
+TASK = TaskConfig(heldout=0, max_new_tokens=2)
+PROBLEMS = split("single_digit", 0, seed=0)[0]
+
+
+@pytest.fixture(scope="module")
+def sft_policy():
+    """A single_digit policy that is right part of the time: short clean SFT (seconds)."""
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(), len(TOK))
+    tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.5, repeats=8, seed=0), TOK)
+    cfg = SFTConfig(task="single_digit", noise_rate=0.5, repeats=8, epochs=SFT_EPOCHS, batch_size=32, lr=0.003)
+    train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
+    return model
+
+
+SFT_EPOCHS = 40
+
+
+def run(policy, **overrides):
+    cfg = GRPOConfig(**{"steps": 25, "prompts_per_step": 16, "group_size": 8, "lr": 0.001, "eval_every": 25,
+                        "eval_samples": 64, **overrides})
+    curve = train_grpo(policy, cfg, TASK, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False)
+    return cfg, curve
+
+
+def test_25_steps_raise_accuracy_by_5_points_with_bounded_kl(sft_policy):
+    policy = copy.deepcopy(sft_policy)
+    _, curve = run(policy)
+    start, end = curve[0]["eval_acc"], curve[-1]["eval_acc"]
+    assert 0.2 < start < 0.8, "fixture should start partly right"
+    assert end - start > 0.05
+    assert max(r["kl_k3_nats"] for r in curve) < 0.5
+    assert curve[-1]["eval_kl_exact_nats"] < 0.5
+
+
+def test_reference_weights_never_change(sft_policy):
+    policy, ref = copy.deepcopy(sft_policy), copy.deepcopy(sft_policy)
+    cfg = GRPOConfig(steps=5, prompts_per_step=16, group_size=8, eval_every=5, eval_samples=4)
+    train_grpo(policy, cfg, TASK, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False, ref=ref)
+    before = sft_policy.state_dict()
+    assert all(torch.equal(before[k], v) for k, v in ref.state_dict().items())
+    assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items())
+    assert not any(p.requires_grad for p in ref.parameters())
+
+
+def test_single_inner_epoch_never_clips_and_several_do(sft_policy):
+    _, curve = run(copy.deepcopy(sft_policy), steps=4)
+    assert all(r["clip_frac_low"] == 0.0 and r["clip_frac_high"] == 0.0 for r in curve)
+    assert all(r["ratio_mean"] == 1.0 for r in curve)
+    _, curve = run(copy.deepcopy(sft_policy), steps=4, inner_epochs=4, lr=0.003)
+    assert max(r["clip_frac_low"] + r["clip_frac_high"] for r in curve) > 0.0
+
+
+def test_dynamic_sampling_returns_only_mixed_groups_and_counts_every_sample(sft_policy):
+    cfg = GRPOConfig(prompts_per_step=8, group_size=8, max_gen_rounds=5)
+    gen = torch.Generator().manual_seed(0)
+    draws = []
+
+    def draw() -> Groups:
+        idx = torch.randint(len(PROBLEMS), (8,), generator=gen)
+        b = rollout_groups(sft_policy, [PROBLEMS[i] for i in idx.tolist()], cfg, TASK, TOK, gen)
+        draws.append(b)
+        return b
+
+    batch = dynamic_groups(draw, 8, 5)
+    r = batch.rewards
+    assert r.shape == (8, 8) and bool(((r != r[:, :1]).any(dim=1)).all())
+    assert batch.samples == sum(d.samples for d in draws) and batch.samples >= 64
+    assert batch.tokens.shape[0] == 64
+
+
+def test_beta_zero_skips_the_reference_forward(sft_policy):
+    class Boom(torch.nn.Module):
+        def forward(self, *_):
+            raise AssertionError("reference model was run")
+
+    policy = copy.deepcopy(sft_policy)
+    cfg = GRPOConfig(beta=0.0, group_size=8, prompts_per_step=4)
+    gen = torch.Generator().manual_seed(0)
+    batch = rollout_groups(policy, PROBLEMS[:4], cfg, TASK, TOK, gen)
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    stats = grpo_update(policy, None, opt, batch, cfg, TASK.max_new_tokens)
+    assert "kl_k3_nats" not in stats
+    with pytest.raises(AssertionError, match="reference model was run"):
+        grpo_update(policy, Boom(), opt, batch, GRPOConfig(beta=0.04), TASK.max_new_tokens)

@@ -1,0 +1,328 @@
+import math
+
+import pytest
+import torch
+
+from rlvr.grpo import (aggregate, exact_kl_and_entropy, group_advantages, grpo_loss, kl_estimate,
+                       mixed_groups, overlong_penalty, policy_objective)
+
+
+def binary_group(correct: int, size: int = 8) -> torch.Tensor:
+    return torch.tensor([[1.0] * correct + [0.0] * (size - correct)])  # (1, G)
+
+
+def leaf(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32, requires_grad=True)
+
+
+# ---------------------------------------------------------------- advantages
+
+def test_mixed_groups_have_mean_zero_and_population_std_one():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.3, 0.9, 0.1, 0.5], [2.0, -1.0, 0.0, 0.0]])
+    adv = group_advantages(rewards)
+    assert torch.allclose(adv.mean(dim=1), torch.zeros(3), atol=1e-6)
+    assert torch.allclose(adv.std(dim=1, unbiased=False), torch.ones(3), atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["group", "mean_only", "rloo", "batch_std"])
+def test_equal_reward_group_has_exactly_zero_advantage(kind):
+    # float32 mean of eight 0.1s is off by 7e-9, which (r - mean) / (std + eps) turns into 0.007
+    rewards = torch.tensor([[0.0] * 8, [1.0] * 8, [0.1] * 8, [1.0] + [0.0] * 7])
+    adv = group_advantages(rewards, kind)
+    assert torch.equal(adv[:3], torch.zeros(3, 8))  # exactly zero, not eps-scaled rounding noise
+    assert adv[3].abs().sum() > 0
+
+
+@pytest.mark.parametrize("correct, up, down", [(4, 1.0, -1.0), (3, 1.29, -0.77), (1, 2.65, -0.38)])
+def test_chapter_a_group_of_eight_numbers(correct, up, down):
+    adv = group_advantages(binary_group(correct))[0]
+    assert round(float(adv[0]), 2) == up and round(float(adv[-1]), 2) == down
+    assert torch.equal(adv[:correct], adv[:1].expand(correct))
+
+
+def test_chapter_b_group_of_four_numbers():
+    adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 1.0]]))[0]
+    assert torch.allclose(adv, torch.tensor([1.0, -1.0, -1.0, 1.0]), atol=1e-5)
+    adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))[0]
+    assert float(adv[0]) == pytest.approx(math.sqrt(3), abs=1e-3)
+    assert torch.allclose(adv[1:], torch.full((3,), -1 / math.sqrt(3)), atol=1e-3)
+    assert float(adv.sum()) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_mean_only_is_reward_minus_group_mean():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.2, 0.4, 0.9, 0.5]])
+    want = rewards - rewards.mean(dim=1, keepdim=True)
+    assert torch.allclose(group_advantages(rewards, "mean_only"), want)
+
+
+def test_rloo_matches_brute_force_leave_one_out():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0, 1.0], [0.2, 0.4, 0.9, 0.5, 0.0]])
+    want = torch.zeros_like(rewards)
+    for p in range(2):
+        for i in range(5):
+            others = [float(rewards[p, j]) for j in range(5) if j != i]
+            want[p, i] = rewards[p, i] - sum(others) / len(others)
+    assert torch.allclose(group_advantages(rewards, "rloo"), want, atol=1e-6)
+
+
+def test_batch_std_matches_brute_force():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.2, 0.4, 0.9, 0.5], [1.0, 1.0, 1.0, 1.0]])
+    flat = rewards.flatten().tolist()
+    mu = sum(flat) / len(flat)
+    std = math.sqrt(sum((x - mu) ** 2 for x in flat) / len(flat))
+    want = torch.zeros_like(rewards)
+    for p in range(2):  # the all-equal third group stays 0
+        row = rewards[p].tolist()
+        want[p] = torch.tensor([(x - sum(row) / len(row)) / (std + 1e-6) for x in row])
+    assert torch.allclose(group_advantages(rewards, "batch_std"), want, atol=1e-6)
+
+
+def test_unknown_advantage_kind_raises_naming_allowed_kinds():
+    with pytest.raises(ValueError, match="group, mean_only, rloo, batch_std"):
+        group_advantages(binary_group(2), "whiten")
+
+
+def test_mixed_groups_flags_groups_with_any_reward_spread():
+    rewards = torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 1.0], [0.5, 0.5, 0.6]])
+    assert mixed_groups(rewards).tolist() == [False, False, True, True]
+
+
+# ---------------------------------------------------------------- KL estimators
+
+def sampled_log_probs(n: int = 4000):
+    """Tokens drawn from pi (fixed seed); their log-probs under pi and pi_ref, and the exact KL."""
+    pi = torch.tensor([0.5, 0.2, 0.2, 0.1])
+    ref = torch.tensor([0.3, 0.3, 0.2, 0.2])
+    tokens = torch.multinomial(pi, n, replacement=True, generator=torch.Generator().manual_seed(0))
+    exact = float((pi * (pi.log() - ref.log())).sum())
+    return pi.log()[tokens][None], ref.log()[tokens][None], exact  # (1, n) x2
+
+
+def test_k3_is_non_negative_and_unbiased():
+    logp, logp_ref, exact = sampled_log_probs()
+    k3 = kl_estimate(logp, logp_ref, "k3")
+    assert k3.shape == logp.shape and bool((k3 >= 0).all())
+    assert abs(float(k3.mean()) - exact) < 0.02
+
+
+def test_k1_is_unbiased_and_k2_non_negative():
+    logp, logp_ref, exact = sampled_log_probs()
+    assert abs(float(kl_estimate(logp, logp_ref, "k1").mean()) - exact) < 0.05
+    assert bool((kl_estimate(logp, logp_ref, "k2") >= 0).all())
+
+
+@pytest.mark.parametrize("kind", ["k1", "k2", "k3"])
+def test_kl_of_a_policy_with_itself_is_exactly_zero(kind):
+    logp = torch.randn(3, 5, generator=torch.Generator().manual_seed(1)) - 2
+    assert torch.equal(kl_estimate(logp, logp.clone(), kind), torch.zeros(3, 5))
+
+
+def test_exact_kl_of_a_distribution_with_itself_is_zero_and_uniform_entropy_is_log_v():
+    logits = torch.randn(2, 3, 7, generator=torch.Generator().manual_seed(2))
+    kl, _ = exact_kl_and_entropy(logits, logits)
+    assert torch.allclose(kl, torch.zeros(2, 3), atol=1e-6)
+    _, entropy = exact_kl_and_entropy(torch.zeros(2, 3, 7), logits)
+    assert torch.allclose(entropy, torch.full((2, 3), math.log(7)), atol=1e-6)
+
+
+def test_exact_kl_and_entropy_match_hand_computation():
+    p, q = [0.5, 0.3, 0.2], [0.2, 0.2, 0.6]
+    kl, entropy = exact_kl_and_entropy(torch.tensor(p).log().view(1, 1, 3), torch.tensor(q).log().view(1, 1, 3))
+    assert float(kl) == pytest.approx(sum(a * math.log(a / b) for a, b in zip(p, q)), abs=1e-6)
+    assert float(entropy) == pytest.approx(-sum(a * math.log(a) for a in p), abs=1e-6)
+
+
+# ---------------------------------------------------------------- policy term and loss
+
+def test_loss_is_scalar_and_gradient_raises_positive_and_lowers_negative_tokens():
+    logp = leaf([[-1.0, -2.0, -0.5], [-1.5, -0.3, -0.7]])
+    adv = torch.tensor([1.0, -1.0])
+    loss, stats = grpo_loss(logp, logp.detach(), logp.detach() - 0.1, adv, torch.ones(2, 3))
+    assert loss.dim() == 0
+    loss.backward()
+    assert bool((logp.grad[0] < 0).all()) and bool((logp.grad[1] > 0).all())  # descent raises row 0
+    assert stats["kl_nats"] > 0
+
+
+def test_first_inner_step_never_clips():
+    logp = torch.randn(4, 6, generator=torch.Generator().manual_seed(3)) - 1
+    mask = torch.ones(4, 6)
+    mask[1, 3:] = 0
+    for kind in ("token", "sequence", "cispo"):
+        _, stats = policy_objective(logp, logp.clone(), torch.tensor([1.0, -1.0, 2.0, -0.5]), mask, kind)
+        assert stats["clip_frac_low"] == 0.0 and stats["clip_frac_high"] == 0.0
+        assert stats["ratio_mean"] == 1.0
+
+
+def one_token_loss(ratio: float, adv: float, clip_high: float):
+    """Loss and d loss / d logp for one token whose probability moved by `ratio` since sampling."""
+    logp = leaf([[math.log(ratio * 0.4)]])
+    logp_old = torch.tensor([[math.log(0.4)]])
+    loss, stats = grpo_loss(logp, logp_old, None, torch.tensor([adv]), torch.ones(1, 1), clip_high=clip_high, beta=0.0)
+    loss.backward()
+    return float(loss.detach()), float(logp.grad), stats
+
+
+def test_clip_higher_changes_the_loss_only_between_the_two_upper_bounds():
+    assert one_token_loss(1.25, 1.0, 0.2)[0] != pytest.approx(one_token_loss(1.25, 1.0, 0.28)[0])
+    assert one_token_loss(1.1, 1.0, 0.2)[0] == pytest.approx(one_token_loss(1.1, 1.0, 0.28)[0])
+
+
+def test_token_clipped_above_one_plus_eps_has_exactly_zero_gradient():
+    """Chapter B: the probability of a positive-advantage token rose 0.40 -> 0.50 (ratio 1.25 > 1.2)."""
+    _, grad, stats = one_token_loss(1.25, 1.0, 0.2)
+    assert grad == 0.0 and stats["clip_frac_high"] == 1.0
+    _, grad, stats = one_token_loss(1.25, 1.0, 0.28)  # clip-higher keeps it
+    assert grad < 0 and stats["clip_frac_high"] == 0.0
+    _, grad, stats = one_token_loss(1.25, -1.0, 0.2)  # negative advantage: the clip does not cut it
+    assert grad > 0 and stats["clip_frac_high"] == 0.0
+
+
+def test_clip_fraction_low_counts_only_negative_advantage_tokens():
+    logp = torch.log(torch.tensor([[0.7, 0.7]]) * 0.5)  # ratio 0.7 < 0.8 on both tokens
+    logp_old = torch.log(torch.tensor([[0.5, 0.5]]))
+    _, stats = policy_objective(logp.expand(2, 2), logp_old.expand(2, 2), torch.tensor([-1.0, 1.0]), torch.ones(2, 2))
+    assert stats["clip_frac_low"] == 0.5 and stats["clip_frac_high"] == 0.0
+
+
+def test_seq_mean_cancels_opposite_responses_of_different_length_and_token_mean_does_not():
+    logp = leaf([[-1.0, -1.0, -1.0, -1.0], [-1.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    adv = torch.tensor([1.0, -1.0])
+    seq, _ = grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, aggregation="seq_mean")
+    tok, _ = grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, aggregation="token_mean")
+    assert float(seq.detach()) == 0.0
+    assert float(tok.detach()) == pytest.approx(-3 / 5)
+
+
+def test_seq_mean_dilutes_each_token_of_a_long_wrong_answer_by_its_length():
+    logp = leaf([[-1.0] * 20, [-1.0] * 20])
+    mask = torch.zeros(2, 20)
+    mask[0, 0], mask[1] = 1.0, 1.0
+    loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([-1.0, -1.0]), mask, beta=0.0)
+    loss.backward()
+    assert float(logp.grad[0, 0]) == pytest.approx(0.5, rel=1e-6)
+    assert torch.allclose(logp.grad[1] * 20, logp.grad[0, :1].expand(20), rtol=1e-6, atol=0)
+    assert bool((logp.grad[0, 1:] == 0).all())  # padding gets no gradient
+
+
+def test_token_mean_and_seq_sum_const_weigh_every_token_equally():
+    logp = leaf([[-1.0] * 20, [-1.0] * 20])
+    mask = torch.zeros(2, 20)
+    mask[0, 0], mask[1] = 1.0, 1.0
+    for mode, per_token in (("token_mean", 1 / 21), ("seq_sum_const", 1 / 40)):
+        logp.grad = None
+        loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([-1.0, -1.0]), mask, beta=0.0,
+                            aggregation=mode, max_len=20)
+        loss.backward()
+        assert torch.allclose(logp.grad[mask > 0], torch.full((21,), per_token))
+
+
+def test_aggregate_guards_empty_masks_and_needs_max_len_for_seq_sum_const():
+    x, empty = torch.ones(2, 3), torch.zeros(2, 3)
+    for mode in ("seq_mean", "token_mean"):
+        assert float(aggregate(x, empty, mode)) == 0.0
+    assert float(aggregate(x, torch.ones(2, 3), "seq_sum_const", max_len=6)) == 0.5
+    with pytest.raises(ValueError, match="max_len"):
+        aggregate(x, empty, "seq_sum_const")
+    with pytest.raises(ValueError, match="seq_mean, token_mean, seq_sum_const"):
+        aggregate(x, empty, "sum")
+
+
+def test_gspo_sequence_ratio_is_the_geometric_mean_of_token_ratios():
+    token_ratios = torch.tensor([1.5, 0.8, 1.1])
+    logp_old = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
+    logp = logp_old.clone()
+    logp[0, :3] += token_ratios.log()
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # last column is padding and must not count
+    obj, stats = policy_objective(logp, logp_old, torch.tensor([1.0]), mask, "sequence", 0.5, 0.5)
+    geo = float(token_ratios.prod() ** (1 / 3))
+    assert stats["ratio_mean"] == pytest.approx(geo, rel=1e-6)
+    assert torch.allclose(obj[0, :3], torch.full((3,), geo)) and float(obj[0, 3]) == 0.0
+    assert float(aggregate(obj, mask, "seq_mean")) == pytest.approx(geo, rel=1e-6)
+
+
+def test_gspo_clips_whole_sequences():
+    logp_old = torch.zeros(2, 2) - 1
+    logp = logp_old + math.log(1.5)  # every token ratio 1.5: sequence ratio 1.5 > 1.2
+    obj, stats = policy_objective(logp, logp_old, torch.tensor([1.0, -1.0]), torch.ones(2, 2), "sequence")
+    assert stats["clip_frac_high"] == 0.5 and stats["clip_frac_low"] == 0.0
+    assert torch.allclose(obj, torch.tensor([[1.2, 1.2], [-1.5, -1.5]]))
+
+
+def test_cispo_weight_carries_no_gradient():
+    logp = leaf([[-1.0, -2.0, -0.5, -1.5]])
+    adv = torch.tensor([-2.0])
+    fracs = []
+    for ratios in ([0.5, 1.0, 1.1, 2.0], [0.65, 1.3, 1.43, 2.6]):  # same logp, a different logp_old
+        ratios = torch.tensor([ratios])
+        logp.grad = None
+        obj, stats = policy_objective(logp, logp.detach() - ratios.log(), adv, torch.ones(1, 4), "cispo")
+        obj.sum().backward()
+        weight = ratios.clamp(0.8, 1.2)
+        assert torch.allclose(logp.grad, weight * adv, rtol=1e-6, atol=0)  # d obj / d logp = clip(r) * A
+        assert torch.allclose(obj, (weight * adv * logp).detach())  # logp_old moves the weight only
+        fracs.append((stats["clip_frac_low"], stats["clip_frac_high"]))
+    assert fracs == [(0.25, 0.25), (0.25, 0.75)]  # weight clamped, whatever the advantage's sign
+
+
+def test_cispo_keeps_gradient_where_ppo_clip_removes_it():
+    logp = leaf([[math.log(0.5)]])
+    logp_old = torch.tensor([[math.log(0.4)]])
+    for kind, alive in (("token", False), ("cispo", True)):
+        logp.grad = None
+        loss, _ = grpo_loss(logp, logp_old, None, torch.tensor([1.0]), torch.ones(1, 1), ratio=kind, beta=0.0)
+        loss.backward()
+        assert (float(logp.grad) != 0.0) == alive
+
+
+def test_beta_zero_needs_no_reference_and_reports_no_kl():
+    logp = leaf([[-1.0, -2.0]])
+    loss, stats = grpo_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 2), beta=0.0)
+    loss.backward()
+    assert "kl_nats" not in stats and torch.allclose(logp.grad, torch.full((1, 2), -0.5))
+    with pytest.raises(ValueError, match="logp_ref"):
+        grpo_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 2), beta=0.04)
+
+
+def test_kl_term_adds_beta_times_masked_mean_estimate():
+    logp = leaf([[-1.0, -2.0, 0.0]])
+    logp_ref = torch.tensor([[-1.5, -1.0, 200.0]])  # padding column would overflow exp if not masked
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    loss, stats = grpo_loss(logp, logp.detach(), logp_ref, torch.tensor([0.0]), mask, beta=0.5)
+    want = float(kl_estimate(logp.detach()[:, :2], logp_ref[:, :2]).mean())
+    assert stats["kl_nats"] == pytest.approx(want) and float(loss.detach()) == pytest.approx(0.5 * want)
+    loss.backward()
+    assert bool(torch.isfinite(logp.grad).all()) and float(logp.grad[0, 2]) == 0.0
+
+
+def test_garbage_log_probs_on_padding_cannot_make_nan():
+    logp = leaf([[-1.0, 200.0]])
+    logp_old = torch.tensor([[-1.0, -200.0]])  # exp(400) = inf on the padding column
+    for kind in ("token", "sequence", "cispo"):
+        logp.grad = None
+        loss, _ = grpo_loss(logp, logp_old, None, torch.tensor([1.0]), torch.tensor([[1.0, 0.0]]), ratio=kind, beta=0.0)
+        loss.backward()
+        assert math.isfinite(float(loss.detach())) and bool(torch.isfinite(logp.grad).all())
+
+
+def test_unknown_ratio_and_kl_kinds_raise():
+    x = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="token, sequence, cispo"):
+        policy_objective(x, x, torch.zeros(1), torch.ones(1, 2), "pointwise")
+    with pytest.raises(ValueError, match="k1, k2, k3"):
+        kl_estimate(x, x, "k4")
+
+
+# ---------------------------------------------------------------- DAPO reward shaping
+
+def test_overlong_penalty_ramps_over_the_buffer():
+    lengths = torch.tensor([0, 12, 13, 14, 15, 16, 17])
+    out = overlong_penalty(lengths, max_len=16, buffer=4, penalty=1.0)
+    assert torch.allclose(out, torch.tensor([0.0, 0.0, -0.25, -0.5, -0.75, -1.0, -1.0]))
+    assert torch.allclose(overlong_penalty(lengths, 16, 4, penalty=0.5), out * 0.5)
+
+
+def test_overlong_penalty_with_zero_buffer_is_off():
+    out = overlong_penalty(torch.tensor([1, 16, 40]), max_len=16, buffer=0)
+    assert out.dtype == torch.float32 and torch.equal(out, torch.zeros(3))

@@ -1,0 +1,85 @@
+import torch
+
+from rlvr.config import ModelConfig
+from rlvr.model import TinyLM, sample, sample_reference
+from rlvr.sft import prompt_tensor
+from rlvr.tasks import all_problems
+from rlvr.tokenizer import Tokenizer
+
+TOK = Tokenizer()
+
+
+def make_model(seed=0, **kw) -> TinyLM:
+    torch.manual_seed(seed)
+    return TinyLM(ModelConfig(**kw), len(TOK)).eval()
+
+
+def prompts(task="two_digit", k=12):
+    return prompt_tensor(all_problems(task)[:k], TOK)
+
+
+def test_default_size_is_in_the_issue_range():
+    assert 200_000 <= make_model().num_params() <= 600_000
+
+
+def test_kv_cache_sampler_matches_cache_free_reference_exactly():
+    model, p = make_model(), prompts()
+    for temperature in (1.0, 0.7, 0.0):
+        a = sample(model, p, 8, 4, TOK.eos_id, TOK.pad_id, temperature, torch.Generator().manual_seed(3))
+        b = sample_reference(model, p, 8, 4, TOK.eos_id, TOK.pad_id, temperature,
+                             torch.Generator().manual_seed(3))
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.mask, b.mask)
+
+
+def test_cached_logits_match_full_forward():
+    """The sampler's greedy continuation equals argmax of the full forward at every step."""
+    model, p = make_model(1), prompts(k=3)
+    roll = sample(model, p, 1, 4, TOK.eos_id, TOK.pad_id, temperature=0.0)
+    seq = roll.tokens
+    for t in range(p.shape[1], seq.shape[1]):
+        live = roll.mask[:, t] > 0
+        want = model(seq[:, :t])[:, -1].argmax(-1)
+        assert torch.equal(seq[live, t], want[live])
+
+
+def test_rows_stop_at_eos_and_are_masked():
+    model, p = make_model(2), prompts(k=20)
+    roll = sample(model, p, 16, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
+    resp, mask = roll.response, roll.mask[:, roll.prompt_len:]
+    assert roll.mask[:, : roll.prompt_len].sum() == 0
+    for row, m in zip(resp.tolist(), mask.tolist()):
+        live = [t for t, k in zip(row, m) if k > 0]
+        dead = [t for t, k in zip(row, m) if k == 0]
+        assert m == sorted(m, reverse=True)  # mask is a prefix of ones
+        assert TOK.eos_id not in live[:-1]  # <eos>, if any, is the last live token
+        assert all(t == TOK.pad_id for t in dead)
+        if dead:
+            assert live[-1] == TOK.eos_id
+
+
+def test_loop_stops_when_every_row_is_done():
+    model = make_model(3)
+    with torch.no_grad():  # force <eos> as the most likely token everywhere
+        model.ln_f.weight.zero_()
+        model.ln_f.bias.copy_(model.tok_emb.weight[TOK.eos_id] * 1e3)
+    roll = sample(model, prompts(k=5), 4, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
+    assert roll.response.shape[1] == 1 and bool((roll.response == TOK.eos_id).all())
+
+
+def test_n_samples_of_a_prompt_share_its_prefix():
+    model, p = make_model(4), prompts(k=5)
+    roll = sample(model, p, 6, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
+    assert roll.tokens.shape[0] == 5 * 6
+    assert torch.equal(roll.tokens[:, : p.shape[1]], p.repeat_interleave(6, dim=0))
+    # the samples are not copies of each other: sampling is per row
+    assert len({tuple(r) for r in roll.response[:6].tolist()}) > 1
+
+
+def test_too_long_request_is_a_clear_error():
+    model = make_model(max_len=20)
+    try:
+        sample(model, prompts(k=1), 1, 4, TOK.eos_id, TOK.pad_id)
+    except ValueError as exc:
+        assert "max_len" in str(exc)
+    else:
+        raise AssertionError("expected ValueError")

@@ -1,0 +1,61 @@
+import pytest
+from mlflow.tracking import MlflowClient
+
+from rlvr.tracking import EXPERIMENT, TrackingError, stage_run
+
+
+def runs(uri):
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    return client, client.search_runs([exp.experiment_id])
+
+
+def test_finished_run_has_tags_params_and_step_metrics(mlflow_store):
+    with stage_run("sft@x", {"sft": {"lr": 0.1}}, {"task": "single_digit", "seed": 3}, "abc") as run:
+        for step in range(5):
+            run.log_step(step, {"loss": 1.0 / (step + 1)})
+        run.log_metrics({"final_loss": 0.2, "note": "skipped"})
+    client, (r,) = runs(mlflow_store)
+    assert r.info.status == "FINISHED"
+    for key in ("dvc.stage", "dvc.exp", "git.commit", "params.hash", "task", "seed"):
+        assert key in r.data.tags
+    assert r.data.tags["params.hash"] == "abc" and r.data.tags["seed"] == "3"
+    assert r.data.params == {"sft.lr": "0.1"}
+    history = client.get_metric_history(r.info.run_id, "loss")
+    assert [m.step for m in history] == [0, 1, 2, 3, 4]
+    assert r.data.metrics["final_loss"] == 0.2
+
+
+def test_stage_that_raises_leaves_a_failed_run_with_its_steps(mlflow_store):
+    with pytest.raises(RuntimeError):
+        with stage_run("sft@x", {}, {}, "h") as run:
+            run.log_step(0, {"loss": 1.0})
+            raise RuntimeError("boom")
+    client, (r,) = runs(mlflow_store)
+    assert r.info.status == "FAILED"
+    assert len(client.get_metric_history(r.info.run_id, "loss")) == 1
+
+
+def test_interrupted_stage_leaves_a_killed_run(mlflow_store):
+    with pytest.raises(KeyboardInterrupt):
+        with stage_run("sft@x", {}, {}, "h"):
+            raise KeyboardInterrupt
+    assert runs(mlflow_store)[1][0].info.status == "KILLED"
+
+
+def test_nested_runs_point_at_their_parent(mlflow_store):
+    with stage_run("grpo@v", {}, {}, "h") as parent:
+        with parent.child("seed0", {"seed": 0}) as child:
+            child.log_step(0, {"reward": 0.5})
+    _, found = runs(mlflow_store)
+    kids = [r for r in found if r.data.tags.get("mlflow.parentRunId") == parent.run_id]
+    assert len(found) == 2 and len(kids) == 1 and kids[0].info.status == "FINISHED"
+
+
+def test_unreachable_server_stops_before_work_naming_the_uri(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    body_ran = False
+    with pytest.raises(TrackingError, match=r"http://127\.0\.0\.1:9 is unreachable"):
+        with stage_run("sft@x", {}, {}, "h"):
+            body_ran = True
+    assert not body_ran
