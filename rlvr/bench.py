@@ -39,7 +39,7 @@ def bench_sampling(params: Params, repeats: int = 5) -> dict:
     An untrained model rarely emits <eos>, so every row runs the full 4 tokens: the worst case.
     """
     tok = Tokenizer()
-    task = params.task("two_digit")
+    max_new_tokens = 4
     _, held = split("two_digit", 300, params.seed)
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
@@ -48,11 +48,11 @@ def bench_sampling(params: Params, repeats: int = 5) -> dict:
     for r in range(repeats + 1):
         gen = torch.Generator().manual_seed(r)
         t0 = time.perf_counter()
-        sample(model, prompts, n, task.max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
+        sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
         if r:  # the first run warms up allocators and kernels
             rates.append(len(held) * n / (time.perf_counter() - t0))
     return {"completions_per_second": _spread(rates), "completions": len(held) * n,
-            "max_new_tokens": task.max_new_tokens, "model_params": model.num_params(),
+            "max_new_tokens": max_new_tokens, "model_params": model.num_params(),
             "peak_rss_mb": round(_peak_rss_mb(), 1), "target_completions_per_second": 20000,
             "target_peak_rss_mb": 1536}
 
@@ -79,7 +79,90 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
             "tokens_per_step": tokens.numel()}
 
 
-BENCHMARKS: dict[str, Callable[[Params], dict]] = {"sampling": bench_sampling, "sft": bench_sft}
+def bench_grpo_step(params: Params, steps: int = 30) -> dict:
+    """One GRPO step (sample 16 prompts x G = 8, score, one update) on a default-size model with
+    4-token answers, at beta = 0 (no reference forward) and beta = 0.04. Median seconds per step."""
+    from dataclasses import replace
+
+    from rlvr.config import GRPOConfig, TaskConfig
+    from rlvr.grpo import grpo_update, rollout_groups
+
+    tok = Tokenizer()
+    task = TaskConfig(heldout=300, max_new_tokens=4)
+    train, _ = split("two_digit", 300, params.seed)
+    out = {}
+    for beta in (0.0, 0.04):
+        cfg = GRPOConfig(task="two_digit", sft="two_digit", prompts_per_step=16, group_size=8, beta=beta)
+        torch.manual_seed(params.seed)
+        policy = TinyLM(params.model, len(tok))
+        ref = TinyLM(params.model, len(tok)).requires_grad_(False) if beta > 0 else None
+        opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+        gen = torch.Generator().manual_seed(0)
+        times = []
+        for s in range(steps + 3):
+            problems = [train[i] for i in torch.randint(len(train), (16,), generator=gen).tolist()]
+            t0 = time.perf_counter()
+            batch = rollout_groups(policy, problems, cfg, task, tok, gen)
+            batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())  # mixed groups
+            grpo_update(policy, ref, opt, batch, cfg, task.max_new_tokens)
+            if s >= 3:
+                times.append(time.perf_counter() - t0)
+        out[f"beta_{beta}"] = {"step_seconds": _spread(times)}
+    out.update({"prompts": 16, "group_size": 8, "response_tokens": 4,
+                "target_step_seconds": {"beta_0.0": 0.045, "beta_0.04": 0.06},
+                "trl_grpotrainer_step_seconds_here": {"beta_0.0": 0.094, "beta_0.04": 0.12}})
+    return out
+
+
+def bench_passk_model(params: Params, repeats: int = 3) -> dict:
+    """One model's pass@k workload: 300 held-out prompts x 64 samples, sampled and scored.
+
+    Uses the two_digit SFT checkpoint when `dvc repro` has made it (rows stop at <eos> as in the
+    real stage), else an untrained model (every row runs to the cap: the worst case)."""
+    from rlvr.passk import correct_counts
+    from rlvr.sft import load_model
+
+    tok = Tokenizer()
+    task = params.task("two_digit")
+    _, held = split("two_digit", 300, params.seed)
+    ckpt = Path("data/two_digit/sft.pt")
+    model = load_model(ckpt, tok)[0] if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
+    times = []
+    for r in range(repeats + 1):
+        t0 = time.perf_counter()
+        correct_counts(model, held, 64, task.max_new_tokens, 1.0, tok, torch.Generator().manual_seed(r))
+        if r:
+            times.append(time.perf_counter() - t0)
+    return {"seconds_per_model": _spread(times), "completions": len(held) * 64, "model": str(ckpt) if ckpt.is_file()
+            else "untrained", "max_new_tokens": task.max_new_tokens, "target_seconds": 2.0}
+
+
+def bench_pipeline(params: Params) -> dict:
+    """Seconds each stage took in the execution that produced the committed outputs: the MLflow run
+    named in the stage's metrics JSON (dvc.lock -> metrics -> run), start to end. Process start-up
+    and imports (~3.5 s a process) are not included."""
+    from mlflow.tracking import MlflowClient
+
+    from rlvr.provenance import load_lock, run_ids
+    from rlvr.tracking import repo_root, tracking_uri
+
+    root = repo_root()
+    client = MlflowClient(tracking_uri())
+    seconds = {}
+    for name, stage in load_lock(root).items():
+        rid = run_ids(root, stage).get("stage")
+        if rid:
+            info = client.get_run(rid).info
+            seconds[name] = round((info.end_time - info.start_time) / 1000, 1)
+    grpo = sum(v for k, v in seconds.items() if k.startswith("grpo@"))
+    return {"stage_seconds": dict(sorted(seconds.items())), "grpo_matrix_seconds": round(grpo, 1),
+            "total_seconds": round(sum(seconds.values()), 1), "target_grpo_matrix_seconds": 360,
+            "target_total_seconds": 600}
+
+
+BENCHMARKS: dict[str, Callable[[Params], dict]] = {"sampling": bench_sampling, "sft": bench_sft,
+                                                   "grpo_step": bench_grpo_step, "passk_model": bench_passk_model,
+                                                   "pipeline": bench_pipeline}
 
 
 def run_bench(params: Params, out: Path, only: list[str] | None = None) -> dict:

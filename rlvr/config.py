@@ -184,6 +184,7 @@ class GRPOConfig:
 class PassKConfig:
     """pass@k evaluation on the held-out problems."""
 
+    sft: str = "two_digit"  # SFT run whose held-out problems are scored; its variants are compared with it
     n: int = 64  # samples per problem
     ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # k values reported
     temperature: float = 1.0  # sampling temperature
@@ -197,6 +198,22 @@ class PassKConfig:
 
 
 @dataclass(frozen=True)
+class HackConfig:
+    """Chapter A's hackable-verifier exercise: GRPO on a substring reward (`rlvr.hack`)."""
+
+    variant: str = "a_grpo"  # the GRPO variant whose settings (and start checkpoint) are used
+    steps: int = 60  # GRPO steps on the substring reward
+    max_new_tokens: int = 6  # room for several digits: the hack needs it
+    sample_rows: int = 8  # responses kept per sample table (start, middle, end)
+    window: int = 5  # steps averaged for the start and end figures
+
+    def validate(self, path: str) -> None:
+        for name in ("steps", "max_new_tokens", "sample_rows", "window"):
+            _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
+        _require(self.window <= self.steps, f"{path}.window", self.window, f"must be <= {path}.steps ({self.steps})")
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int
     threads: int
@@ -207,6 +224,8 @@ class Params:
     grpo_defaults: dict[str, Any] = field(default_factory=dict)
     variants: dict[str, GRPOConfig] = field(default_factory=dict)
     passk: PassKConfig | None = None
+    worked: "WorkedConfig | None" = None
+    hack: HackConfig | None = None
 
     def task(self, name: str) -> TaskConfig:
         if name not in self.tasks:
@@ -224,7 +243,7 @@ class Params:
         return self.variants[name]
 
 
-TOP_KEYS = ("seed", "threads", "model", "tasks", "sft", "grpo", "variants", "passk")
+TOP_KEYS = ("seed", "threads", "model", "tasks", "sft", "grpo", "variants", "passk", "worked", "hack")
 
 
 def parse_params(raw: Any) -> Params:
@@ -275,7 +294,13 @@ def parse_params(raw: Any) -> Params:
         variants[name] = cfg
 
     passk = build(PassKConfig, raw["passk"], "passk") if "passk" in raw else None
-    return Params(seed, threads, model, tasks, sft, grpo_seeds, dict(defaults), variants, passk)
+    if passk is not None:
+        _require(passk.sft in sft, "passk.sft", passk.sft, f"must name an sft run ({', '.join(sft)})")
+    worked = build(WorkedConfig, raw["worked"], "worked") if "worked" in raw else None
+    hack = build(HackConfig, raw["hack"], "hack") if "hack" in raw else None
+    if hack is not None:
+        _require(hack.variant in variants, "hack.variant", hack.variant, f"must name a variant ({', '.join(variants)})")
+    return Params(seed, threads, model, tasks, sft, grpo_seeds, dict(defaults), variants, passk, worked, hack)
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rlvr.config import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig, TaskConfig
-from rlvr.model import TinyLM, sample
+from rlvr.model import TinyLM, grouped_response_logits, sample
 from rlvr.sft import prompt_tensor
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
@@ -234,9 +234,10 @@ class Groups:
     correct: torch.Tensor  # (P, G) true exact-match accuracy, whatever the reward
     generated_tokens: int  # every response token sampled this step, kept or not
     samples: int  # every response sampled this step, kept or not
+    answers: list[str]  # (P,) each group's expected answer
 
 
-RewardFn = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+RewardFn = Callable[[torch.Tensor, list[str], int], torch.Tensor]  # (response (P*G, T), answers, G) -> (P*G,)
 
 
 def rollout_groups(policy: TinyLM, problems: list[Problem], cfg: GRPOConfig, task: TaskConfig, tok: Tokenizer,
@@ -246,14 +247,15 @@ def rollout_groups(policy: TinyLM, problems: list[Problem], cfg: GRPOConfig, tas
                   tok.pad_id, cfg.temperature, gen)
     targets = answer_targets([p.answer for p in problems], tok)  # (P, L)
     correct = exact_match(roll.response, targets, cfg.group_size, tok.pad_id)  # (P*G,)
-    rewards = correct if reward_fn is None else reward_fn(roll.response, targets, cfg.group_size)  # (P*G,)
+    answers = [p.answer for p in problems]
+    rewards = correct if reward_fn is None else reward_fn(roll.response, answers, cfg.group_size)  # (P*G,)
     mask = roll.mask[:, roll.prompt_len:]  # (P*G, T)
     if cfg.overlong_buffer > 0:
         rewards = rewards + overlong_penalty(mask.sum(dim=1), task.max_new_tokens, cfg.overlong_buffer,
                                              cfg.overlong_penalty)
     P, G = len(problems), cfg.group_size
     return Groups(roll.tokens, mask, roll.prompt_len, rewards.view(P, G), correct.view(P, G),
-                  int(mask.sum()), P * G)
+                  int(mask.sum()), P * G, answers)
 
 
 def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) -> Groups:
@@ -267,22 +269,24 @@ def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) ->
         keep = mixed_groups(b.rewards).nonzero().squeeze(1)[: P - have]  # (k,)
         if len(keep):
             rows = (keep[:, None] * b.rewards.shape[1] + torch.arange(b.rewards.shape[1])).reshape(-1)  # (k*G,)
-            kept.append(Groups(b.tokens[rows], b.mask[rows], b.prompt_len, b.rewards[keep], b.correct[keep], 0, 0))
+            kept.append(Groups(b.tokens[rows], b.mask[rows], b.prompt_len, b.rewards[keep], b.correct[keep], 0, 0,
+                               [b.answers[i] for i in keep.tolist()]))
             have += len(keep)
         if have >= P:
             break
     if not kept:  # nothing mixed in any round: an empty batch, no update this step
-        kept.append(Groups(b.tokens[:0], b.mask[:0], b.prompt_len, b.rewards[:0], b.correct[:0], 0, 0))
+        kept.append(Groups(b.tokens[:0], b.mask[:0], b.prompt_len, b.rewards[:0], b.correct[:0], 0, 0, []))
     width = max(k.mask.shape[1] for k in kept)  # batches may have stopped at different lengths
     tokens = torch.cat([F.pad(k.tokens, (0, width - k.mask.shape[1]), value=0) for k in kept])  # pad id 0
     mask = torch.cat([F.pad(k.mask, (0, width - k.mask.shape[1]), value=0.0) for k in kept])
     return Groups(tokens, mask, kept[0].prompt_len, torch.cat([k.rewards for k in kept]),
-                  torch.cat([k.correct for k in kept]), gen_tokens, samples)
+                  torch.cat([k.correct for k in kept]), gen_tokens, samples, [a for k in kept for a in k.answers])
 
 
-def response_logits(model: TinyLM, tokens: torch.Tensor, prompt_len: int) -> torch.Tensor:
-    """Next-token logits at the response positions: tokens (B, Tp+T) -> (B, T, V)."""
-    return model(tokens[:, :-1])[:, prompt_len - 1 :]  # (B, T, V)
+def response_logits(model: TinyLM, tokens: torch.Tensor, prompt_len: int, group_size: int) -> torch.Tensor:
+    """Next-token logits at the response positions: tokens (B, Tp+T), G rows per prompt -> (B, T, V)."""
+    prompts = tokens[::group_size, :prompt_len]  # (P, Tp) every group shares its prompt
+    return grouped_response_logits(model, prompts, tokens[:, prompt_len:])  # (B, T, V)
 
 
 def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -304,12 +308,12 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, 
     ref_logits = None
     if ref is not None and (cfg.beta > 0):
         with torch.no_grad():
-            ref_logits = response_logits(ref, batch.tokens, batch.prompt_len)  # (B, T, V)
+            ref_logits = response_logits(ref, batch.tokens, batch.prompt_len, G)  # (B, T, V)
     logp_ref = None if ref_logits is None else gather_logp(ref_logits, targets)  # (B, T)
     stats_sum: dict[str, float] = {}
     logp_old = None
     for epoch in range(cfg.inner_epochs):
-        logits = response_logits(policy, batch.tokens, batch.prompt_len)  # (B, T, V)
+        logits = response_logits(policy, batch.tokens, batch.prompt_len, G)  # (B, T, V)
         logp = gather_logp(logits, targets)  # (B, T)
         if epoch == 0:
             logp_old = logp.detach()
@@ -321,7 +325,7 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
         opt.step()
-        for k, v in {"loss": float(loss), **stats}.items():
+        for k, v in {"loss": loss.item(), **stats}.items():
             stats_sum[k] = stats_sum.get(k, 0.0) + v / cfg.inner_epochs
     out = {k: v for k, v in stats_sum.items() if k != "kl_nats"}
     live = mask > 0
@@ -341,25 +345,31 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, 
 def exact_drift(policy: TinyLM, ref: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: int) -> float:
     """Exact KL(pi || pi_ref) per response (summed over its tokens), averaged over rows."""
     with torch.no_grad():
-        kl, _ = exact_kl_and_entropy(response_logits(policy, tokens, prompt_len),
-                                     response_logits(ref, tokens, prompt_len))  # (B, T)
+        kl, _ = exact_kl_and_entropy(response_logits(policy, tokens, prompt_len, 1),
+                                     response_logits(ref, tokens, prompt_len, 1))  # (B, T)
     return float((kl * mask).sum(dim=1).mean())
 
 
 def evaluate(policy: TinyLM, ref: TinyLM, problems: list[Problem], cfg: GRPOConfig, task: TaskConfig,
              tok: Tokenizer, gen: torch.Generator, n: int) -> dict:
-    """Sampled (T = 1) exact accuracy on the evaluation problems, and the policy's exact KL to ref."""
+    """Sampled (T = 1) exact accuracy on the evaluation problems (n samples each), and the policy's
+    exact KL to the reference on one sampled response per problem."""
     roll = sample(policy, prompt_tensor(problems, tok), n, task.max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
     targets = answer_targets([p.answer for p in problems], tok)
     acc = float(exact_match(roll.response, targets, n, tok.pad_id).mean())
-    kl = exact_drift(policy, ref, roll.tokens, roll.mask[:, roll.prompt_len :], roll.prompt_len)
+    first = slice(None, None, n)  # one sample per problem is enough for the drift: two forwards are costly
+    kl = exact_drift(policy, ref, roll.tokens[first], roll.mask[first, roll.prompt_len :], roll.prompt_len)
     return {"eval_acc": acc, "eval_kl_exact_nats": kl}
 
 
 def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Problem], evals: list[Problem],
                tok: Tokenizer, gen: torch.Generator, reward_fn: RewardFn | None = None, on_step=None,
-               progress: bool = True, desc: str = "grpo", ref: TinyLM | None = None) -> list[dict]:
+               progress: bool = True, desc: str = "grpo", ref: TinyLM | None = None,
+               batch_metrics: Callable[[Groups, int], dict] | None = None) -> list[dict]:
     """Train `policy` in place with GRPO; returns one metrics row per step (plus eval columns).
+
+    `reward_fn` replaces exact match as the training reward (true accuracy is logged either way);
+    `batch_metrics(batch, step)` adds experiment-specific columns computed on each step's rollouts.
 
     The reference defaults to a frozen copy of the starting policy. With beta = 0 it is never run
     during training (only at evaluation, to report drift).
@@ -370,32 +380,39 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
     max_len = task.max_new_tokens
 
     def draw() -> Groups:
-        idx = torch.randint(len(train), (P,), generator=gen)  # (P,) prompts drawn with replacement
+        if P <= len(train):  # distinct prompts; P = len(train) is chapter A's "every prompt, every step"
+            idx = torch.randperm(len(train), generator=gen)[:P]  # (P,)
+        else:
+            idx = torch.randint(len(train), (P,), generator=gen)  # (P,)
         return rollout_groups(policy, [train[i] for i in idx.tolist()], cfg, task, tok, gen, reward_fn)
 
-    curve: list[dict] = []
-    row = {"step": 0, **evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples)}
+    curve: list[dict] = [{"step": 0, **evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples)}]
+    if on_step is not None:
+        on_step(curve[0])
     for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
         t0 = time.perf_counter()
         batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
+        has_groups = batch.rewards.numel() > 0
         stats = grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, max_len) \
-            if batch.rewards.numel() else {"grad_tokens": 0}
-        row.update({
-            "reward_mean": float(batch.rewards.mean()) if batch.rewards.numel() else float("nan"),
-            "accuracy": float(batch.correct.mean()) if batch.correct.numel() else float("nan"),
-            "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if batch.rewards.numel() else 1.0,
-            "response_len_mean": float(batch.mask.sum(dim=1).mean()) if batch.mask.numel() else 0.0,
-            "frac_tokens_with_grad": stats.pop("grad_tokens") / max(batch.generated_tokens, 1),
+            if has_groups else {"grad_tokens": 0}
+        row = {
+            "step": step,
+            "reward_mean": float(batch.rewards.mean()) if has_groups else float("nan"),
+            "accuracy": float(batch.correct.mean()) if has_groups else float("nan"),
+            "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if has_groups else 1.0,
+            "response_len_mean": float(batch.mask.sum(dim=1).mean()) if has_groups else 0.0,
+            "frac_tokens_with_grad": stats["grad_tokens"] / max(batch.generated_tokens, 1),  # of all generated
+            "frac_batch_tokens_with_grad": stats.pop("grad_tokens") / max(int(batch.mask.sum()), 1),  # of the update batch
             "samples_generated": batch.samples,
             **stats,
             "step_seconds": time.perf_counter() - t0,
-        })
+            **(batch_metrics(batch, step) if batch_metrics is not None else {}),
+        }
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row.update(evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples))
         curve.append(row)
         if on_step is not None:
             on_step(row)
-        row = {"step": step}
     return curve
 
 
@@ -405,7 +422,7 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
 def _final(curve: list[dict]) -> dict:
     """A seed's summary numbers from its per-step curve."""
     evals = [r for r in curve if "eval_acc" in r]
-    start = curve[0]  # step 1 carries the step-0 evaluation
+    start = curve[0]  # the step-0 row: evaluation of the starting policy only
     col = lambda k: [r[k] for r in curve if k in r and r[k] == r[k]]  # noqa: E731 (drops NaN)
     out = {
         "eval_acc_start": start["eval_acc"],
@@ -418,6 +435,7 @@ def _final(curve: list[dict]) -> dict:
         "clip_frac_max": max(l + h for l, h in zip(col("clip_frac_low"), col("clip_frac_high"))) if col("clip_frac_low") else 0.0,
         "frac_reward_zero_std_mean": statistics.fmean(col("frac_reward_zero_std")),
         "frac_tokens_with_grad_mean": statistics.fmean(col("frac_tokens_with_grad")),
+        "frac_batch_tokens_with_grad_mean": statistics.fmean(col("frac_batch_tokens_with_grad")),
         "samples_generated_total": sum(col("samples_generated")),
         "response_len_final": statistics.fmean(col("response_len_mean")[-3:]),
         "step_seconds_median": statistics.median(col("step_seconds")),
@@ -492,7 +510,7 @@ def run_grpo(params, variant: str, out_dir, metrics_path, curves_dir, progress: 
                 run_ids[seed] = child.run_id
             save_checkpoint(Path(out_dir) / f"seed{seed}.pt",
                             checkpoint(policy, tok, variant=variant, seed=seed, task=sft_cfg.task, sft_run=cfg.sft))
-            write_tsv(Path(curves_dir) / f"seed{seed}.tsv", _fill(curve))
+            write_tsv(Path(curves_dir) / f"seed{seed}.tsv", fill_columns(curve))
         summary = summarise_seeds(per_seed)
         metrics = {"variant": variant, "task": sft_cfg.task, "sft": cfg.sft, "seeds": params.grpo_seeds,
                    **{k: v["mean"] for k, v in summary.items()}, "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
@@ -504,7 +522,7 @@ def run_grpo(params, variant: str, out_dir, metrics_path, curves_dir, progress: 
     return {k: metrics[k] for k in ("variant", "eval_acc_start", "eval_acc_final", "mlflow_run_id") if k in metrics}
 
 
-def _fill(curve: list[dict]) -> list[dict]:
+def fill_columns(curve: list[dict]) -> list[dict]:
     """Same columns on every row (evaluation columns are blank between evaluations) for TSV."""
     cols = list(dict.fromkeys(k for r in curve for k in r))
     return [{c: r.get(c, "") for c in cols} for r in curve]

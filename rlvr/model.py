@@ -93,6 +93,37 @@ class TinyLM(nn.Module):
         return self.logits(x)
 
 
+def grouped_response_logits(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+    """Next-token logits at every response position, encoding each prompt once for its whole group.
+
+    prompts (P, Tp); responses (P*G, T), G consecutive rows per prompt. Returns (P*G, T, V): row i,
+    position t predicts responses[i, t]. Equal (to float rounding) to running the model on the full
+    sequences, but the prompt, most of each sequence, costs P rows instead of P*G, forward and
+    backward; gradients reach the shared prompt activations through the broadcast (summed over G).
+    """
+    P, Tp = prompts.shape
+    B, T = responses.shape
+    G = B // P
+    H, D = model.cfg.n_head, model.cfg.d_model // model.cfg.n_head
+    xp = model.embed(prompts)  # (P, Tp, d)
+    xr = model.embed(responses[:, :-1], start=Tp)  # (B, T-1, d) inputs: every response token but the last
+    Tr = T - 1
+    own = torch.ones(Tr, Tr, dtype=torch.bool).tril()  # causal within the response
+    allowed = torch.cat([torch.ones(Tr, Tp, dtype=torch.bool), own], dim=1)  # (Tr, Tp+Tr) all of the prompt
+    for block in model.blocks:
+        qp, kp, vp = block.heads(xp)  # (P, H, Tp, D)
+        att_p = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True)  # (P, H, Tp, D)
+        if Tr:
+            qr, kr, vr = block.heads(xr)  # (B, H, Tr, D)
+            k = torch.cat([kp.repeat_interleave(G, dim=0), kr], dim=2)  # (B, H, Tp+Tr, D)
+            v = torch.cat([vp.repeat_interleave(G, dim=0), vr], dim=2)  # (B, H, Tp+Tr, D)
+            att_r = F.scaled_dot_product_attention(qr, k, v, attn_mask=allowed)  # (B, H, Tr, D)
+            xr = block.finish(xr, att_r.transpose(1, 2).reshape(xr.shape))
+        xp = block.finish(xp, att_p.transpose(1, 2).reshape(xp.shape))
+    first = model.logits(xp[:, -1:]).repeat_interleave(G, dim=0)  # (B, 1, V) predicts responses[:, 0]
+    return torch.cat([first, model.logits(xr)], dim=1)  # (B, T, V)
+
+
 def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """Log-prob of each next token: logits (B, T, V) from model(tokens) -> (B, T-1)."""
     logp = F.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)

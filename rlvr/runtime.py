@@ -20,7 +20,7 @@ def set_determinism(seed: int, threads: int) -> None:
     torch.use_deterministic_algorithms(True)
 
 
-def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
+def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     """Write through a temp file in the same folder, then rename: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,7 +36,7 @@ def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    return _atomic(path, lambda tmp: Path(tmp).write_text(text))
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
@@ -66,4 +66,4 @@ def _fmt(v: Any) -> str:
 
 
 def save_checkpoint(path: str | Path, obj: dict) -> Path:
-    return _atomic(path, lambda tmp: torch.save(obj, tmp))
+    return atomic_write(path, lambda tmp: torch.save(obj, tmp))

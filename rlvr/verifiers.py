@@ -7,6 +7,8 @@ so scoring 19,200 samples is one tensor comparison, not 19,200 decodes.
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from rlvr.tokenizer import Tokenizer
@@ -33,3 +35,35 @@ def exact_match(response: torch.Tensor, targets: torch.Tensor, n: int, pad_id: i
 def response_text(response_row: torch.Tensor, tok: Tokenizer) -> str:
     """Decoded response of one row, specials dropped (for logs and sample tables)."""
     return tok.decode(response_row.tolist(), skip_special=True)
+
+
+def _texts(response: torch.Tensor, tok: Tokenizer) -> list[str]:
+    return [response_text(row, tok) for row in response]
+
+
+def substring_reward(response: torch.Tensor, answers: list[str], n: int, tok: Tokenizer) -> torch.Tensor:
+    """The hackable verifier of chapter A's exercise: 1.0 if the answer appears anywhere in the
+    response. "3 7 9" is paid for answer 7, so listing many digits beats committing to one.
+    response (P*n, T), answers: P strings -> (P*n,)."""
+    return torch.tensor([float(answers[i // n] in text) for i, text in enumerate(_texts(response, tok))])
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def final_answer(text: str) -> str | None:
+    """The answer a response commits to: its last number (None if it states none)."""
+    numbers = _NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def final_answer_reward(response: torch.Tensor, answers: list[str], n: int, tok: Tokenizer) -> torch.Tensor:
+    """The fix: parse the committed (last) number and compare it exactly. (P*n, T) -> (P*n,)."""
+    return torch.tensor([float(final_answer(t) == answers[i // n]) for i, t in enumerate(_texts(response, tok))])
+
+
+def digit_counts(response: torch.Tensor, tok: Tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+    """Digits per response and distinct digits per response: (B, T) -> (B,), (B,)."""
+    digits = torch.tensor(tok.digit_ids)  # (10,)
+    hits = response.unsqueeze(-1) == digits  # (B, T, 10)
+    return hits.sum(dim=(1, 2)).float(), hits.any(dim=1).sum(dim=1).float()

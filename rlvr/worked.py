@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from rlvr.config import WorkedConfig
 from rlvr.grpo import exact_kl_and_entropy, group_advantages, grpo_loss, kl_estimate, policy_objective
 from rlvr.passk import two_problem_toy
-from rlvr.runtime import _atomic, write_json
+from rlvr.runtime import atomic_write, write_json
 
 
 def _group(correct: int, size: int, dtype=torch.float32) -> torch.Tensor:
@@ -455,7 +455,7 @@ def _save(fig, path: Path) -> None:
 
     FigureCanvasAgg(fig)
     fig.tight_layout()
-    _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
 
 
 def draw_figures(metrics: dict, figures_dir) -> list[Path]:

@@ -19,6 +19,7 @@ def run_check(tmp_path, raw, capsys):
 def with_grpo(raw, variant=None, **defaults):
     raw["grpo"] = {"seeds": [0], "defaults": {"sft": "single_digit", **defaults}}
     raw["variants"] = {"grpo": {"task": "single_digit", "sft": "single_digit", **(variant or {})}}
+    raw.pop("hack")  # it names a variant this minimal matrix does not have
     return raw
 
 
@@ -36,6 +37,8 @@ def with_grpo(raw, variant=None, **defaults):
     (lambda r: with_grpo(r, {"task": "two_digit"}), "variants.grpo.task = 'two_digit': must be the task of sft run"),
     (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
     (lambda r: r.update(passk={"n": 8, "ks": [1, 16]}), "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)"),
+    (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
+    (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
     (lambda r: r["sft"]["two_digit"].update(epochs="many"), "sft.two_digit.epochs = 'many': must be an integer"),
 ])
 def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
@@ -65,3 +68,22 @@ def test_cli_user_error_has_no_traceback(tmp_path):
     assert "Traceback" not in out.stderr
     assert out.stderr.strip() == f"rlvr: error: {tmp_path / 'missing.yaml'}: params file not found " \
                                  "(run from the repo root or pass --params)"
+
+
+def test_stage_commands_reject_unknown_names_before_any_work(tmp_path, capsys, tiny_raw_params):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_raw_params))
+    assert main(["--params", str(path), "grpo", "--variant", "nope"]) == 2
+    assert "variant 'nope': unknown; known variants: a_grpo, dapo, grpo" in capsys.readouterr().err
+    assert main(["--params", str(path), "sft", "--run", "nope"]) == 2
+    assert "sft run 'nope': unknown" in capsys.readouterr().err
+    assert main(["--params", str(path), "bench", "--only", "nope"]) == 2
+    assert "bench 'nope': unknown; known benchmarks: sampling, sft, grpo_step, passk_model, pipeline" in capsys.readouterr().err
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if "pytest" in line and line.startswith("python3 -m venv"))
+    assert command in (ROOT / ".ci/run").read_text().splitlines()

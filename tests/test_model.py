@@ -83,3 +83,30 @@ def test_too_long_request_is_a_clear_error():
         assert "max_len" in str(exc)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_grouped_response_logits_match_the_full_forward():
+    model = make_model(5)
+    p = prompts(k=3)
+    roll = sample(model, p, 4, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
+    from rlvr.model import grouped_response_logits
+
+    grouped = grouped_response_logits(model, p, roll.response)  # (12, T, V)
+    full = model(roll.tokens[:, :-1])[:, p.shape[1] - 1 :]  # (12, T, V)
+    assert grouped.shape == full.shape
+    assert torch.allclose(grouped, full, atol=1e-5)
+
+
+def test_grouped_response_logits_gradients_match_the_full_forward():
+    model = make_model(6)
+    p = prompts(k=2)
+    roll = sample(model, p, 3, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(1))
+    from rlvr.model import grouped_response_logits
+
+    grads = []
+    for fn in (lambda: grouped_response_logits(model, p, roll.response),
+               lambda: model(roll.tokens[:, :-1])[:, p.shape[1] - 1 :]):
+        model.zero_grad()
+        fn().logsumexp(-1).sum().backward()
+        grads.append(torch.cat([q.grad.flatten() for q in model.parameters()]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-4)

@@ -26,6 +26,7 @@ def repo(tmp_path_factory):
     """A temp git + dvc repo holding this checkout's code, pipeline and tiny params."""
     d = tmp_path_factory.mktemp("repo")
     shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "experiments", d / "experiments")
     for name in ("dvc.yaml", "pyproject.toml", ".gitignore"):
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
@@ -40,11 +41,28 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     d, env = repo
     sh("dvc repro", d, env)
     lock = yaml.safe_load((d / "dvc.lock").read_text())
-    stages = yaml.safe_load((d / "dvc.yaml").read_text())["stages"]
     for name, entry in lock["stages"].items():
         for out in entry.get("outs", []):
             assert (d / out["path"]).exists(), f"{name}: missing {out['path']}"
-    assert set(lock["stages"]) == {f"{s}@{r}" for s in stages for r in tiny_raw()["sft"]}
+    raw = tiny_raw()
+    expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]}
+    expected |= {f"grpo@{v}" for v in raw["variants"]} | {"worked", "passk", "hack", "report"}
+    assert set(lock["stages"]) == expected
+    grpo = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())
+    assert grpo["seeds"] == [0, 1] and len(grpo["per_seed"]["eval_acc_final"]) == 2
+    assert (d / "data/grpo/dapo/seed1.pt").exists() and (d / "reports/curves/grpo/a_grpo/seed0.tsv").exists()
+    passk = json.loads((d / "reports/metrics/passk.json").read_text())
+    assert set(passk["variants"]) == {"grpo", "dapo"} and passk["n"] == 4  # two_digit variants only
+    counts = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
+    assert set(counts) == {"sft", "grpo/seed0", "grpo/seed1", "dapo/seed0", "dapo/seed1"}
+    hack = json.loads((d / "reports/metrics/hack.json").read_text())
+    assert len(hack["per_seed"]["digits_per_response_end"]) == 2
+    for fig in ("passk-curves.png", "passk-scatter.png", "hack-reward-vs-accuracy.png", "worked-b14-demo.png"):
+        assert (d / "reports/figures" / fig).stat().st_size > 1000
+        assert (d / "reports/report-figures" / fig).is_file()
+    report = json.loads((d / "reports/report.json").read_text())
+    assert sum(report["counts"].values()) == len(yaml.safe_load((d / "experiments/claims.yaml").read_text()))
+    assert "rlvr-repro report" in (d / "reports/report.md").read_text()
     metrics = json.loads((d / "reports/metrics/sft-two_digit.json").read_text())
     assert len(metrics["mlflow_run_id"]) == 32 and 0 <= metrics["sampled_acc_heldout"] <= 1
     assert (d / "mlflow.db").exists()

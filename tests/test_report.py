@@ -1,0 +1,146 @@
+"""Claims registry, verdict logic, report rendering, provenance and diff."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from rlvr.config import ConfigError
+from rlvr.provenance import ProvenanceError, explain
+from rlvr.report import evaluate_claims, load_claims, lookup, verdict
+
+CLAIMS = ROOT / "experiments/claims.yaml"
+METRICS = ROOT / "reports/metrics"
+
+
+def test_every_claim_points_at_a_metric_a_stage_produces():
+    """Each non-cited claim names a metrics file that dvc.lock records as a stage output, and a key in it."""
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    produced = {o["path"] for s in lock.values() for o in s.get("outs", [])}
+    for c in load_claims(CLAIMS):
+        for ref in [c[k] for k in ("metric", "other") if k in c]:
+            assert f"reports/metrics/{ref[0]}" in produced, f"{c['id']}: {ref[0]} is not a stage output"
+            lookup(METRICS, ref)  # raises KeyError if the key is absent
+
+
+def test_committed_results_give_every_claim_a_verdict():
+    rows = evaluate_claims(CLAIMS, METRICS)
+    assert {r["verdict"] for r in rows} <= {"reproduced", "differs", "cited"}
+    assert sum(r["verdict"] == "cited" for r in rows) >= 5
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.fixture
+def metrics(tmp_path):
+    (tmp_path / "m.json").write_text(json.dumps({"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("claim, expected", [
+    ({"kind": "exact", "book": 0.5, "tol": 0.01, "metric": ["m.json", "a.b.0"]}, "reproduced"),
+    ({"kind": "exact", "book": 0.6, "tol": 0.01, "metric": ["m.json", "a.b.0"]}, "differs"),
+    ({"kind": "range", "lo": 1.0, "hi": 3.0, "metric": ["m.json", "a.b.1"]}, "reproduced"),
+    ({"kind": "range", "lo": 2.5, "hi": 3.0, "metric": ["m.json", "a.b.1"]}, "differs"),
+    ({"kind": "greater", "metric": ["m.json", "a.b.1"], "other": ["m.json", "x"]}, "reproduced"),
+    ({"kind": "greater", "metric": ["m.json", "x"], "other_value": 0.3}, "differs"),
+    ({"kind": "less", "metric": ["m.json", "x"], "other_value": 0.5, "margin": 0.1}, "reproduced"),
+    ({"kind": "close", "metric": ["m.json", "x"], "other": ["m.json", "a.b.0"], "tol": 0.1}, "differs"),
+    ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nope"]}, "missing"),
+    ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nan"]}, "missing"),
+    ({"kind": "exact", "book": 1, "tol": 1, "metric": ["absent.json", "x"]}, "missing"),
+    ({"kind": "cited", "book": "15.6 -> 71.0"}, "cited"),
+])
+def test_verdicts_follow_the_rule_of_each_kind(metrics, claim, expected):
+    assert verdict(claim, metrics)["verdict"] == expected
+
+
+def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
+    bad = tmp_path / "claims.yaml"
+    bad.write_text(yaml.safe_dump([{"id": "x", "chapter": "A", "quote": "q", "book": 1, "why": "w",
+                                    "kind": "exact", "metric": ["m.json", "k"]}]))
+    with pytest.raises(ConfigError, match=r"\.tol: missing"):
+        load_claims(bad)
+    bad.write_text(yaml.safe_dump([{"id": "x", "kind": "guess"}]))
+    with pytest.raises(ConfigError, match="kind = 'guess': must be one of"):
+        load_claims(bad)
+
+
+def test_provenance_names_stage_params_hashes_and_runs():
+    info = explain(ROOT, "reports/figures/worked-a2-group-advantages.png", check_stale=False, check_mlflow=False)
+    assert info["stage"] == "worked"
+    assert info["params"]["params.yaml"]["worked"]["kl_samples"] == 4000
+    assert all(len(h) == 32 for h in info["deps"].values())
+    grpo = explain(ROOT, "reports/metrics/grpo-grpo.json", check_stale=False, check_mlflow=False)
+    assert grpo["stage"] == "grpo@grpo" and {"stage", "seed0"} <= set(grpo["mlflow_runs"])
+
+
+def test_provenance_of_an_unknown_path_lists_what_it_can_explain():
+    with pytest.raises(ProvenanceError, match=r"not an output of any stage in dvc\.lock; it can explain: "
+                                              r"reports/figures/hack-reward-vs-accuracy\.png, "):
+        explain(ROOT, "reports/figures/nope.png", check_stale=False)
+
+
+def test_diff_cli_prints_a_table_and_json(capsys):
+    from rlvr.cli import main
+
+    import os
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        assert main(["diff", "grpo", "dr_grpo"]) == 0
+        table = capsys.readouterr().out
+        assert "eval_acc_final" in table and "pass_at_1" in table and "Wilcoxon" in table
+        assert main(["diff", "grpo", "dr_grpo", "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["a"] == "grpo" and "pvalue" in d["paired_test_pass_at_1"]
+        assert main(["diff", "grpo", "nope"]) == 2
+        assert "variant 'nope': no reports/metrics/grpo-nope.json" in capsys.readouterr().err
+    finally:
+        os.chdir(cwd)
+
+
+def test_report_figures_carry_provenance_in_png_metadata():
+    from PIL import Image
+
+    pngs = sorted((ROOT / "reports/report-figures").glob("*.png"))
+    assert pngs, "run `dvc repro` to build the report"
+    with Image.open(pngs[0]) as im:
+        assert im.text["rlvr:stage"] and json.loads(im.text["rlvr:params"])
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it)")
+def test_report_html_renders_in_headless_chromium(tmp_path):
+    """The page loads with no console errors, every image decodes, one verdict row per claim.
+
+    A copy of the page gets a probe script that writes what it finds into the DOM, which chromium
+    dumps once loading (and virtual time) has settled."""
+    probe = """<script>window.addEventListener('load', () => {
+      const imgs = [...document.images];
+      const r = {images: imgs.length, decoded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+                 rows: document.querySelectorAll('table.verdicts tbody tr').length};
+      const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(r);
+      document.body.appendChild(pre);
+    });</script>"""
+    page = tmp_path / "report.html"
+    page.write_text((ROOT / "reports/report.html").read_text().replace("</body>", probe + "</body>"))
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          "--disable-quic", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+                          "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=180)
+    dom = out.stdout
+    assert '<pre id="probe">' in dom, out.stderr[-2000:]
+    start = dom.index('<pre id="probe">') + len('<pre id="probe">')
+    result = json.loads(dom[start: dom.index("</pre>", start)].replace("&quot;", '"'))
+    assert result["rows"] == len(load_claims(CLAIMS))
+    assert result["images"] >= 8 and result["decoded"] == result["images"]
+    console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not console, console
