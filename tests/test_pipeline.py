@@ -27,7 +27,8 @@ def repo(tmp_path_factory):
     d = tmp_path_factory.mktemp("repo")
     shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("dvc.yaml", "pyproject.toml", ".gitignore"):
+    for name in ("dvc.yaml", "pyproject.toml", ".gitignore", "reports/benchmarks.json"):
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d)}
