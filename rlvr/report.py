@@ -88,7 +88,7 @@ def verdict(claim: dict, metrics_dir: Path) -> dict:
 
 def rule_text(claim: dict, res: dict) -> str:
     kind = claim["kind"]
-    fmt = lambda x: _num(x)  # noqa: E731
+    fmt = _num
     if kind == "exact":
         return f"|ours - {fmt(claim['book'])}| <= {fmt(claim['tol'])}"
     if kind == "range":
@@ -222,6 +222,12 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
     vtable = [[v["variant"], v["task"], v["seeds"], *[_cell(v[h]) for h in vheader[3:]]] for v in vrows]
     samples = json.loads(samples_path.read_text()) if samples_path and samples_path.is_file() else None
+    sample_header = ["prompt", "answer", "response", "substring reward", "exact"]
+    sample_tables = {}  # step -> rows, seed 0 only: one seed's samples are what a reader scans
+    if samples:
+        for step, rows_s in samples["samples"][next(iter(samples["samples"]))].items():
+            sample_tables[step] = [[s["prompt"], s["answer"], repr(s["response"]), s["substring_reward"], s["exact"]]
+                                   for s in rows_s]
     bench = json.loads(benchmarks_path.read_text()) if benchmarks_path and benchmarks_path.is_file() else None
 
     summary = (f"{counts['reproduced']} reproduced, {counts['differs']} differ, {counts['cited']} cited"
@@ -236,11 +242,10 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
         for f in figures:
             if _figure_chapter(f["name"]) == chapter:
                 md.append(f"![{f['name']}](report-figures/{f['name']})\n\n<sub>{f['footer']}</sub>\n")
-    if samples:
+    if sample_tables:
         md.append("\n## Reward hacking: sampled responses (seed 0)\n")
-        for step, rows_s in samples["samples"][next(iter(samples["samples"]))].items():
-            md.append(f"\n**step {step}**\n\n" + _md_table(["prompt", "answer", "response", "substring reward", "exact"],
-                      [[s["prompt"], s["answer"], repr(s["response"]), s["substring_reward"], s["exact"]] for s in rows_s]))
+        for step, srows in sample_tables.items():
+            md.append(f"\n**step {step}**\n\n" + _md_table(sample_header, srows))
     if bench:
         md.append("\n## Benchmarks (`rlvr bench`)\n\n```json\n" + json.dumps(bench, indent=1)[:4000] + "\n```\n")
     write_text(out_dir / "report.md", "\n".join(md) + "\n")
@@ -256,13 +261,10 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
                 data = base64.b64encode(f["path"].read_bytes()).decode()
                 page.append(f"<figure><img alt='{html.escape(f['name'])}' src='data:image/png;base64,{data}'>"
                             f"<figcaption>{html.escape(f['footer'])}</figcaption></figure>")
-    if samples:
+    if sample_tables:
         page.append("<h2>Reward hacking: sampled responses (seed 0)</h2>")
-        first_seed = next(iter(samples["samples"]))
-        for step, rows_s in samples["samples"][first_seed].items():
-            page.append(f"<h3>step {html.escape(step)}</h3>" + _html_table(
-                ["prompt", "answer", "response", "substring reward", "exact"],
-                [[s["prompt"], s["answer"], repr(s["response"]), s["substring_reward"], s["exact"]] for s in rows_s], "samples"))
+        for step, srows in sample_tables.items():
+            page.append(f"<h3>step {html.escape(step)}</h3>" + _html_table(sample_header, srows, "samples"))
     page.append("</body></html>")
     write_text(out_dir / "report.html", "\n".join(page))
     verdicts = {r["id"]: {"verdict": r["verdict"], "ours": r["ours"], "book": r["book"]} for r in rows}
