@@ -160,9 +160,68 @@ def bench_pipeline(params: Params) -> dict:
             "target_total_seconds": 600}
 
 
+VOLATILE = ("seconds", "per_second", "mlflow")  # metric keys that name a run or a duration
+
+
+def stable_view(value):
+    """A metrics JSON without the keys that legitimately change between runs (durations, run ids)."""
+    if isinstance(value, dict):
+        return {k: stable_view(v) for k, v in value.items() if not any(w in k for w in VOLATILE)}
+    if isinstance(value, list):
+        return [stable_view(v) for v in value]
+    return value
+
+
+def compare_outputs(ours: Path, theirs: Path) -> list[str]:
+    """Metric files (reports/metrics/*.json, reports/passk-counts.json) whose stable content differs."""
+    names = sorted({p.relative_to(ours).as_posix() for p in (ours / "reports" / "metrics").glob("*.json")}
+                   | {"reports/passk-counts.json"})
+    differ = []
+    for name in names:
+        a, b = ours / name, theirs / name
+        if not (a.is_file() and b.is_file()) or \
+                stable_view(json.loads(a.read_text())) != stable_view(json.loads(b.read_text())):
+            differ.append(name)
+    return differ
+
+
+def bench_fresh_clone(params: Params) -> dict:
+    """Wall time of `dvc repro` in a fresh clone of HEAD: the whole default pipeline, every stage.
+
+    The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
+    store is its own. Afterwards its metrics are compared with the committed ones, durations and run
+    ids aside: on one machine they must be identical. Takes as long as the pipeline (minutes).
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    from rlvr.tracking import git_commit, repo_root
+
+    root = repo_root()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="rlvr-fresh-") as tmp:
+        fresh = Path(tmp) / "fresh"
+        subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
+        env["PYTHONPATH"] = str(fresh)
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        t0 = time.perf_counter()
+        run = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=fresh, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if run.returncode != 0:
+            raise RuntimeError(f"dvc repro failed in the fresh clone (exit {run.returncode}):\n{run.stderr[-2000:]}")
+        stages = run.stdout.count("Running stage")
+        differ = compare_outputs(root, fresh)
+    return {"wall_seconds": round(wall, 1), "target_wall_seconds": 600, "stages_run": stages,
+            "commit": git_commit(root), "working_tree_differs_from_commit": bool(dirty),
+            "metrics_identical_to_committed": not differ, "metrics_differing": differ}
+
+
 BENCHMARKS: dict[str, Callable[[Params], dict]] = {"sampling": bench_sampling, "sft": bench_sft,
                                                    "grpo_step": bench_grpo_step, "passk_model": bench_passk_model,
-                                                   "pipeline": bench_pipeline}
+                                                   "pipeline": bench_pipeline, "fresh_clone": bench_fresh_clone}
 
 
 def run_bench(params: Params, out: Path, only: list[str] | None = None) -> dict:

@@ -112,7 +112,8 @@ class SFTConfig:
     task: str = "single_digit"  # which task's training split to fit
     noise_rate: float = 0.5  # probability a training label is replaced by a random answer
     repeats: int = 4  # copies of each training problem, each with its own noise draw
-    epochs: int = 10  # passes over the (repeated) SFT set
+    clean_epochs: int = 0  # warm-up passes on the true answers of the same rows, before the noisy ones
+    epochs: int = 10  # passes over the (repeated) SFT set with its noisy labels
     batch_size: int = 64  # sequences per optimiser step
     lr: float = 3e-3  # AdamW peak learning rate (cosine decay to 10%)
     weight_decay: float = 0.0  # AdamW decoupled weight decay
@@ -128,6 +129,7 @@ class SFTConfig:
         _require(self.grad_clip > 0, f"{path}.grad_clip", self.grad_clip, "must be > 0")
         for name in ("repeats", "epochs", "batch_size", "eval_samples", "eval_max_prompts"):
             _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
+        _require(self.clean_epochs >= 0, f"{path}.clean_epochs", self.clean_epochs, "must be >= 0")
 
 
 ADVANTAGES = ("group", "mean_only", "rloo", "batch_std")

@@ -42,6 +42,8 @@ from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import answer_targets, exact_match
 
+EVAL_SEED_OFFSET = 1_000_003  # evaluation draws: generator seeded at the training seed + this
+
 
 def _one_of(value: str, allowed: tuple[str, ...], name: str) -> None:
     if value not in allowed:
@@ -373,8 +375,12 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
 
     The reference defaults to a frozen copy of the starting policy. With beta = 0 it is never run
     during training (only at evaluation, to report drift).
+
+    Evaluation samples from its own generator (seeded from `gen`'s seed), so how often we evaluate
+    never changes the training trajectory.
     """
     ref = (ref if ref is not None else copy.deepcopy(policy)).eval().requires_grad_(False)
+    eval_gen = torch.Generator().manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     P = cfg.prompts_per_step
     max_len = task.max_new_tokens
@@ -386,7 +392,7 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
             idx = torch.randint(len(train), (P,), generator=gen)  # (P,)
         return rollout_groups(policy, [train[i] for i in idx.tolist()], cfg, task, tok, gen, reward_fn)
 
-    curve: list[dict] = [{"step": 0, **evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples)}]
+    curve: list[dict] = [{"step": 0, **evaluate(policy, ref, evals, cfg, task, tok, eval_gen, cfg.eval_samples)}]
     if on_step is not None:
         on_step(curve[0])
     for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
@@ -409,7 +415,7 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
             **(batch_metrics(batch, step) if batch_metrics is not None else {}),
         }
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            row.update(evaluate(policy, ref, evals, cfg, task, tok, gen, cfg.eval_samples))
+            row.update(evaluate(policy, ref, evals, cfg, task, tok, eval_gen, cfg.eval_samples))
         curve.append(row)
         if on_step is not None:
             on_step(row)

@@ -93,34 +93,59 @@ class TinyLM(nn.Module):
         return self.logits(x)
 
 
+def common_prefix_len(rows: torch.Tensor) -> int:
+    """Number of leading columns on which every row of (R, T) agrees."""
+    return int((rows == rows[:1]).all(dim=0).int().cumprod(dim=0).sum())
+
+
+def tree_forward(model: TinyLM, levels: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Run sequences that share prefixes, encoding each shared piece once.
+
+    levels[i] is (R_i, T_i) token ids; R_i is a multiple of R_{i-1}, and row r of level i continues
+    row r // (R_i // R_{i-1}) of level i - 1 (consecutive rows share their parent). Each level
+    attends to all of its ancestors and causally to itself; positions continue across levels.
+    Returns each level's final hidden states (R_i, T_i, d), before ln_f. Equal, to float rounding,
+    to running every full sequence, but a piece shared by k rows costs 1 row instead of k, forward
+    and backward: gradients reach it through the broadcast (summed over its children).
+    """
+    xs, start = [], 0
+    for ids in levels:
+        xs.append(model.embed(ids, start=start))  # (R_i, T_i, d)
+        start += ids.shape[1]
+    for block in model.blocks:
+        ks, vs, out = [], [], []
+        for i, x in enumerate(xs):
+            R, T = x.shape[:2]
+            q, k, v = block.heads(x)  # (R, H, T, D)
+            if T == 0:
+                ks.append(k), vs.append(v), out.append(x)
+                continue
+            up = lambda z: z.repeat_interleave(R // z.shape[0], dim=0)  # noqa: E731 parent rows -> (R, ...)
+            K = torch.cat([up(a) for a in ks] + [k], dim=2)  # (R, H, T_anc + T, D)
+            V = torch.cat([up(a) for a in vs] + [v], dim=2)
+            n_anc = K.shape[2] - T
+            allowed = torch.cat([torch.ones(T, n_anc, dtype=torch.bool),
+                                 torch.ones(T, T, dtype=torch.bool).tril()], dim=1)  # (T, T_anc + T)
+            att = F.scaled_dot_product_attention(q, K, V, attn_mask=allowed)  # (R, H, T, D)
+            ks.append(k), vs.append(v)
+            out.append(block.finish(x, att.transpose(1, 2).reshape(x.shape)))
+        xs = out
+    return xs
+
+
 def grouped_response_logits(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-    """Next-token logits at every response position, encoding each prompt once for its whole group.
+    """Next-token logits at every response position, encoding shared prefixes once.
 
     prompts (P, Tp); responses (P*G, T), G consecutive rows per prompt. Returns (P*G, T, V): row i,
-    position t predicts responses[i, t]. Equal (to float rounding) to running the model on the full
-    sequences, but the prompt, most of each sequence, costs P rows instead of P*G, forward and
-    backward; gradients reach the shared prompt activations through the broadcast (summed over G).
+    position t predicts responses[i, t]. Each prompt is encoded once for its group, and the part
+    every prompt shares (the chat template's system prompt) once for the batch (`tree_forward`).
     """
     P, Tp = prompts.shape
-    B, T = responses.shape
-    G = B // P
-    H, D = model.cfg.n_head, model.cfg.d_model // model.cfg.n_head
-    xp = model.embed(prompts)  # (P, Tp, d)
-    xr = model.embed(responses[:, :-1], start=Tp)  # (B, T-1, d) inputs: every response token but the last
-    Tr = T - 1
-    own = torch.ones(Tr, Tr, dtype=torch.bool).tril()  # causal within the response
-    allowed = torch.cat([torch.ones(Tr, Tp, dtype=torch.bool), own], dim=1)  # (Tr, Tp+Tr) all of the prompt
-    for block in model.blocks:
-        qp, kp, vp = block.heads(xp)  # (P, H, Tp, D)
-        att_p = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True)  # (P, H, Tp, D)
-        if Tr:
-            qr, kr, vr = block.heads(xr)  # (B, H, Tr, D)
-            k = torch.cat([kp.repeat_interleave(G, dim=0), kr], dim=2)  # (B, H, Tp+Tr, D)
-            v = torch.cat([vp.repeat_interleave(G, dim=0), vr], dim=2)  # (B, H, Tp+Tr, D)
-            att_r = F.scaled_dot_product_attention(qr, k, v, attn_mask=allowed)  # (B, H, Tr, D)
-            xr = block.finish(xr, att_r.transpose(1, 2).reshape(xr.shape))
-        xp = block.finish(xp, att_p.transpose(1, 2).reshape(xp.shape))
-    first = model.logits(xp[:, -1:]).repeat_interleave(G, dim=0)  # (B, 1, V) predicts responses[:, 0]
+    B = responses.shape[0]
+    c = min(common_prefix_len(prompts), Tp - 1) if P > 1 else 0
+    levels = ([prompts[:1, :c]] if c else []) + [prompts[:, c:], responses[:, :-1]]  # inputs: all but the last response token
+    *_, xp, xr = tree_forward(model, levels)  # (P, Tp-c, d), (B, T-1, d)
+    first = model.logits(xp[:, -1:]).repeat_interleave(B // P, dim=0)  # (B, 1, V) predicts responses[:, 0]
     return torch.cat([first, model.logits(xr)], dim=1)  # (B, T, V)
 
 

@@ -200,6 +200,44 @@ figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption
 code{font-size:12px}"""
 
 
+def bench_rows(bench: dict) -> list[list]:
+    """`rlvr bench` figures as table rows: benchmark, measured, target, whether the target is met.
+    Benchmarks not in the file are left out; a target of None means none was set."""
+    def get(*keys):
+        v = bench
+        for k in keys:
+            if not isinstance(v, dict) or k not in v:
+                return None
+            v = v[k]
+        return v
+
+    specs = [  # label, measured, unit, target, "<=" or ">="
+        ("whole pipeline: `dvc repro` in a fresh clone, wall", get("fresh_clone", "wall_seconds"), "s",
+         get("fresh_clone", "target_wall_seconds"), "<="),
+        ("sum of stage run times (MLflow)", get("pipeline", "total_seconds"), "s", None, "<="),
+        ("GRPO matrix (all variants x seeds)", get("pipeline", "grpo_matrix_seconds"), "s",
+         get("pipeline", "target_grpo_matrix_seconds"), "<="),
+        ("sampling, 300 prompts x 64", get("sampling", "completions_per_second", "median"), "completions/s",
+         get("sampling", "target_completions_per_second"), ">="),
+        ("peak RSS while sampling", get("sampling", "peak_rss_mb"), "MB", get("sampling", "target_peak_rss_mb"), "<="),
+        ("GRPO step, beta = 0", get("grpo_step", "beta_0.0", "step_seconds", "median"), "s",
+         get("grpo_step", "target_step_seconds", "beta_0.0"), "<="),
+        ("GRPO step, beta = 0.04", get("grpo_step", "beta_0.04", "step_seconds", "median"), "s",
+         get("grpo_step", "target_step_seconds", "beta_0.04"), "<="),
+        ("pass@k, one model (300 x 64)", get("passk_model", "seconds_per_model", "median"), "s",
+         get("passk_model", "target_seconds"), "<="),
+        ("SFT throughput", get("sft", "tokens_per_second", "median"), "tokens/s", None, ">="),
+    ]
+    fmt = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"  # noqa: E731
+    rows = []
+    for label, value, unit, target, op in specs:
+        if value is None:
+            continue
+        met = "–" if target is None else ("yes" if (value <= target if op == "<=" else value >= target) else "no")
+        rows.append([label, f"{fmt(value)} {unit}", "–" if target is None else f"{op} {fmt(target)} {unit}", met])
+    return rows
+
+
 def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Path, out_dir: Path,
                samples_path: Path | None = None, benchmarks_path: Path | None = None) -> dict:
     """`report`: verdict table, per-chapter figures with provenance, variant table, hack samples."""
@@ -246,8 +284,10 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
         md.append("\n## Reward hacking: sampled responses (seed 0)\n")
         for step, srows in sample_tables.items():
             md.append(f"\n**step {step}**\n\n" + _md_table(sample_header, srows))
-    if bench:
-        md.append("\n## Benchmarks (`rlvr bench`)\n\n```json\n" + json.dumps(bench, indent=1)[:4000] + "\n```\n")
+    bheader = ["benchmark", "measured", "target", "met"]
+    btable = bench_rows(bench) if bench else []
+    if btable:
+        md.append("\n## Benchmarks (`rlvr bench`, reports/benchmarks.json)\n\n" + _md_table(bheader, btable))
     write_text(out_dir / "report.md", "\n".join(md) + "\n")
 
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>rlvr-repro report</title><style>{CSS}</style>"
@@ -265,6 +305,8 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
         page.append("<h2>Reward hacking: sampled responses (seed 0)</h2>")
         for step, srows in sample_tables.items():
             page.append(f"<h3>step {html.escape(step)}</h3>" + _html_table(sample_header, srows, "samples"))
+    if btable:
+        page.append("<h2>Benchmarks (rlvr bench)</h2>" + _html_table(bheader, btable, "benchmarks"))
     page.append("</body></html>")
     write_text(out_dir / "report.html", "\n".join(page))
     verdicts = {r["id"]: {"verdict": r["verdict"], "ours": r["ours"], "book": r["book"]} for r in rows}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +18,17 @@ def set_determinism(seed: int, threads: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     random.seed(seed)
-    torch.use_deterministic_algorithms(True)
+    deterministic_ops()
+
+
+def deterministic_ops() -> None:
+    """`torch.use_deterministic_algorithms(True)` for eager ops. The public call also imports the
+    inductor compiler to set its flag, about 2 s per process here; no stage compiles, so the
+    compiler's flag is set only if it is already loaded."""
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        torch._C._set_deterministic_algorithms(True)
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:

@@ -17,7 +17,7 @@ def tiny_raw() -> dict:
     raw["model"].update(d_model=32, n_layer=1, n_head=2)
     del raw["sft"]["single_digit_hi"]  # only the a_hi_* variants start from it; they are dropped below
     for run in raw["sft"].values():
-        run.update(epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
+        run.update(clean_epochs=1, epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
     raw["grpo"]["seeds"] = [0, 1]
     raw["grpo"]["defaults"].update(steps=2, prompts_per_step=4, group_size=4, eval_every=1, eval_samples=2)
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0

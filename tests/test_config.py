@@ -40,6 +40,7 @@ def with_grpo(raw, variant=None, **defaults):
     (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
     (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
     (lambda r: r["sft"]["two_digit"].update(epochs="many"), "sft.two_digit.epochs = 'many': must be an integer"),
+    (lambda r: r["sft"]["two_digit"].update(clean_epochs=-1), "sft.two_digit.clean_epochs = -1: must be >= 0"),
 ])
 def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
     mutate(tiny_raw_params)
@@ -78,7 +79,7 @@ def test_stage_commands_reject_unknown_names_before_any_work(tmp_path, capsys, t
     assert main(["--params", str(path), "sft", "--run", "nope"]) == 2
     assert "sft run 'nope': unknown" in capsys.readouterr().err
     assert main(["--params", str(path), "bench", "--only", "nope"]) == 2
-    assert "bench 'nope': unknown; known benchmarks: sampling, sft, grpo_step, passk_model, pipeline" in capsys.readouterr().err
+    assert "bench 'nope': unknown; known benchmarks: sampling, sft, grpo_step, passk_model, pipeline, fresh_clone" in capsys.readouterr().err
 
 
 def test_ci_runs_exactly_the_readme_test_command():

@@ -79,6 +79,16 @@ def test_reference_weights_never_change(sft_policy):
     assert not any(p.requires_grad for p in ref.parameters())
 
 
+def test_evaluation_cadence_does_not_change_the_training_trajectory(sft_policy):
+    """Evaluation samples from its own generator: evaluating every step or only at the end leaves
+    every training step (its rollouts, its update) exactly as it was."""
+    train_cols = ("reward_mean", "loss", "kl_k3_nats", "entropy_nats")
+    curves = [run(copy.deepcopy(sft_policy), steps=4, eval_every=every, eval_samples=4)[1] for every in (1, 4)]
+    assert sum("eval_acc" in r for r in curves[0]) == 5 and sum("eval_acc" in r for r in curves[1]) == 2
+    for a, b in zip(*curves):
+        assert all(a.get(k) == b.get(k) for k in train_cols)
+
+
 def test_single_inner_epoch_never_clips_and_several_do(sft_policy):
     _, curve = run(copy.deepcopy(sft_policy), steps=4)
     assert all(r["clip_frac_low"] == 0.0 and r["clip_frac_high"] == 0.0 for r in curve[1:])

@@ -91,6 +91,9 @@ def test_grouped_response_logits_match_the_full_forward():
     roll = sample(model, p, 4, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
     from rlvr.model import grouped_response_logits
 
+    from rlvr.model import common_prefix_len
+
+    assert common_prefix_len(p) > 0  # the shared system prompt takes the three-level path
     grouped = grouped_response_logits(model, p, roll.response)  # (12, T, V)
     full = model(roll.tokens[:, :-1])[:, p.shape[1] - 1 :]  # (12, T, V)
     assert grouped.shape == full.shape

@@ -144,3 +144,35 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     assert result["images"] >= 8 and result["decoded"] == result["images"]
     console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console
+
+
+def test_benchmark_table_states_each_target_and_whether_it_is_met():
+    from rlvr.report import bench_rows
+
+    bench = {"fresh_clone": {"wall_seconds": 612.0, "target_wall_seconds": 600},
+             "sampling": {"completions_per_second": {"median": 25000.0}, "target_completions_per_second": 20000,
+                          "peak_rss_mb": 700.0, "target_peak_rss_mb": 1536},
+             "sft": {"tokens_per_second": {"median": 9e4}}}
+    rows = {r[0]: r[1:] for r in bench_rows(bench)}
+    assert rows["whole pipeline: `dvc repro` in a fresh clone, wall"] == ["612 s", "<= 600 s", "no"]
+    assert rows["sampling, 300 prompts x 64"] == ["25,000 completions/s", ">= 20,000 completions/s", "yes"]
+    assert rows["peak RSS while sampling"] == ["700 MB", "<= 1,536 MB", "yes"]
+    assert rows["SFT throughput"][1:] == ["–", "–"]
+    assert not any("GRPO step" in k for k in rows)  # absent benchmarks are left out, not shown as zero
+
+
+def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
+    from rlvr.bench import compare_outputs
+
+    committed = {"eval_acc_final": 0.85, "train_seconds": 3.0, "mlflow_run_id": "a", "ci95": {"step_seconds_median": [1, 2]}}
+    for name, metric in (("ours", committed),
+                         ("same", {**committed, "train_seconds": 9.9, "mlflow_run_id": "b",
+                                   "ci95": {"step_seconds_median": [3, 4]}}),
+                         ("other", {**committed, "eval_acc_final": 0.86})):
+        (tmp_path / name / "reports" / "metrics").mkdir(parents=True)
+        (tmp_path / name / "reports" / "metrics" / "grpo-x.json").write_text(json.dumps(metric))
+        (tmp_path / name / "reports" / "passk-counts.json").write_text("{}")
+    assert compare_outputs(tmp_path / "ours", tmp_path / "same") == []
+    assert compare_outputs(tmp_path / "ours", tmp_path / "other") == ["reports/metrics/grpo-x.json"]
+    (tmp_path / "same" / "reports" / "passk-counts.json").unlink()
+    assert compare_outputs(tmp_path / "ours", tmp_path / "same") == ["reports/passk-counts.json"]

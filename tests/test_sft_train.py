@@ -20,3 +20,76 @@ def test_clean_sft_learns_single_digit_addition():
     curve = train_sft(model, tokens, mask, cfg, gen, progress=False)
     assert curve[-1]["loss"] < curve[0]["loss"]
     assert accuracy(model, train, tok, TaskConfig(max_new_tokens=2), 1, 0.0, gen) >= 0.9
+
+
+def _full_loss(model, tokens, mask):
+    """The plain definition: every row through the whole model."""
+    import torch.nn.functional as F
+
+    logits = model(tokens[:, :-1])  # (B, T-1, V)
+    ce = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")  # (B, T-1)
+    return (ce * mask).sum() / mask.sum()
+
+
+def _grads(model, loss_fn):
+    model.zero_grad()
+    loss = loss_fn()
+    loss.backward()
+    return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+def test_shared_prefix_loss_equals_the_full_forward_in_value_and_gradient():
+    """Two-digit rows of different lengths (right padding): the system prompt encoded once per batch
+    gives the same loss and gradients as running every row whole."""
+    from rlvr.sft import sft_loss, shared_prefix_len
+
+    tok = Tokenizer()
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(d_model=32, n_layer=2, n_head=2), len(tok))
+    train, _ = split("two_digit", 0, seed=0)
+    tokens, mask = encode_sft(noisy_rows(train[::300], 0.5, repeats=1, seed=0), tok)
+    assert shared_prefix_len(tokens, mask) == len(tok.prompt_ids("")) - 1  # up to <user>, not the operands
+    ours, g_ours = _grads(model, lambda: sft_loss(model, tokens, mask))
+    full, g_full = _grads(model, lambda: _full_loss(model, tokens, mask))
+    assert torch.allclose(ours, full, atol=1e-6)
+    assert torch.allclose(g_ours, g_full, atol=1e-5)
+
+
+def test_shared_prefix_of_one_row_stops_at_its_first_target():
+    """A single row agrees with itself everywhere: the shared part must still end where the loss begins."""
+    from rlvr.sft import sft_loss, shared_prefix_len
+
+    tok = Tokenizer()
+    torch.manual_seed(1)
+    model = TinyLM(ModelConfig(d_model=32, n_layer=1, n_head=2), len(tok))
+    tokens, mask = encode_sft([{"prompt": "3 + 4 =", "label": "7"}], tok)
+    first_target = int(mask[0].nonzero()[0])
+    assert shared_prefix_len(tokens, mask) == first_target + 1
+    assert torch.allclose(sft_loss(model, tokens, mask), _full_loss(model, tokens, mask), atol=1e-6)
+
+
+def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
+    tok = Tokenizer()
+    train, _ = split("single_digit", 0, seed=0)
+    rows = noisy_rows(train, 1.0, repeats=1, seed=0)
+    tokens, mask = encode_sft(rows, tok)
+    clean = encode_sft(rows, tok, field="answer")
+    assert not torch.equal(tokens, clean[0]) and torch.equal(mask, clean[1])
+    cfg = SFTConfig(task="single_digit", noise_rate=1.0, repeats=1, clean_epochs=2, epochs=1, batch_size=32)
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(d_model=32, n_layer=1, n_head=2), len(tok))
+    curve = train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)
+    per_epoch = -(-len(rows) // 32)
+    assert [r["phase"] for r in curve] == ["clean"] * 2 * per_epoch + ["noisy"] * per_epoch
+
+
+def test_clean_warmup_without_clean_tensors_is_an_error():
+    import pytest
+
+    tok = Tokenizer()
+    train, _ = split("single_digit", 0, seed=0)
+    tokens, mask = encode_sft(noisy_rows(train, 0.5, repeats=1, seed=0), tok)
+    cfg = SFTConfig(task="single_digit", clean_epochs=1, epochs=1)
+    model = TinyLM(ModelConfig(d_model=32, n_layer=1, n_head=2), len(tok))
+    with pytest.raises(ValueError, match="clean_epochs = 1 needs the clean-label tensors"):
+        train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
