@@ -206,12 +206,14 @@ class HackConfig:
     variant: str = "a_grpo"  # the GRPO variant whose settings (and start checkpoint) are used
     steps: int = 60  # GRPO steps on the substring reward
     max_new_tokens: int = 6  # room for several digits: the hack needs it
+    temperature: float = 1.0  # rollout temperature (the loss uses the same tempered log-probs)
     sample_rows: int = 8  # responses kept per sample table (start, middle, end)
     window: int = 5  # steps averaged for the start and end figures
 
     def validate(self, path: str) -> None:
         for name in ("steps", "max_new_tokens", "sample_rows", "window"):
             _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
+        _require(self.temperature > 0, f"{path}.temperature", self.temperature, "must be > 0")
         _require(self.window <= self.steps, f"{path}.window", self.window, f"must be <= {path}.steps ({self.steps})")
 
 

@@ -285,10 +285,15 @@ def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) ->
                   torch.cat([k.correct for k in kept]), gen_tokens, samples, [a for k in kept for a in k.answers])
 
 
-def response_logits(model: TinyLM, tokens: torch.Tensor, prompt_len: int, group_size: int) -> torch.Tensor:
-    """Next-token logits at the response positions: tokens (B, Tp+T), G rows per prompt -> (B, T, V)."""
+def response_logits(model: TinyLM, tokens: torch.Tensor, prompt_len: int, group_size: int,
+                    temperature: float = 1.0) -> torch.Tensor:
+    """Next-token logits at the response positions: tokens (B, Tp+T), G rows per prompt -> (B, T, V).
+
+    Divided by the sampling temperature, so the log-probs in the loss are those of the policy that
+    actually sampled the rollouts (as TRL and verl do); at T = 1 the division is exact, a no-op.
+    """
     prompts = tokens[::group_size, :prompt_len]  # (P, Tp) every group shares its prompt
-    return grouped_response_logits(model, prompts, tokens[:, prompt_len:])  # (B, T, V)
+    return grouped_response_logits(model, prompts, tokens[:, prompt_len:]) / temperature  # (B, T, V)
 
 
 def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -310,12 +315,12 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, 
     ref_logits = None
     if ref is not None and (cfg.beta > 0):
         with torch.no_grad():
-            ref_logits = response_logits(ref, batch.tokens, batch.prompt_len, G)  # (B, T, V)
+            ref_logits = response_logits(ref, batch.tokens, batch.prompt_len, G, cfg.temperature)  # (B, T, V)
     logp_ref = None if ref_logits is None else gather_logp(ref_logits, targets)  # (B, T)
     stats_sum: dict[str, float] = {}
     logp_old = None
     for epoch in range(cfg.inner_epochs):
-        logits = response_logits(policy, batch.tokens, batch.prompt_len, G)  # (B, T, V)
+        logits = response_logits(policy, batch.tokens, batch.prompt_len, G, cfg.temperature)  # (B, T, V)
         logp = gather_logp(logits, targets)  # (B, T)
         if epoch == 0:
             logp_old = logp.detach()

@@ -54,7 +54,7 @@ def run_hack(params, out_dir, metrics_path, samples_path, curves_dir, figure_pat
     task = replace(params.task(grpo_cfg.task), max_new_tokens=cfg.max_new_tokens)
     data = Path("data") / grpo_cfg.sft
     train = problems_of(read_jsonl(data / "sft.jsonl"), grpo_cfg.task)
-    grpo_cfg = replace(grpo_cfg, steps=cfg.steps)
+    grpo_cfg = replace(grpo_cfg, steps=cfg.steps, temperature=cfg.temperature)
     tok = Tokenizer()
     reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
     stage_params = {"threads": params.threads, "seeds": params.grpo_seeds, "hack": to_dict(cfg),
@@ -81,6 +81,8 @@ def run_hack(params, out_dir, metrics_path, samples_path, curves_dir, figure_pat
                 finals[seed]["reward_gain"] = finals[seed]["reward_mean_end"] - finals[seed]["reward_mean_start"]
                 finals[seed]["accuracy_gain"] = finals[seed]["accuracy_end"] - finals[seed]["accuracy_start"]
                 finals[seed]["reward_minus_accuracy_end"] = finals[seed]["reward_mean_end"] - finals[seed]["accuracy_end"]
+                finals[seed]["digits_per_response_peak"] = max(r["digits_per_response"] for r in steps)
+                finals[seed]["reward_minus_accuracy_peak"] = max(r["reward_mean"] - r["accuracy"] for r in steps)
                 child.log_metrics(finals[seed])
             tables[seed] = {str(k): v for k, v in sorted(samples.items())}
             save_checkpoint(Path(out_dir) / f"seed{seed}.pt", checkpoint(policy, tok, hack=cfg.variant, seed=seed))

@@ -38,6 +38,7 @@ def with_grpo(raw, variant=None, **defaults):
     (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
     (lambda r: r.update(passk={"n": 8, "ks": [1, 16]}), "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)"),
     (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
+    (lambda r: r["hack"].update(temperature=0), "hack.temperature = 0.0: must be > 0"),
     (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
     (lambda r: r["sft"]["two_digit"].update(epochs="many"), "sft.two_digit.epochs = 'many': must be an integer"),
     (lambda r: r["sft"]["two_digit"].update(clean_epochs=-1), "sft.two_digit.clean_epochs = -1: must be >= 0"),

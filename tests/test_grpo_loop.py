@@ -89,6 +89,28 @@ def test_evaluation_cadence_does_not_change_the_training_trajectory(sft_policy):
         assert all(a.get(k) == b.get(k) for k in train_cols)
 
 
+def test_loss_uses_the_log_probs_of_the_tempered_policy_that_sampled(sft_policy):
+    """At temperature T the update's log-probs (hence entropy, ratio, KL) are those of softmax(z / T)."""
+    import torch.nn.functional as F
+
+    from rlvr.grpo import response_logits
+
+    gen = torch.Generator().manual_seed(0)
+    batch = rollout_groups(sft_policy, PROBLEMS[:8], GRPOConfig(group_size=8, temperature=2.0), TASK, TOK, gen)
+    plain = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8)  # (B, T, V)
+    assert torch.equal(response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 2.0), plain / 2.0)
+    live = batch.mask > 0  # (B, T)
+    entropy = {}
+    for t in (1.0, 2.0):
+        p = F.softmax(plain / t, dim=-1)  # (B, T, V)
+        entropy[t] = float((-(p * p.clamp_min(1e-30).log()).sum(-1))[live].mean())
+        policy = copy.deepcopy(sft_policy)
+        cfg = GRPOConfig(group_size=8, temperature=t, beta=0.0)
+        stats = grpo_update(policy, None, torch.optim.SGD(policy.parameters(), lr=0.0), batch, cfg, TASK.max_new_tokens)
+        assert abs(stats["entropy_nats"] - entropy[t]) < 1e-4
+    assert entropy[2.0] > entropy[1.0] + 0.1
+
+
 def test_single_inner_epoch_never_clips_and_several_do(sft_policy):
     _, curve = run(copy.deepcopy(sft_policy), steps=4)
     assert all(r["clip_frac_low"] == 0.0 and r["clip_frac_high"] == 0.0 for r in curve[1:])
