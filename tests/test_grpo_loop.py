@@ -97,8 +97,9 @@ def test_loss_uses_the_log_probs_of_the_tempered_policy_that_sampled(sft_policy)
 
     gen = torch.Generator().manual_seed(0)
     batch = rollout_groups(sft_policy, PROBLEMS[:8], GRPOConfig(group_size=8, temperature=2.0), TASK, TOK, gen)
-    plain = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8)  # (B, T, V)
-    assert torch.equal(response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 2.0), plain / 2.0)
+    with torch.no_grad():
+        plain = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8)  # (B, T, V)
+        assert torch.equal(response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 2.0), plain / 2.0)
     live = batch.mask > 0  # (B, T)
     entropy = {}
     for t in (1.0, 2.0):
