@@ -114,21 +114,18 @@ def tree_forward(model: TinyLM, levels: list[torch.Tensor]) -> list[torch.Tensor
         start += ids.shape[1]
     for block in model.blocks:
         ks, vs, out = [], [], []
-        for i, x in enumerate(xs):
+        for x in xs:
             R, T = x.shape[:2]
             q, k, v = block.heads(x)  # (R, H, T, D)
-            if T == 0:
-                ks.append(k), vs.append(v), out.append(x)
-                continue
-            up = lambda z: z.repeat_interleave(R // z.shape[0], dim=0)  # noqa: E731 parent rows -> (R, ...)
-            K = torch.cat([up(a) for a in ks] + [k], dim=2)  # (R, H, T_anc + T, D)
-            V = torch.cat([up(a) for a in vs] + [v], dim=2)
-            n_anc = K.shape[2] - T
-            allowed = torch.cat([torch.ones(T, n_anc, dtype=torch.bool),
-                                 torch.ones(T, T, dtype=torch.bool).tril()], dim=1)  # (T, T_anc + T)
-            att = F.scaled_dot_product_attention(q, K, V, attn_mask=allowed)  # (R, H, T, D)
-            ks.append(k), vs.append(v)
-            out.append(block.finish(x, att.transpose(1, 2).reshape(x.shape)))
+            if T:  # an empty level (a one-token response has no inputs) passes through
+                K = torch.cat([a.repeat_interleave(R // a.shape[0], dim=0) for a in ks] + [k], dim=2)  # (R, H, T_anc+T, D)
+                V = torch.cat([a.repeat_interleave(R // a.shape[0], dim=0) for a in vs] + [v], dim=2)
+                allowed = torch.ones(T, K.shape[2], dtype=torch.bool).tril(K.shape[2] - T)  # all ancestors, causal own
+                att = F.scaled_dot_product_attention(q, K, V, attn_mask=allowed)  # (R, H, T, D)
+                x = block.finish(x, att.transpose(1, 2).reshape(x.shape))
+            ks.append(k)
+            vs.append(v)
+            out.append(x)
         xs = out
     return xs
 

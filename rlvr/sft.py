@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rlvr.config import ModelConfig, SFTConfig, TaskConfig
-from rlvr.model import TinyLM, grouped_response_logits, sample
+from rlvr.model import TinyLM, common_prefix_len, grouped_response_logits, sample
 from rlvr.tasks import Problem, answer_range
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import answer_targets, exact_match
@@ -68,9 +68,8 @@ def encode_sft(rows: list[dict], tok: Tokenizer, field: str = "label") -> tuple[
 def shared_prefix_len(tokens: torch.Tensor, mask: torch.Tensor) -> int:
     """Leading columns every row shares (the chat template's system part), capped so that every
     loss position keeps its logits: tokens (B, T), mask (B, T-1) -> an int in [1, first target]."""
-    same = (tokens == tokens[:1]).all(dim=0).int().cumprod(dim=0)  # (T,) 1 while all rows agree
     first_target = int(mask.any(dim=0).int().argmax())  # first column of mask with a loss token
-    return max(1, min(int(same.sum()), first_target + 1))
+    return max(1, min(common_prefix_len(tokens), first_target + 1))
 
 
 def sft_loss(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
