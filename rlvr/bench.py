@@ -12,6 +12,7 @@ import platform
 import resource
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -19,8 +20,9 @@ import torch
 
 from rlvr.config import Params, SFTConfig
 from rlvr.model import TinyLM, sample
+from rlvr.rollout import prompt_tensor
 from rlvr.runtime import set_determinism, write_json
-from rlvr.sft import encode_sft, noisy_rows, prompt_tensor, sft_loss
+from rlvr.sft import encode_sft, noisy_rows, sft_loss
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
@@ -82,17 +84,14 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
 def bench_grpo_step(params: Params, steps: int = 30) -> dict:
     """One GRPO step (sample 16 prompts x G = 8, score, one update) on a default-size model with
     4-token answers, at beta = 0 (no reference forward) and beta = 0.04. Median seconds per step."""
-    from dataclasses import replace
-
-    from rlvr.config import GRPOConfig, TaskConfig
     from rlvr.grpo import grpo_update, rollout_groups
 
     tok = Tokenizer()
-    task = TaskConfig(heldout=300, max_new_tokens=4)
+    max_new_tokens = 4
     train, _ = split("two_digit", 300, params.seed)
     out = {}
     for beta in (0.0, 0.04):
-        cfg = GRPOConfig(task="two_digit", sft="two_digit", prompts_per_step=16, group_size=8, beta=beta)
+        cfg = replace(params.variant("grpo"), prompts_per_step=16, group_size=8, beta=beta)
         torch.manual_seed(params.seed)
         policy = TinyLM(params.model, len(tok))
         ref = TinyLM(params.model, len(tok)).requires_grad_(False) if beta > 0 else None
@@ -102,9 +101,9 @@ def bench_grpo_step(params: Params, steps: int = 30) -> dict:
         for s in range(steps + 3):
             problems = [train[i] for i in torch.randint(len(train), (16,), generator=gen).tolist()]
             t0 = time.perf_counter()
-            batch = rollout_groups(policy, problems, cfg, task, tok, gen)
+            batch = rollout_groups(policy, problems, cfg, max_new_tokens, tok, gen)
             batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())  # mixed groups
-            grpo_update(policy, ref, opt, batch, cfg, task.max_new_tokens)
+            grpo_update(policy, ref, opt, batch, cfg, max_new_tokens)
             if s >= 3:
                 times.append(time.perf_counter() - t0)
         out[f"beta_{beta}"] = {"step_seconds": _spread(times)}
@@ -119,14 +118,15 @@ def bench_passk_model(params: Params, repeats: int = 3) -> dict:
 
     Uses the two_digit SFT checkpoint when `dvc repro` has made it (rows stop at <eos> as in the
     real stage), else an untrained model (every row runs to the cap: the worst case)."""
-    from rlvr.passk import correct_counts
-    from rlvr.sft import load_model
+    from rlvr import checkpoint
+    from rlvr.paths import sft
+    from rlvr.rollout import correct_counts
 
     tok = Tokenizer()
     task = params.task("two_digit")
     _, held = split("two_digit", 300, params.seed)
-    ckpt = Path("data/two_digit/sft.pt")
-    model = load_model(ckpt, tok)[0] if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
+    ckpt = sft("two_digit").checkpoint
+    model = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
     times = []
     for r in range(repeats + 1):
         t0 = time.perf_counter()
@@ -143,14 +143,14 @@ def bench_pipeline(params: Params) -> dict:
     and imports (~3.5 s a process) are not included."""
     from mlflow.tracking import MlflowClient
 
-    from rlvr.provenance import load_lock, run_ids
+    from rlvr.provenance import load_lock, mlflow_run_ids
     from rlvr.tracking import repo_root, tracking_uri
 
     root = repo_root()
     client = MlflowClient(tracking_uri())
     seconds = {}
     for name, stage in load_lock(root).items():
-        rid = run_ids(root, stage).get("stage")
+        rid = mlflow_run_ids(root, stage).get("stage")
         if rid:
             info = client.get_run(rid).info
             seconds[name] = round((info.end_time - info.start_time) / 1000, 1)
@@ -196,7 +196,8 @@ def bench_fresh_clone(params: Params) -> dict:
     import sys
     import tempfile
 
-    from rlvr.tracking import git_commit, repo_root
+    from rlvr.gitinfo import git_commit
+    from rlvr.tracking import repo_root
 
     root = repo_root()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
@@ -224,7 +225,7 @@ BENCHMARKS: dict[str, Callable[[Params], dict]] = {"sampling": bench_sampling, "
                                                    "pipeline": bench_pipeline, "fresh_clone": bench_fresh_clone}
 
 
-def run_bench(params: Params, out: Path, only: list[str] | None = None) -> dict:
+def bench_all(params: Params, out: Path, only: list[str] | None = None) -> dict:
     """Run the named benchmarks (default all) and merge their figures into `out`."""
     names = only or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]

@@ -1,7 +1,7 @@
-"""`rlvr` command line: parses arguments, calls one library function, prints. Computes nothing.
+"""`rlvr` command line: parses arguments, calls a stage or a tool, prints. Computes nothing.
 
-User errors (bad params, missing inputs, an unreachable tracking server) print one line on stderr
-and exit with status 2; no traceback.
+User errors (bad params, missing or foreign inputs, an unreachable tracking server) print one line
+on stderr and exit with status 2; no traceback.
 """
 
 from __future__ import annotations
@@ -11,71 +11,31 @@ import json
 import sys
 from pathlib import Path
 
-from rlvr.config import ConfigError, load_params
+from rlvr.config import UserError, load_params
 
 
-def _data(args) -> dict:
-    from rlvr.sft import run_data
+class Text(str):
+    """A result printed as it is, not as JSON."""
 
+
+def _stage(args) -> dict:
+    from rlvr.stages import run_stage
+
+    return run_stage(args.command, getattr(args, "run", None) or getattr(args, "variant", None), args.params,
+                     progress=not args.quiet)
+
+
+def _check(args) -> dict:
     params = load_params(args.params)
-    params.sft_run(args.run)
-    return run_data(params, args.run, Path("data") / args.run)
+    return {"ok": True, "sft_runs": list(params.sft), "variants": list(params.variants)}
 
 
-def _sft(args) -> dict:
-    from rlvr.sft import run_sft
+def _pipeline(args):
+    from rlvr import dvcfile
 
-    params = load_params(args.params)
-    params.sft_run(args.run)
-    d = Path("data") / args.run
-    return run_sft(params, args.run, d, d / "sft.pt", Path("reports/metrics") / f"sft-{args.run}.json",
-                   Path("reports/curves") / f"sft-{args.run}.tsv", progress=not args.quiet)
-
-
-def _grpo(args) -> dict:
-    from rlvr.grpo import run_grpo
-
-    params = load_params(args.params)
-    params.variant(args.variant)
-    return run_grpo(params, args.variant, Path("data/grpo") / args.variant,
-                    Path("reports/metrics") / f"grpo-{args.variant}.json",
-                    Path("reports/curves/grpo") / args.variant, progress=not args.quiet)
-
-
-def _passk(args) -> dict:
-    from rlvr.passk import run_passk
-
-    return run_passk(load_params(args.params), Path("reports/passk-counts.json"), Path("reports/metrics/passk.json"),
-                     Path("reports/curves/passk.tsv"), Path("reports/figures"))
-
-
-def _hack(args) -> dict:
-    from rlvr.hack import run_hack
-
-    return run_hack(load_params(args.params), Path("data/hack"), Path("reports/metrics/hack.json"),
-                    Path("reports/hack-samples.json"), Path("reports/curves/hack"),
-                    Path("reports/figures/hack-reward-vs-accuracy.png"), progress=not args.quiet)
-
-
-def _worked(args) -> dict:
-    from rlvr.config import ConfigError
-    from rlvr.runtime import set_determinism
-    from rlvr.worked import run_worked
-
-    params = load_params(args.params)
-    if params.worked is None:
-        raise ConfigError("worked: missing section in params.yaml (the worked stage reads it)")
-    set_determinism(params.worked.seed, params.threads)
-    metrics = run_worked(params.worked, Path("reports/metrics/worked.json"), Path("reports/figures"))
-    return {"examples": sorted(metrics)}
-
-
-def _report(args) -> dict:
-    from rlvr.report import run_report
-
-    root = Path.cwd()
-    return run_report(root, Path("experiments/claims.yaml"), Path("reports/metrics"), Path("reports/figures"),
-                      Path("reports"), Path("reports/hack-samples.json"), Path("reports/benchmarks.json"))
+    if args.write:
+        return {"written": str(dvcfile.write())}
+    return Text(dvcfile.render())
 
 
 def _provenance(args):
@@ -85,25 +45,28 @@ def _provenance(args):
 
 
 def _diff(args):
-    from rlvr.report import diff_variants, format_diff
+    from rlvr import paths
+    from rlvr.diff import diff_variants, format_diff
 
-    d = diff_variants(Path("reports/metrics"), Path("reports/passk-counts.json"), args.a, args.b)
+    d = diff_variants(paths.METRICS, paths.PASSK_COUNTS, args.a, args.b)
     return d if args.json else Text(format_diff(d))
 
 
-class Text(str):
-    """A result printed as it is, not as JSON."""
-
-
 def _bench(args) -> dict:
-    from rlvr.bench import run_bench
+    from rlvr.bench import bench_all
 
-    return run_bench(load_params(args.params), Path(args.out), only=args.only)
+    return bench_all(load_params(args.params), Path(args.out), only=args.only)
 
 
-def _check(args) -> dict:
-    params = load_params(args.params)
-    return {"ok": True, "sft_runs": list(params.sft), "variants": list(params.variants)}
+STAGE_HELP = {
+    "data": ("--run", "stage data@RUN: noisy SFT set and held-out problems"),
+    "sft": ("--run", "stage sft@RUN: supervised fine-tuning and its metrics"),
+    "grpo": ("--variant", "stage grpo@VARIANT: GRPO from the SFT checkpoint, every seed"),
+    "passk": (None, "stage passk: n-sample pass@k of SFT and every variant on held-out problems"),
+    "hack": (None, "stage hack: GRPO on a hackable substring verifier, every seed"),
+    "worked": (None, "stage worked: every closed-form chapter number, with figures"),
+    "report": (None, "stage report: claims vs measured values -> reports/report.md/.html"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,26 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("check", help="validate params.yaml and exit")
     s.set_defaults(fn=_check)
-    s = sub.add_parser("data", help="stage data@RUN: noisy SFT set and held-out problems")
-    s.add_argument("--run", required=True, help="an entry under `sft` in params.yaml")
-    s.set_defaults(fn=_data)
-    s = sub.add_parser("sft", help="stage sft@RUN: supervised fine-tuning and its metrics")
-    s.add_argument("--run", required=True, help="an entry under `sft` in params.yaml")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.set_defaults(fn=_sft)
-    s = sub.add_parser("grpo", help="stage grpo@VARIANT: GRPO from the SFT checkpoint, every seed")
-    s.add_argument("--variant", required=True, help="an entry under `variants` in params.yaml")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.set_defaults(fn=_grpo)
-    s = sub.add_parser("passk", help="stage passk: n-sample pass@k of SFT and every variant on held-out problems")
-    s.set_defaults(fn=_passk)
-    s = sub.add_parser("hack", help="stage hack: GRPO on a hackable substring verifier, every seed")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.set_defaults(fn=_hack)
-    s = sub.add_parser("worked", help="stage worked: every closed-form chapter number, with figures")
-    s.set_defaults(fn=_worked)
-    s = sub.add_parser("report", help="stage report: claims vs measured values -> reports/report.md/.html")
-    s.set_defaults(fn=_report)
+    for name, (flag, text) in STAGE_HELP.items():
+        s = sub.add_parser(name, help=text)
+        if flag:
+            s.add_argument(flag, required=True, help=f"an entry under `{'sft' if flag == '--run' else 'variants'}` "
+                                                    "in params.yaml")
+        s.add_argument("--quiet", action="store_true", help="no progress bars")
+        s.set_defaults(fn=_stage)
+    s = sub.add_parser("pipeline", help="print dvc.yaml as rlvr/pipeline.py defines it (--write: replace it)")
+    s.add_argument("--write", action="store_true")
+    s.set_defaults(fn=_pipeline)
     s = sub.add_parser("provenance", help="which stage, params, inputs and MLflow runs produced PATH")
     s.add_argument("path", help="a figure, metrics file or other output recorded in dvc.lock")
     s.add_argument("--no-status", action="store_true", help="skip the `dvc status` staleness check")
@@ -151,12 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from rlvr.provenance import ProvenanceError
-    from rlvr.tracking import TrackingError
-
     try:
         result = args.fn(args)
-    except (ConfigError, TrackingError, ProvenanceError, FileNotFoundError) as exc:
+    except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}", file=sys.stderr)
         return 2
     print(result if isinstance(result, Text) else json.dumps(result, indent=2, sort_keys=True, default=str))

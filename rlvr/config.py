@@ -1,8 +1,18 @@
 """Typed configuration: one dataclass per params.yaml section, validated before any compute.
 
-params.yaml is the single source of truth. `load_params` reads it, rejects unknown keys (naming the
-key and the allowed ones), checks types and ranges, and returns a `Params` tree. Every user error is
-a `ConfigError` whose message is one line naming the param path, the value and the rule.
+params.yaml is the single source of truth, and the only one: no field here has a default, so a
+missing key is an error naming it, never a silent fallback. Each field's type says everything a
+value must satisfy, and the one type checker (`check_value`) enforces it:
+
+- `Literal[...]` for a choice (the allowed names are listed in the error);
+- `Annotated[int | float, AtLeast(x) / Above(x) / Between(lo, hi)]` for a range, declared once,
+  beside the field;
+- `list[x]`, `bool`, `int`, `float`, `str` as usual.
+Rules that tie two fields together (d_model % n_head, window <= steps) are each section's `validate`.
+
+Every section knows where it sits in params.yaml (`where`, e.g. `sft.two_digit`). While
+`record_reads()` is active, every field read is reported under that dotted name: the pipeline test
+uses it to check that a stage depends (dvc.yaml `params:`) on every key it actually reads.
 """
 
 from __future__ import annotations
@@ -12,17 +22,21 @@ import hashlib
 import json
 import types
 import typing
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Iterator, Literal
 
 import yaml
 
-TASKS = ("single_digit", "two_digit")
+
+class UserError(Exception):
+    """An error the user can fix (a param, a missing or foreign input, an unreachable server): the CLI
+    prints it as one line naming what is wrong and exits with status 2, no traceback."""
 
 
-class ConfigError(ValueError):
-    """A user-caused configuration error; the CLI prints it as one line and exits non-zero."""
+class ConfigError(UserError, ValueError):
+    """A bad or missing value in params.yaml (or another config file)."""
 
 
 def _require(cond: bool, path: str, value: Any, rule: str) -> None:
@@ -30,18 +44,75 @@ def _require(cond: bool, path: str, value: Any, rule: str) -> None:
         raise ConfigError(f"{path} = {value!r}: {rule}")
 
 
-def _check_type(value: Any, tp: Any, path: str) -> Any:
-    """Coerce/check one value against a dataclass field annotation (int, float, bool, str, list[x])."""
+# --------------------------------------------------------------------------------------------
+# Ranges, declared in a field's annotation: `lr: Annotated[float, Above(0)]`.
+
+@dataclass(frozen=True)
+class AtLeast:
+    lo: float
+
+    def check(self, v) -> str | None:
+        return None if v >= self.lo else f"must be >= {self.lo:g}"
+
+
+@dataclass(frozen=True)
+class Above:
+    lo: float
+
+    def check(self, v) -> str | None:
+        return None if v > self.lo else f"must be > {self.lo:g}"
+
+
+@dataclass(frozen=True)
+class Between:
+    lo: float
+    hi: float
+
+    def check(self, v) -> str | None:
+        return None if self.lo <= v <= self.hi else f"must lie in [{self.lo:g}, {self.hi:g}]"
+
+
+Count = Annotated[int, AtLeast(1)]  # a size or a number of steps: at least one
+Positive = Annotated[float, Above(0)]
+NonNegative = Annotated[float, AtLeast(0)]
+Probability = Annotated[float, Between(0, 1)]
+
+TaskName = Literal["single_digit", "two_digit"]
+Advantage = Literal["group", "mean_only", "rloo", "batch_std"]
+KLEstimator = Literal["k1", "k2", "k3"]
+Ratio = Literal["token", "sequence", "cispo"]
+Aggregation = Literal["seq_mean", "token_mean", "seq_sum_const"]
+
+TASKS: tuple[str, ...] = typing.get_args(TaskName)
+ADVANTAGES: tuple[str, ...] = typing.get_args(Advantage)
+KL_ESTIMATORS: tuple[str, ...] = typing.get_args(KLEstimator)
+RATIOS: tuple[str, ...] = typing.get_args(Ratio)
+AGGREGATIONS: tuple[str, ...] = typing.get_args(Aggregation)
+
+
+def check_value(value: Any, tp: Any, path: str) -> Any:
+    """Check (and for float fields, coerce ints) one value against a field annotation."""
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        inner, *rules = typing.get_args(tp)
+        value = check_value(value, inner, path)
+        for rule in rules:
+            problem = rule.check(value)
+            _require(problem is None, path, value, problem or "")
+        return value
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        _require(value in allowed, path, value, f"must be one of {', '.join(map(str, allowed))}")
+        return value
     if origin is list:
         _require(isinstance(value, list), path, value, "must be a list")
         (inner,) = typing.get_args(tp)
-        return [_check_type(v, inner, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [check_value(v, inner, f"{path}[{i}]") for i, v in enumerate(value)]
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None:
+        if value is None and type(None) in typing.get_args(tp):
             return None
-        return _check_type(value, args[0], path)
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return check_value(value, inner, path)
     if tp is bool:
         _require(isinstance(value, bool), path, value, "must be true or false")
         return value
@@ -55,256 +126,348 @@ def _check_type(value: Any, tp: Any, path: str) -> Any:
     if tp is str:
         _require(isinstance(value, str), path, value, "must be a string")
         return value
+    if tp is dict:
+        _require(isinstance(value, dict), path, value, "must be a mapping")
+        return value
     raise TypeError(f"unsupported field type {tp!r} at {path}")
 
 
-def build(cls: type, data: Any, path: str):
-    """Build dataclass `cls` from a dict, rejecting unknown keys and checking field types."""
-    _require(isinstance(data, dict), path, data, "must be a mapping")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names))
+# --------------------------------------------------------------------------------------------
+# Sections, and the record of which keys a stage read.
+
+_reads: set[str] | None = None  # dotted params keys read while record_reads() is active
+
+
+@contextmanager
+def record_reads() -> Iterator[set[str]]:
+    """Collect the dotted params.yaml keys of every section field read inside the block."""
+    global _reads
+    outer, _reads = _reads, set()
+    try:
+        yield _reads
+    finally:
+        _reads = outer
+
+
+class Section:
+    """Base of every params.yaml section: a frozen dataclass that knows where it sits (`where`).
+
+    A section built from several places of params.yaml (a variant is `grpo.defaults` overridden by
+    `variants.<name>`) reports a read under each place that can hold the field: `_where` is a tuple
+    of (dotted path, the fields that place can hold, or None for all).
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if _reads is not None and name in type(self).__dataclass_fields__ \
+                and not isinstance(value, (Section, Table)):
+            for where, fields in object.__getattribute__(self, "__dict__").get("_where", ()):
+                if fields is None or name in fields:
+                    _reads.add(f"{where}.{name}" if where else name)
+        return value
+
+    def validate(self, path: str) -> None:
+        """Rules that involve more than one field; single-field rules are in the annotations."""
+
+
+class Table(dict):
+    """A params.yaml mapping of named sections (`sft`, `variants`, `tasks`). Looking up one entry
+    reads only that entry; listing the entries (iterating, len, `in`) reads the whole table."""
+
+    where = ""
+
+    def _listed(self) -> None:
+        if _reads is not None:
+            _reads.add(self.where)
+
+    def __iter__(self):
+        self._listed()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._listed()
+        return super().__len__()
+
+    def __contains__(self, key) -> bool:
+        self._listed()
+        return super().__contains__(key)
+
+    def keys(self):
+        self._listed()
+        return super().keys()
+
+    def values(self):
+        self._listed()
+        return super().values()
+
+    def items(self):
+        self._listed()
+        return super().items()
+
+
+def _table(entries: dict, where: str) -> Table:
+    t = Table(entries)
+    t.where = where
+    return t
+
+
+def _check_keys(data: dict, allowed: tuple[str, ...] | list[str], path: str) -> None:
+    """No key outside `allowed`, none of `allowed` missing: else one line naming the first."""
+    prefix = f"{path}." if path else ""
+    unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise ConfigError(f"{path}.{unknown[0]}: unknown key; allowed keys: {', '.join(names)}")
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _check_type(data[f.name], hints[f.name], f"{path}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"{path}.{f.name}: missing required key")
-    obj = cls(**kwargs)
-    if hasattr(obj, "validate"):
-        obj.validate(path)
+        raise ConfigError(f"{prefix}{unknown[0]}: unknown key; allowed keys: {', '.join(allowed)}")
+    missing = [k for k in allowed if k not in data]
+    if missing:
+        raise ConfigError(f"{prefix}{missing[0]}: missing required key")
+
+
+def build(cls: type, data: Any, path: str, where: tuple | None = None):
+    """Build section `cls` from a mapping: every field required, no unknown keys, types checked.
+    `where` (default: `path`, every field) is where its reads are reported; () reports none."""
+    _require(isinstance(data, dict), path, data, "must be a mapping")
+    hints = typing.get_type_hints(cls, include_extras=True)
+    names = [f.name for f in dataclasses.fields(cls)]
+    _check_keys(data, names, path)
+    obj = cls(**{n: check_value(data[n], hints[n], f"{path}.{n}") for n in names})
+    object.__setattr__(obj, "_where", where if where is not None else ((path, None),))
+    obj.validate(path)
     return obj
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """TinyLM shape. Defaults give ~0.4 M parameters: small enough for a 2-core CPU."""
+# --------------------------------------------------------------------------------------------
+# The sections, in params.yaml order.
 
-    d_model: int = 128  # residual width
-    n_layer: int = 2  # transformer blocks
-    n_head: int = 4  # attention heads; d_model % n_head == 0
-    max_len: int = 32  # positions: longest prompt + response the model can see
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    """TinyLM shape (the default ~0.4 M parameters trains on a 2-core CPU)."""
+
+    d_model: Count  # residual width
+    n_layer: Count  # transformer blocks
+    n_head: Count  # attention heads; must divide d_model
+    max_len: Count  # positions: longest prompt + response the model can see
 
     def validate(self, path: str) -> None:
-        for name in ("d_model", "n_layer", "n_head", "max_len"):
-            _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
-        _require(self.d_model % self.n_head == 0, f"{path}.n_head", self.n_head, "must divide model.d_model")
+        _require(self.d_model % self.n_head == 0, f"{path}.n_head", self.n_head, f"must divide {path}.d_model")
 
 
 @dataclass(frozen=True)
-class TaskConfig:
+class TaskConfig(Section):
     """One arithmetic task. The problem set is fixed by the name; the split and lengths are params."""
 
-    heldout: int = 0  # problems held out of SFT and GRPO (the evaluation set)
-    max_new_tokens: int = 2  # response cap when sampling: answer digits + <eos>
-
-    def validate(self, path: str) -> None:
-        _require(self.heldout >= 0, f"{path}.heldout", self.heldout, "must be >= 0")
-        _require(self.max_new_tokens >= 1, f"{path}.max_new_tokens", self.max_new_tokens, "must be >= 1")
+    heldout: Annotated[int, AtLeast(0)]  # problems held out of SFT and GRPO (the evaluation set)
+    max_new_tokens: Count  # response cap when sampling: answer digits + <eos>
 
 
 @dataclass(frozen=True)
-class SFTConfig:
+class SFTConfig(Section):
     """One noisy-SFT run: data corruption, optimisation, and how accuracy is measured afterwards."""
 
-    task: str = "single_digit"  # which task's training split to fit
-    noise_rate: float = 0.5  # probability a training label is replaced by a random answer
-    repeats: int = 4  # copies of each training problem, each with its own noise draw
-    clean_epochs: int = 0  # warm-up passes on the true answers of the same rows, before the noisy ones
-    epochs: int = 10  # passes over the (repeated) SFT set with its noisy labels
-    batch_size: int = 64  # sequences per optimiser step
-    lr: float = 3e-3  # AdamW peak learning rate (cosine decay to 10%)
-    weight_decay: float = 0.0  # AdamW decoupled weight decay
-    grad_clip: float = 1.0  # max global grad norm
-    eval_samples: int = 16  # samples per prompt (T=1) for sampled accuracy
-    eval_max_prompts: int = 300  # cap on train prompts used for train-set accuracy
-
-    def validate(self, path: str) -> None:
-        _require(self.task in TASKS, f"{path}.task", self.task, f"must be one of {', '.join(TASKS)}")
-        _require(0.0 <= self.noise_rate <= 1.0, f"{path}.noise_rate", self.noise_rate, "must lie in [0, 1]")
-        _require(self.lr > 0, f"{path}.lr", self.lr, "must be > 0")
-        _require(self.weight_decay >= 0, f"{path}.weight_decay", self.weight_decay, "must be >= 0")
-        _require(self.grad_clip > 0, f"{path}.grad_clip", self.grad_clip, "must be > 0")
-        for name in ("repeats", "epochs", "batch_size", "eval_samples", "eval_max_prompts"):
-            _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
-        _require(self.clean_epochs >= 0, f"{path}.clean_epochs", self.clean_epochs, "must be >= 0")
-
-
-ADVANTAGES = ("group", "mean_only", "rloo", "batch_std")
-KL_ESTIMATORS = ("k1", "k2", "k3")
-RATIOS = ("token", "sequence", "cispo")
-AGGREGATIONS = ("seq_mean", "token_mean", "seq_sum_const")
+    task: TaskName  # which task's training split to fit
+    noise_rate: Probability  # probability a training label is replaced by a random answer
+    repeats: Count  # copies of each training problem, each with its own noise draw
+    clean_epochs: Annotated[int, AtLeast(0)]  # warm-up passes on the true answers, before the noisy ones
+    epochs: Count  # passes over the (repeated) SFT set with its noisy labels
+    batch_size: Count  # sequences per optimiser step
+    lr: Positive  # AdamW peak learning rate (cosine decay to 10%)
+    weight_decay: NonNegative  # AdamW decoupled weight decay
+    grad_clip: Positive  # max global grad norm
+    eval_samples: Count  # samples per prompt (T = 1) for sampled accuracy
+    eval_max_prompts: Count  # cap on train prompts used for train-set accuracy
 
 
 @dataclass(frozen=True)
-class GRPOConfig:
-    """One GRPO variant: `grpo.defaults` with the variant's overrides applied."""
+class GRPOConfig(Section):
+    """One GRPO variant: `grpo.defaults` with the variant's overrides applied.
 
-    task: str = "single_digit"  # the task trained and evaluated on (must be the SFT run's task)
-    sft: str = "single_digit"  # which SFT run (params `sft.<name>`) to start from
-    steps: int = 25  # optimiser iterations (each: sample, score, mu inner epochs)
-    prompts_per_step: int = 16  # P: distinct prompts per step
-    group_size: int = 8  # G: samples per prompt
-    temperature: float = 1.0  # sampling temperature for rollouts
-    lr: float = 1e-3  # Adam learning rate
-    grad_clip: float = 1.0  # max global grad norm
-    beta: float = 0.04  # KL coefficient; DeepSeekMath 0.04, R1-Zero 0.001, TRL default 0
-    kl_estimator: str = "k3"  # k1 | k2 | k3 (Schulman 2020)
-    clip_eps_low: float = 0.2  # ratio lower clip: 1 - eps_low
-    clip_eps_high: float = 0.2  # ratio upper clip: 1 + eps_high (DAPO clip-higher: 0.28)
-    ratio: str = "token"  # token (PPO) | sequence (GSPO) | cispo (clipped, detached IS weight)
-    advantage: str = "group"  # group | mean_only (Dr. GRPO) | rloo | batch_std
-    aggregation: str = "seq_mean"  # seq_mean (GRPO) | token_mean (DAPO) | seq_sum_const (Dr. GRPO)
-    inner_epochs: int = 1  # mu: gradient steps per batch of rollouts
-    dynamic_sampling: bool = False  # DAPO: keep only mixed-reward groups, resample to fill P
-    max_gen_rounds: int = 4  # cap on sampling rounds per step under dynamic sampling
-    overlong_buffer: int = 0  # DAPO soft overlong penalty window in tokens (0 = off)
-    overlong_penalty: float = 1.0  # penalty at the length cap, ramped over the buffer
-    eval_every: int = 5  # steps between held-out evaluations
-    eval_samples: int = 8  # samples per held-out prompt at each evaluation
+    Our names and TRL's `GRPOConfig`, for readers who know one of them:
 
-    def validate(self, path: str) -> None:
-        _require(self.task in TASKS, f"{path}.task", self.task, f"must be one of {', '.join(TASKS)}")
-        _require(self.group_size >= 2, f"{path}.group_size", self.group_size, "must be >= 2 (a group needs siblings)")
-        _require(self.lr > 0, f"{path}.lr", self.lr, "must be > 0")
-        _require(self.beta >= 0, f"{path}.beta", self.beta, "must be >= 0")
-        _require(self.temperature > 0, f"{path}.temperature", self.temperature, "must be > 0")
-        _require(self.clip_eps_low >= 0, f"{path}.clip_eps_low", self.clip_eps_low, "must be >= 0")
-        _require(self.clip_eps_high >= 0, f"{path}.clip_eps_high", self.clip_eps_high, "must be >= 0")
-        for name, allowed in (("kl_estimator", KL_ESTIMATORS), ("ratio", RATIOS),
-                              ("advantage", ADVANTAGES), ("aggregation", AGGREGATIONS)):
-            value = getattr(self, name)
-            _require(value in allowed, f"{path}.{name}", value, f"must be one of {', '.join(allowed)}")
-        for name in ("steps", "prompts_per_step", "inner_epochs", "max_gen_rounds", "eval_every", "eval_samples"):
-            _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
-        _require(self.overlong_buffer >= 0, f"{path}.overlong_buffer", self.overlong_buffer, "must be >= 0")
+    | ours              | TRL                                        |
+    |-------------------|--------------------------------------------|
+    | group_size        | num_generations                            |
+    | inner_epochs      | num_iterations                             |
+    | clip_eps_low      | epsilon                                    |
+    | clip_eps_high     | epsilon_high                               |
+    | beta              | beta                                       |
+    | temperature       | temperature                                |
+    | ratio             | importance_sampling_level (token/sequence) |
+    | aggregation       | loss_type (grpo ~ seq_mean, dapo/bnpo ~ token_mean, dr_grpo ~ seq_sum_const) |
+    | advantage         | scale_rewards (group ~ group, none ~ mean_only, batch ~ batch_std) |
+    | dynamic_sampling  | (none; DAPO's filter, as in verl)          |
+    | overlong_buffer   | (none; DAPO's soft overlong punishment)     |
+    """
+
+    task: TaskName  # the task trained and evaluated on (must be the SFT run's task)
+    sft: str  # which SFT run (params `sft.<name>`) to start from
+    steps: Count  # optimiser iterations (each: sample, score, mu inner epochs)
+    prompts_per_step: Count  # P: distinct prompts per step
+    group_size: Annotated[int, AtLeast(2)]  # G: samples per prompt (a group needs siblings)
+    temperature: Positive  # sampling temperature for rollouts (the loss uses the tempered log-probs)
+    lr: Positive  # Adam learning rate
+    grad_clip: Positive  # max global grad norm
+    beta: NonNegative  # KL coefficient; DeepSeekMath 0.04, R1-Zero 0.001, TRL default 0
+    kl_estimator: KLEstimator  # Schulman (2020)
+    clip_eps_low: NonNegative  # ratio lower clip: 1 - clip_eps_low
+    clip_eps_high: NonNegative  # ratio upper clip: 1 + clip_eps_high (DAPO clip-higher: 0.28)
+    ratio: Ratio  # token (PPO) | sequence (GSPO) | cispo (clipped, detached IS weight)
+    advantage: Advantage  # group | mean_only (Dr. GRPO) | rloo | batch_std
+    aggregation: Aggregation  # seq_mean (GRPO) | token_mean (DAPO) | seq_sum_const (Dr. GRPO)
+    inner_epochs: Count  # mu: gradient steps per batch of rollouts
+    dynamic_sampling: bool  # DAPO: keep only mixed-reward groups, resample to fill P
+    max_gen_rounds: Count  # cap on sampling rounds per step under dynamic sampling
+    overlong_buffer: Annotated[int, AtLeast(0)]  # DAPO soft overlong penalty window in tokens (0 = off)
+    overlong_penalty: NonNegative  # penalty at the length cap, ramped over the buffer
+    eval_every: Count  # steps between held-out evaluations (and always the last step)
+    eval_samples: Count  # samples per held-out prompt at each evaluation
 
 
 @dataclass(frozen=True)
-class PassKConfig:
+class GRPOSection(Section):
+    seeds: list[int]  # every variant trains once per seed inside its stage (one process)
+    defaults: dict  # GRPOConfig settings shared by every variant (all but task and sft)
+
+    def validate(self, path: str) -> None:
+        _require(len(self.seeds) > 0, f"{path}.seeds", self.seeds, "list at least one seed")
+        _require(len(set(self.seeds)) == len(self.seeds), f"{path}.seeds", self.seeds, "seeds must differ")
+
+
+@dataclass(frozen=True)
+class PassKConfig(Section):
     """pass@k evaluation on the held-out problems."""
 
-    sft: str = "two_digit"  # SFT run whose held-out problems are scored; its variants are compared with it
-    n: int = 64  # samples per problem
-    ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # k values reported
-    temperature: float = 1.0  # sampling temperature
-    bootstrap: int = 1000  # bootstrap resamples over problems for the 95% band
+    sft: str  # SFT run whose held-out problems are scored; its variants are compared with it
+    n: Count  # samples per problem
+    ks: list[Count]  # k values reported
+    temperature: Positive  # sampling temperature
+    bootstrap: Count  # bootstrap resamples over problems for the 95% band
 
     def validate(self, path: str) -> None:
-        _require(self.n >= 1, f"{path}.n", self.n, "must be >= 1")
-        _require(self.temperature > 0, f"{path}.temperature", self.temperature, "must be > 0")
         for i, k in enumerate(self.ks):
-            _require(1 <= k <= self.n, f"{path}.ks[{i}]", k, f"must satisfy 1 <= k <= passk.n ({self.n})")
+            _require(k <= self.n, f"{path}.ks[{i}]", k, f"must satisfy 1 <= k <= {path}.n ({self.n})")
 
 
 @dataclass(frozen=True)
-class HackConfig:
-    """Chapter A's hackable-verifier exercise: GRPO on a substring reward (`rlvr.hack`)."""
+class WorkedConfig(Section):
+    """The chapters' worked examples (`rlvr.worked`): sampling sizes and the 24-prompt demo's knobs."""
 
-    variant: str = "a_grpo"  # the GRPO variant whose settings (and start checkpoint) are used
-    steps: int = 60  # GRPO steps on the substring reward
-    max_new_tokens: int = 6  # room for several digits: the hack needs it
-    temperature: float = 1.0  # rollout temperature (the loss uses the same tempered log-probs)
-    sample_rows: int = 8  # responses kept per sample table (start, middle, end)
-    window: int = 5  # steps averaged for the start and end figures
+    seed: int  # seeds every draw: the k3 samples, the Monte Carlo check, the demo's rewards
+    kl_samples: Count  # tokens sampled from pi for the k3 check (chapter A's test size)
+    kl_vocab: Annotated[int, AtLeast(2)]  # vocabulary of the toy pi and pi_ref (a one-token vocabulary has no KL)
+    demo_prompts: Annotated[int, AtLeast(3)]  # prompts in chapter B's demo pool (split into easy, mid, hard thirds)
+    demo_group_size: Annotated[int, AtLeast(2)]  # G: rewards sampled per prompt per iteration in the demo
+    demo_iters: Count  # demo policy-gradient iterations (~0.1 s: the shared skill saturates by then)
+    demo_lr: Positive  # step size on the logits (w, u); w collects every prompt's gradient
+    demo_d_min: float  # difficulty of the easiest prompt, in logits (starts at p = 0.88)
+    demo_d_max: float  # difficulty of the hardest prompt, in logits (starts at p = 0.007)
 
     def validate(self, path: str) -> None:
-        for name in ("steps", "max_new_tokens", "sample_rows", "window"):
-            _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
-        _require(self.temperature > 0, f"{path}.temperature", self.temperature, "must be > 0")
+        _require(self.demo_d_min < self.demo_d_max, f"{path}.demo_d_min", self.demo_d_min,
+                 f"must be < demo_d_max ({self.demo_d_max})")
+
+
+@dataclass(frozen=True)
+class HackConfig(Section):
+    """Chapter A's hackable-verifier exercise: GRPO on a substring reward (`rlvr.hack`)."""
+
+    sft: str  # the SFT run the policy starts from
+    variant: str  # the GRPO variant whose loop settings are used (steps and temperature below replace its own)
+    steps: Count  # GRPO steps on the substring reward
+    max_new_tokens: Count  # room for several digits: the hack needs it
+    temperature: Positive  # rollout temperature (the loss uses the same tempered log-probs)
+    sample_rows: Count  # responses kept per sample table (start, middle, end)
+    window: Count  # steps averaged for the start and end figures
+
+    def validate(self, path: str) -> None:
         _require(self.window <= self.steps, f"{path}.window", self.window, f"must be <= {path}.steps ({self.steps})")
 
 
 @dataclass(frozen=True)
-class Params:
-    seed: int
-    threads: int
+class Params(Section):
+    """The whole of params.yaml."""
+
+    seed: int  # master seed: splits, noise draws, initialisation, sampling
+    threads: Count  # torch.set_num_threads for every stage
     model: ModelConfig
-    tasks: dict[str, TaskConfig]
-    sft: dict[str, SFTConfig]
-    grpo_seeds: list[int] = field(default_factory=list)
-    grpo_defaults: dict[str, Any] = field(default_factory=dict)
-    variants: dict[str, GRPOConfig] = field(default_factory=dict)
-    passk: PassKConfig | None = None
-    worked: "WorkedConfig | None" = None
-    hack: HackConfig | None = None
+    tasks: Table  # name -> TaskConfig
+    sft: Table  # run name -> SFTConfig
+    grpo: GRPOSection
+    variants: Table  # variant name -> GRPOConfig
+    passk: PassKConfig
+    worked: WorkedConfig
+    hack: HackConfig
 
     def task(self, name: str) -> TaskConfig:
-        if name not in self.tasks:
-            raise ConfigError(f"task {name!r}: unknown; known tasks: {', '.join(self.tasks)}")
+        if name not in dict.keys(self.tasks):
+            raise ConfigError(f"task {name!r}: unknown; known tasks: {', '.join(dict.keys(self.tasks))}")
         return self.tasks[name]
 
     def sft_run(self, name: str) -> SFTConfig:
-        if name not in self.sft:
-            raise ConfigError(f"sft run {name!r}: unknown; known runs: {', '.join(self.sft)}")
+        if name not in dict.keys(self.sft):
+            raise ConfigError(f"sft run {name!r}: unknown; known runs: {', '.join(dict.keys(self.sft))}")
         return self.sft[name]
 
     def variant(self, name: str) -> GRPOConfig:
-        if name not in self.variants:
-            raise ConfigError(f"variant {name!r}: unknown; known variants: {', '.join(self.variants)}")
+        if name not in dict.keys(self.variants):
+            raise ConfigError(f"variant {name!r}: unknown; known variants: {', '.join(dict.keys(self.variants))}")
         return self.variants[name]
 
 
-TOP_KEYS = ("seed", "threads", "model", "tasks", "sft", "grpo", "variants", "passk", "worked", "hack")
+TOP_KEYS = tuple(f.name for f in dataclasses.fields(Params))
+GRPO_SETTINGS = tuple(f.name for f in dataclasses.fields(GRPOConfig) if f.name not in ("task", "sft"))
+
+
+def _named(raw: Any, path: str) -> dict:
+    _require(isinstance(raw, dict) and raw, path, raw, "must be a non-empty mapping of named entries")
+    return raw
 
 
 def parse_params(raw: Any) -> Params:
     """Validate a params.yaml mapping into `Params`. Raises ConfigError on the first problem."""
     _require(isinstance(raw, dict), "params", type(raw).__name__, "params.yaml must be a mapping")
-    unknown = sorted(set(raw) - set(TOP_KEYS))
-    if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown key; allowed keys: {', '.join(TOP_KEYS)}")
-    for key in ("seed", "threads", "model", "tasks", "sft"):
-        if key not in raw:
-            raise ConfigError(f"{key}: missing required key")
-    seed = _check_type(raw["seed"], int, "seed")
-    threads = _check_type(raw["threads"], int, "threads")
-    _require(threads >= 1, "threads", threads, "must be >= 1")
+    _check_keys(raw, TOP_KEYS, "")
+    seed = check_value(raw["seed"], int, "seed")
+    threads = check_value(raw["threads"], Count, "threads")
     model = build(ModelConfig, raw["model"], "model")
 
-    _require(isinstance(raw["tasks"], dict), "tasks", raw["tasks"], "must be a mapping")
     tasks = {}
-    for name, body in raw["tasks"].items():
+    for name, body in _named(raw["tasks"], "tasks").items():
         _require(name in TASKS, f"tasks.{name}", name, f"unknown task; known tasks: {', '.join(TASKS)}")
         tasks[name] = build(TaskConfig, body, f"tasks.{name}")
-
-    _require(isinstance(raw["sft"], dict), "sft", raw["sft"], "must be a mapping")
-    sft = {name: build(SFTConfig, body, f"sft.{name}") for name, body in raw["sft"].items()}
+    sft = {name: build(SFTConfig, body, f"sft.{name}") for name, body in _named(raw["sft"], "sft").items()}
     for name, run in sft.items():
         _require(run.task in tasks, f"sft.{name}.task", run.task, f"must be a task defined under tasks ({', '.join(tasks)})")
 
-    grpo_raw = raw.get("grpo") or {}
-    _require(isinstance(grpo_raw, dict), "grpo", grpo_raw, "must be a mapping")
-    bad = sorted(set(grpo_raw) - {"seeds", "defaults"})
-    if bad:
-        raise ConfigError(f"grpo.{bad[0]}: unknown key; allowed keys: seeds, defaults")
-    grpo_seeds = _check_type(grpo_raw.get("seeds", []), list[int], "grpo.seeds")
-    defaults = grpo_raw.get("defaults", {})
-    build(GRPOConfig, defaults, "grpo.defaults")  # defaults alone must already be valid
+    grpo = build(GRPOSection, raw["grpo"], "grpo")
+    defaults = grpo.defaults
+    _check_keys(defaults, GRPO_SETTINGS, "grpo.defaults")
+    hints = typing.get_type_hints(GRPOConfig, include_extras=True)
+    for k, v in defaults.items():
+        check_value(v, hints[k], f"grpo.defaults.{k}")
     variants = {}
-    variants_raw = raw.get("variants") or {}
-    _require(isinstance(variants_raw, dict), "variants", variants_raw, "must be a mapping")
-    for name, override in variants_raw.items():
+    for name, override in _named(raw["variants"], "variants").items():
         _require(isinstance(override, dict), f"variants.{name}", override, "must be a mapping of overrides")
         for key in ("task", "sft"):
             if key not in override:
                 raise ConfigError(f"variants.{name}.{key}: missing required key (each variant names its task and start checkpoint)")
-        cfg = build(GRPOConfig, {**defaults, **override}, f"variants.{name}")
+        cfg = build(GRPOConfig, {**defaults, **override}, f"variants.{name}", where=((f"variants.{name}", None), ("grpo.defaults", GRPO_SETTINGS)))
         _require(cfg.sft in sft, f"variants.{name}.sft", cfg.sft, f"must name an sft run ({', '.join(sft)})")
         _require(sft[cfg.sft].task == cfg.task, f"variants.{name}.task", cfg.task,
                  f"must be the task of sft run {cfg.sft!r} ({sft[cfg.sft].task})")
         variants[name] = cfg
 
-    passk = build(PassKConfig, raw["passk"], "passk") if "passk" in raw else None
-    if passk is not None:
-        _require(passk.sft in sft, "passk.sft", passk.sft, f"must name an sft run ({', '.join(sft)})")
-    worked = build(WorkedConfig, raw["worked"], "worked") if "worked" in raw else None
-    hack = build(HackConfig, raw["hack"], "hack") if "hack" in raw else None
-    if hack is not None:
-        _require(hack.variant in variants, "hack.variant", hack.variant, f"must name a variant ({', '.join(variants)})")
-    return Params(seed, threads, model, tasks, sft, grpo_seeds, dict(defaults), variants, passk, worked, hack)
+    passk = build(PassKConfig, raw["passk"], "passk")
+    _require(passk.sft in sft, "passk.sft", passk.sft, f"must name an sft run ({', '.join(sft)})")
+    worked = build(WorkedConfig, raw["worked"], "worked")
+    hack = build(HackConfig, raw["hack"], "hack")
+    _require(hack.variant in variants, "hack.variant", hack.variant, f"must name a variant ({', '.join(variants)})")
+    _require(hack.sft in sft, "hack.sft", hack.sft, f"must name an sft run ({', '.join(sft)})")
+    _require(sft[hack.sft].task == variants[hack.variant].task, "hack.sft", hack.sft,
+             f"must be an sft run of variant {hack.variant!r}'s task ({variants[hack.variant].task})")
+    params = Params(seed, threads, model, _table(tasks, "tasks"), _table(sft, "sft"), grpo,
+                    _table(variants, "variants"), passk, worked, hack)
+    object.__setattr__(params, "_where", (("", None),))
+    object.__setattr__(params, "raw", raw)
+    return params
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -319,8 +482,18 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return parse_params(raw)
 
 
+def lookup_raw(raw: dict, key: str) -> Any:
+    """The value at a dotted params.yaml key ("sft.two_digit.lr"); KeyError if absent."""
+    value: Any = raw
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(key)
+        value = value[part]
+    return value
+
+
 def to_dict(obj: Any) -> Any:
-    """Dataclass tree -> plain JSON-able dict (for logging params and hashing)."""
+    """Section tree -> plain JSON-able dict (for logging and hashing)."""
     if dataclasses.is_dataclass(obj):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
@@ -331,34 +504,6 @@ def to_dict(obj: Any) -> Any:
 
 
 def params_hash(obj: Any) -> str:
-    """Short stable hash of the resolved params a stage used (tag `params.hash`)."""
+    """Short stable hash of the resolved params a stage used (tag `params.hash`, checkpoints)."""
     blob = json.dumps(to_dict(obj), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class WorkedConfig:
-    """The chapters' worked examples (`rlvr.worked`): sampling sizes and the 24-prompt demo's knobs."""
-
-    seed: int = 0  # seeds every draw: the k3 samples, the Monte Carlo check, the demo's rewards
-    kl_samples: int = 4000  # tokens sampled from pi for the k3 check (chapter A's test size)
-    kl_vocab: int = 10  # vocabulary of the toy categorical pi and pi_ref (k3 check, k-estimator bias)
-    demo_prompts: int = 24  # prompts in chapter B's demo pool, easiest to hardest
-    demo_group_size: int = 8  # G: rewards sampled per prompt per iteration in the demo
-    demo_iters: int = 200  # demo policy-gradient iterations (~0.1 s: the shared skill saturates by then)
-    demo_lr: float = 0.01  # step size on the logits (w, u); w collects every prompt's gradient
-    demo_d_min: float = -2.0  # difficulty of the easiest prompt, in logits (starts at p = 0.88)
-    demo_d_max: float = 5.0  # difficulty of the hardest prompt, in logits (starts at p = 0.007)
-
-    def validate(self, path: str) -> None:
-        for name in ("kl_samples", "demo_iters"):
-            _require(getattr(self, name) >= 1, f"{path}.{name}", getattr(self, name), "must be >= 1")
-        _require(self.kl_vocab >= 2, f"{path}.kl_vocab", self.kl_vocab,
-                 "must be >= 2 (a distribution over one token has no KL)")
-        _require(self.demo_prompts >= 3, f"{path}.demo_prompts", self.demo_prompts,
-                 "must be >= 3 (the demo splits prompts into easy, mid and hard thirds)")
-        _require(self.demo_group_size >= 2, f"{path}.demo_group_size", self.demo_group_size,
-                 "must be >= 2 (a group needs siblings)")
-        _require(self.demo_lr > 0, f"{path}.demo_lr", self.demo_lr, "must be > 0")
-        _require(self.demo_d_min < self.demo_d_max, f"{path}.demo_d_min", self.demo_d_min,
-                 f"must be < demo_d_max ({self.demo_d_max})")

@@ -9,15 +9,15 @@ Variants (Dr. GRPO, DAPO, RLOO, GSPO, CISPO) are arguments here and params entri
 Where this departs from the chapters' formulas:
 1. A group whose rewards are all equal gets advantage exactly 0.0 under every `kind`: it is masked
    out, not left to (r - mean) / (0 + eps), which for non-binary rewards is float noise / 1e-6.
-2. The clip bounds are always separate (`clip_low`, `clip_high`); equal values give the chapters'
-   symmetric clip, a larger `clip_high` gives DAPO's clip-higher.
+2. The clip bounds are always separate (`clip_eps_low`, `clip_eps_high`); equal values give the chapters'
+   symmetric clip, a larger `clip_eps_high` gives DAPO's clip-higher.
 3. With `beta == 0` the KL term is not computed at all (not multiplied by zero), so no reference
    model is needed and `logp_ref` may be None. This is TRL's default.
 4. Padding is zeroed in log space *before* any exp: log-probs past <eos> are arbitrary, and an inf
    there would turn into NaN through `inf * 0` in a mask product, forward or backward.
 5. The functions return what is maximised per token; `grpo_loss` negates it once. Clip fractions
-   count only the tokens where the clip actually cut the gradient (ratio above 1 + clip_high with
-   A > 0, or below 1 - clip_low with A < 0), not every ratio outside the band.
+   count only the tokens where the clip actually cut the gradient (ratio above 1 + clip_eps_high with
+   A > 0, or below 1 - clip_eps_low with A < 0), not every ratio outside the band.
 6. Beyond the chapters: `rloo` and `batch_std` advantages, GSPO's sequence ratio (the geometric mean
    of the token ratios, clipped once per response) and CISPO (a clipped, gradient-free IS weight on
    the REINFORCE term, so no token ever loses its gradient).
@@ -35,12 +35,11 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from rlvr.config import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig, TaskConfig
-from rlvr.model import TinyLM, grouped_response_logits, sample
-from rlvr.sft import prompt_tensor
+from rlvr.config import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
+from rlvr.model import TinyLM, grouped_response_logits
+from rlvr.rollout import sample_scored
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
-from rlvr.verifiers import answer_targets, exact_match
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation draws: generator seeded at the training seed + this
 
@@ -117,11 +116,11 @@ def exact_kl_and_entropy(logits: torch.Tensor, ref_logits: torch.Tensor) -> tupl
     return kl, entropy
 
 
-def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip_low: float, clip_high: float):
+def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip_eps_low: float, clip_eps_high: float):
     """PPO's pessimistic surrogate min(rA, clip(r)A), and where the clip removed the gradient."""
-    surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)
-    cut_low = (ratio < 1.0 - clip_low) & (adv < 0)
-    cut_high = (ratio > 1.0 + clip_high) & (adv > 0)
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high) * adv)
+    cut_low = (ratio < 1.0 - clip_eps_low) & (adv < 0)
+    cut_high = (ratio > 1.0 + clip_eps_high) & (adv > 0)
     return surrogate, cut_low, cut_high
 
 
@@ -136,7 +135,7 @@ def _ratio_stats(low: torch.Tensor, high: torch.Tensor, ratio: torch.Tensor, liv
 
 
 def policy_objective(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-                     kind: str = "token", clip_low: float = 0.2, clip_high: float = 0.2) -> tuple[torch.Tensor, dict]:
+                     kind: str = "token", clip_eps_low: float = 0.2, clip_eps_high: float = 0.2) -> tuple[torch.Tensor, dict]:
     """Per-token objective to MAXIMISE (B, T), 0 on padding, and ratio statistics (python floats).
 
     logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens.
@@ -153,16 +152,16 @@ def policy_objective(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tens
     if kind == "sequence":
         n_tokens = live.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
         ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()  # (B, 1) geometric mean
-        obj, low, high = _clipped(ratio, a, clip_low, clip_high)  # (B, 1) x3
+        obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, 1) x3
         stats = _ratio_stats(low, high, ratio, live.any(dim=1, keepdim=True))
         return torch.where(live, obj, 0.0), stats  # (B, T)
     ratio = log_ratio.exp()  # (B, T)
     if kind == "token":
-        obj, low, high = _clipped(ratio, a, clip_low, clip_high)  # (B, T) x3
+        obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, T) x3
     else:
-        weight = ratio.clamp(1.0 - clip_low, 1.0 + clip_high).detach()  # (B, T)
+        weight = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high).detach()  # (B, T)
         obj = weight * a * torch.where(live, logp, 0.0)  # (B, T)
-        low, high = ratio < 1.0 - clip_low, ratio > 1.0 + clip_high
+        low, high = ratio < 1.0 - clip_eps_low, ratio > 1.0 + clip_eps_high
     return torch.where(live, obj, 0.0), _ratio_stats(low, high, ratio, live)
 
 
@@ -188,7 +187,7 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: i
 
 
 def grpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor | None, adv: torch.Tensor,
-              mask: torch.Tensor, *, ratio: str = "token", clip_low: float = 0.2, clip_high: float = 0.2,
+              mask: torch.Tensor, *, ratio: str = "token", clip_eps_low: float = 0.2, clip_eps_high: float = 0.2,
               beta: float = 0.04, kl_estimator: str = "k3", aggregation: str = "seq_mean",
               max_len: int | None = None) -> tuple[torch.Tensor, dict]:
     """Scalar GRPO loss to minimise: aggregate(-objective + beta * KL estimate), and its stats.
@@ -196,7 +195,7 @@ def grpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor
     logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
     ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over masked tokens).
     """
-    obj, stats = policy_objective(logp, logp_old, adv, mask, ratio, clip_low, clip_high)  # (B, T)
+    obj, stats = policy_objective(logp, logp_old, adv, mask, ratio, clip_eps_low, clip_eps_high)  # (B, T)
     per_token = -obj  # (B, T)
     if beta > 0:
         if logp_ref is None:
@@ -242,18 +241,16 @@ class Groups:
 RewardFn = Callable[[torch.Tensor, list[str], int], torch.Tensor]  # (response (P*G, T), answers, G) -> (P*G,)
 
 
-def rollout_groups(policy: TinyLM, problems: list[Problem], cfg: GRPOConfig, task: TaskConfig, tok: Tokenizer,
+def rollout_groups(policy: TinyLM, problems: list[Problem], cfg: GRPOConfig, max_new_tokens: int, tok: Tokenizer,
                    gen: torch.Generator, reward_fn: RewardFn | None = None) -> Groups:
     """Sample G responses for each problem and score them (reward and true accuracy)."""
-    roll = sample(policy, prompt_tensor(problems, tok), cfg.group_size, task.max_new_tokens, tok.eos_id,
-                  tok.pad_id, cfg.temperature, gen)
-    targets = answer_targets([p.answer for p in problems], tok)  # (P, L)
-    correct = exact_match(roll.response, targets, cfg.group_size, tok.pad_id)  # (P*G,)
+    roll, correct = sample_scored(policy, problems, cfg.group_size, max_new_tokens, cfg.temperature, tok,
+                                  gen)  # correct: (P*G,)
     answers = [p.answer for p in problems]
     rewards = correct if reward_fn is None else reward_fn(roll.response, answers, cfg.group_size)  # (P*G,)
     mask = roll.mask[:, roll.prompt_len:]  # (P*G, T)
     if cfg.overlong_buffer > 0:
-        rewards = rewards + overlong_penalty(mask.sum(dim=1), task.max_new_tokens, cfg.overlong_buffer,
+        rewards = rewards + overlong_penalty(mask.sum(dim=1), max_new_tokens, cfg.overlong_buffer,
                                              cfg.overlong_penalty)
     P, G = len(problems), cfg.group_size
     return Groups(roll.tokens, mask, roll.prompt_len, rewards.view(P, G), correct.view(P, G),
@@ -325,8 +322,8 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, 
         if epoch == 0:
             logp_old = logp.detach()
             first_logits = logits.detach()
-        loss, stats = grpo_loss(logp, logp_old, logp_ref, adv, mask, ratio=cfg.ratio, clip_low=cfg.clip_eps_low,
-                                clip_high=cfg.clip_eps_high, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
+        loss, stats = grpo_loss(logp, logp_old, logp_ref, adv, mask, ratio=cfg.ratio, clip_eps_low=cfg.clip_eps_low,
+                                clip_eps_high=cfg.clip_eps_high, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
                                 aggregation=cfg.aggregation, max_len=max_len)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -357,19 +354,18 @@ def exact_drift(policy: TinyLM, ref: TinyLM, tokens: torch.Tensor, mask: torch.T
     return float((kl * mask).sum(dim=1).mean())
 
 
-def evaluate(policy: TinyLM, ref: TinyLM, problems: list[Problem], cfg: GRPOConfig, task: TaskConfig,
+def evaluate(policy: TinyLM, ref: TinyLM, problems: list[Problem], max_new_tokens: int,
              tok: Tokenizer, gen: torch.Generator, n: int) -> dict:
     """Sampled (T = 1) exact accuracy on the evaluation problems (n samples each), and the policy's
     exact KL to the reference on one sampled response per problem."""
-    roll = sample(policy, prompt_tensor(problems, tok), n, task.max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
-    targets = answer_targets([p.answer for p in problems], tok)
-    acc = float(exact_match(roll.response, targets, n, tok.pad_id).mean())
+    roll, correct = sample_scored(policy, problems, n, max_new_tokens, 1.0, tok, gen)  # correct: (P*n,)
+    acc = float(correct.mean())
     first = slice(None, None, n)  # one sample per problem is enough for the drift: two forwards are costly
     kl = exact_drift(policy, ref, roll.tokens[first], roll.mask[first, roll.prompt_len :], roll.prompt_len)
     return {"eval_acc": acc, "eval_kl_exact_nats": kl}
 
 
-def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Problem], evals: list[Problem],
+def train_grpo(policy: TinyLM, cfg: GRPOConfig, max_new_tokens: int, train: list[Problem], evals: list[Problem],
                tok: Tokenizer, gen: torch.Generator, reward_fn: RewardFn | None = None, on_step=None,
                progress: bool = True, desc: str = "grpo", ref: TinyLM | None = None,
                batch_metrics: Callable[[Groups, int], dict] | None = None) -> list[dict]:
@@ -388,23 +384,22 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
     eval_gen = torch.Generator().manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     P = cfg.prompts_per_step
-    max_len = task.max_new_tokens
 
     def draw() -> Groups:
         if P <= len(train):  # distinct prompts; P = len(train) is chapter A's "every prompt, every step"
             idx = torch.randperm(len(train), generator=gen)[:P]  # (P,)
         else:
             idx = torch.randint(len(train), (P,), generator=gen)  # (P,)
-        return rollout_groups(policy, [train[i] for i in idx.tolist()], cfg, task, tok, gen, reward_fn)
+        return rollout_groups(policy, [train[i] for i in idx.tolist()], cfg, max_new_tokens, tok, gen, reward_fn)
 
-    curve: list[dict] = [{"step": 0, **evaluate(policy, ref, evals, cfg, task, tok, eval_gen, cfg.eval_samples)}]
+    curve: list[dict] = [{"step": 0, **evaluate(policy, ref, evals, max_new_tokens, tok, eval_gen, cfg.eval_samples)}]
     if on_step is not None:
         on_step(curve[0])
     for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
         t0 = time.perf_counter()
         batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
         has_groups = batch.rewards.numel() > 0
-        stats = grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, max_len) \
+        stats = grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, max_new_tokens) \
             if has_groups else {"grad_tokens": 0}
         row = {
             "step": step,
@@ -420,7 +415,7 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
             **(batch_metrics(batch, step) if batch_metrics is not None else {}),
         }
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            row.update(evaluate(policy, ref, evals, cfg, task, tok, eval_gen, cfg.eval_samples))
+            row.update(evaluate(policy, ref, evals, max_new_tokens, tok, eval_gen, cfg.eval_samples))
         curve.append(row)
         if on_step is not None:
             on_step(row)
@@ -428,9 +423,9 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, task: TaskConfig, train: list[Pr
 
 
 # ---------------------------------------------------------------------------------------------
-# Stage function `grpo@{variant}`: every seed of one variant in one process.
+# One seed's summary numbers, read off its curve.
 
-def _final(curve: list[dict]) -> dict:
+def seed_summary(curve: list[dict]) -> dict:
     """A seed's summary numbers from its per-step curve."""
     evals = [r for r in curve if "eval_acc" in r]
     start = curve[0]  # the step-0 row: evaluation of the starting policy only
@@ -457,83 +452,3 @@ def _final(curve: list[dict]) -> dict:
         out["kl_k3_nats_final"] = col("kl_k3_nats")[-1]
         out["kl_exact_nats_final"] = col("kl_exact_nats")[-1]
     return out
-
-
-def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float | None, float | None]:
-    """Mean and Student-t confidence interval over seeds (None with fewer than two seeds)."""
-    from scipy import stats as st
-
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, None, None
-    half = st.t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
-    return mean, mean - half, mean + half
-
-
-def summarise_seeds(per_seed: dict[int, dict]) -> dict:
-    """{seed: finals} -> {key: {"mean", "ci95_lo", "ci95_hi", "per_seed": [...]}}."""
-    keys = sorted(set.intersection(*(set(f) for f in per_seed.values())))
-    out = {}
-    for k in keys:
-        vals = [per_seed[s][k] for s in sorted(per_seed)]
-        mean, lo, hi = mean_ci(vals)
-        out[k] = {"mean": mean, "ci95_lo": lo, "ci95_hi": hi, "per_seed": vals}
-    return out
-
-
-def run_grpo(params, variant: str, out_dir, metrics_path, curves_dir, progress: bool = True) -> dict:
-    """`grpo@{variant}`: train the variant from its SFT checkpoint once per seed in `grpo.seeds`."""
-    from pathlib import Path
-
-    from rlvr.config import params_hash, to_dict
-    from rlvr.runtime import read_jsonl, save_checkpoint, set_determinism, write_json, write_tsv
-    from rlvr.sft import checkpoint, load_model, problems_of
-    from rlvr.tracking import stage_run
-
-    cfg = params.variant(variant)
-    sft_cfg = params.sft_run(cfg.sft)
-    task = params.task(sft_cfg.task)
-    if not params.grpo_seeds:
-        from rlvr.config import ConfigError
-
-        raise ConfigError("grpo.seeds = []: list at least one seed")
-    data = Path("data") / cfg.sft
-    train = problems_of(read_jsonl(data / "sft.jsonl"), sft_cfg.task)
-    held = problems_of(read_jsonl(data / "heldout.jsonl"), sft_cfg.task)
-    evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
-    stage_params = {"threads": params.threads, "seeds": params.grpo_seeds, "variant": to_dict(cfg),
-                    "task": to_dict(task)}
-    phash = params_hash(stage_params)
-    tok = Tokenizer()
-    per_seed, run_ids = {}, {}
-    with stage_run(f"grpo@{variant}", stage_params, {"task": sft_cfg.task, "variant": variant}, phash) as mlrun:
-        for seed in params.grpo_seeds:
-            set_determinism(seed, params.threads)
-            policy, _ = load_model(data / "sft.pt", tok)
-            with mlrun.child(f"grpo@{variant}/seed{seed}", {"task": sft_cfg.task, "variant": variant,
-                                                            "seed": seed, "params.hash": phash}) as child:
-                gen = torch.Generator().manual_seed(seed)
-                curve = train_grpo(policy, cfg, task, train, evals, tok, gen, progress=progress,
-                                   on_step=lambda r: child.log_step(r["step"], {k: v for k, v in r.items() if k != "step"}),
-                                   desc=f"{variant} seed {seed}")
-                per_seed[seed] = _final(curve)
-                child.log_metrics(per_seed[seed])
-                run_ids[seed] = child.run_id
-            save_checkpoint(Path(out_dir) / f"seed{seed}.pt",
-                            checkpoint(policy, tok, variant=variant, seed=seed, task=sft_cfg.task, sft_run=cfg.sft))
-            write_tsv(Path(curves_dir) / f"seed{seed}.tsv", fill_columns(curve))
-        summary = summarise_seeds(per_seed)
-        metrics = {"variant": variant, "task": sft_cfg.task, "sft": cfg.sft, "seeds": params.grpo_seeds,
-                   **{k: v["mean"] for k, v in summary.items()}, "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
-                   "per_seed": {k: v["per_seed"] for k, v in summary.items()},
-                   "mlflow_run_id": mlrun.run_id, "mlflow_seed_run_ids": {str(s): r for s, r in run_ids.items()},
-                   "params_hash": phash}
-        write_json(metrics_path, metrics)
-        mlrun.log_metrics({k: v["mean"] for k, v in summary.items()})
-    return {k: metrics[k] for k in ("variant", "eval_acc_start", "eval_acc_final", "mlflow_run_id") if k in metrics}
-
-
-def fill_columns(curve: list[dict]) -> list[dict]:
-    """Same columns on every row (evaluation columns are blank between evaluations) for TSV."""
-    cols = list(dict.fromkeys(k for r in curve for k in r))
-    return [{c: r.get(c, "") for c in cols} for r in curve]

@@ -232,126 +232,45 @@ def two_problem_toy(p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float
 
 
 # ---------------------------------------------------------------------------------------------
-# Stage function `passk`: sample n completions per held-out problem for SFT and every two_digit
-# variant's seeds, keep the per-problem correct counts, compare each variant with SFT.
-
-def correct_counts(model, problems, n: int, max_new_tokens: int, temperature: float, tok, gen) -> np.ndarray:
-    """Correct samples out of n for each problem: vectorised sampling and scoring -> (P,) ints."""
-    from rlvr.model import sample
-    from rlvr.sft import prompt_tensor
-    from rlvr.verifiers import answer_targets, exact_match
-
-    roll = sample(model, prompt_tensor(problems, tok), n, max_new_tokens, tok.eos_id, tok.pad_id, temperature, gen)
-    ok = exact_match(roll.response, answer_targets([p.answer for p in problems], tok), n, tok.pad_id)  # (P*n,)
-    return ok.view(len(problems), n).sum(dim=1).long().numpy()  # (P,)
-
+# The stage's numbers: SFT against every variant (each seed compared with SFT, then averaged).
 
 def _seed_mean(rows: list[dict], key: str):
     vals = [r[key] for r in rows if r[key] is not None]
     return float(np.mean(vals)) if vals else None
 
 
-def run_passk(params, counts_path, metrics_path, curves_path, figures_dir) -> dict:
-    """`passk`: SFT vs every two_digit variant on the held-out problems, n samples each."""
-    from pathlib import Path
-
-    import torch
-
-    from rlvr.config import ConfigError, params_hash, to_dict
-    from rlvr.runtime import read_jsonl, set_determinism, write_json, write_tsv
-    from rlvr.sft import load_model, problems_of
-    from rlvr.tokenizer import Tokenizer
-    from rlvr.tracking import stage_run
-
-    cfg = params.passk
-    if cfg is None:
-        raise ConfigError("passk: missing section in params.yaml (the passk stage reads it)")
-    variants = [v for v, c in params.variants.items() if c.sft == cfg.sft]
-    task = params.task(params.sft_run(cfg.sft).task)
-    problems = problems_of(read_jsonl(Path("data") / cfg.sft / "heldout.jsonl"), params.sft_run(cfg.sft).task)
-    tok = Tokenizer()
-    stage_params = {"threads": params.threads, "seed": params.seed, "passk": to_dict(cfg), "variants": variants}
-    phash = params_hash(stage_params)
-    set_determinism(params.seed, params.threads)
-    counts: dict[str, list[int]] = {}
-    with stage_run("passk", stage_params, {"task": params.sft_run(cfg.sft).task}, phash) as mlrun:
-        models = [("sft", Path("data") / cfg.sft / "sft.pt")]
-        models += [(f"{v}/seed{s}", Path("data/grpo") / v / f"seed{s}.pt") for v in variants for s in params.grpo_seeds]
-        for name, path in models:
-            gen = torch.Generator().manual_seed(params.seed)  # same draws for every model
-            model, _ = load_model(path, tok)
-            counts[name] = correct_counts(model, problems, cfg.n, task.max_new_tokens, cfg.temperature, tok, gen).tolist()
-        base = np.array(counts["sft"])
-        per_variant, curves = {}, []
-        sft_summary = compare(base, base, cfg.n, cfg.ks, cfg.bootstrap, params.seed)
-        for k, m, (lo, hi) in zip(sft_summary["ks"], sft_summary["pass_at_k_base"], sft_summary["pass_at_k_base_ci"]):
-            curves.append({"model": "sft", "k": k, "pass_at_k": m, "ci95_lo": lo, "ci95_hi": hi})
-        for v in variants:
-            rows = [compare(base, np.array(counts[f"{v}/seed{s}"]), cfg.n, cfg.ks, cfg.bootstrap, params.seed)
-                    for s in params.grpo_seeds]
-            keys = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "solved_by_base_only",
-                    "solved_by_rl_only", "wilcoxon_pvalue_at_1", "wilcoxon_pvalue_at_n")
-            per_variant[v] = {k: _seed_mean(rows, k) for k in keys}
-            per_variant[v]["per_seed"] = {k: [r[k] for r in rows] for k in keys}
-            per_variant[v]["pass_at_1_rl_ci_seed0"] = rows[0]["pass_at_1_rl_ci"]
-            per_variant[v]["pass_at_n_rl_ci_seed0"] = rows[0]["pass_at_n_rl_ci"]
-            mean_curve = np.mean([r["pass_at_k_rl"] for r in rows], axis=0)
-            for i, k in enumerate(rows[0]["ks"]):
-                curves.append({"model": v, "k": k, "pass_at_k": float(mean_curve[i]),
-                               "ci95_lo": rows[0]["pass_at_k_rl_ci"][i][0], "ci95_hi": rows[0]["pass_at_k_rl_ci"][i][1]})
-        metrics = {
-            "n": cfg.n, "problems": len(problems), "ks": sft_summary["ks"],
-            "sft": {"pass_at_1": sft_summary["pass_at_1_base"], "pass_at_1_ci": sft_summary["pass_at_1_base_ci"],
-                    "pass_at_n": sft_summary["pass_at_n_base"], "pass_at_n_ci": sft_summary["pass_at_n_base_ci"],
-                    "never_solved": sft_summary["never_solved_base"]},
-            "variants": per_variant, "mlflow_run_id": mlrun.run_id, "params_hash": phash,
-        }
-        write_json(counts_path, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
-        write_json(metrics_path, metrics)
-        write_tsv(curves_path, curves)
-        figures = plot_passk(curves, counts, cfg.n, Path(figures_dir))
-        mlrun.log_metrics({"sft_pass_at_1": metrics["sft"]["pass_at_1"], "sft_pass_at_n": metrics["sft"]["pass_at_n"],
-                           **{f"{v}_{k}": x for v, d in per_variant.items() for k, x in d.items()
-                              if isinstance(x, (int, float))}})
-        for f in figures:
-            mlrun.log_artifact(f)
-    return {"sft_pass_at_1": metrics["sft"]["pass_at_1"], "variants": len(variants)}
+SEED_KEYS = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "solved_by_base_only",
+             "solved_by_rl_only", "wilcoxon_pvalue_at_1", "wilcoxon_pvalue_at_n")
 
 
-def plot_passk(curves: list[dict], counts: dict, n: int, figures_dir) -> list:
-    """pass@k curves (log k) of SFT vs each variant, and the per-problem c_i scatter SFT vs GRPO."""
-    # matplotlib costs ~0.5 s to import and only this stage and the report draw: import here.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def summarise_counts(counts: dict[str, list[int]], variants: list[str], seeds: list[int], n: int, ks,
+                     resamples: int, seed: int) -> tuple[dict, list[dict]]:
+    """Per-problem counts of "sft" and of "{variant}/seed{s}" -> (metrics, curve rows).
 
-    from rlvr.runtime import atomic_write
-
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(7, 4.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for model in dict.fromkeys(r["model"] for r in curves):
-        rows = [r for r in curves if r["model"] == model]
-        ks = [r["k"] for r in rows]
-        style = {"color": "black", "lw": 2.5} if model == "sft" else {"lw": 1.2}
-        ax.plot(ks, [r["pass_at_k"] for r in rows], label=model, **style)
-        if model in ("sft", "grpo"):  # bands on the two the chapter compares; the rest would clutter
-            ax.fill_between(ks, [r["ci95_lo"] for r in rows], [r["ci95_hi"] for r in rows], alpha=0.15,
-                            color=ax.lines[-1].get_color())
-    ax.set(xscale="log", xlabel="k (samples)", ylabel="pass@k", title=f"pass@k on held-out problems (n = {n})")
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
-    curve_png = figures_dir / "passk-curves.png"
-    atomic_write(curve_png, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-
-    fig = Figure(figsize=(4.8, 4.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    rl = counts.get("grpo/seed0")
-    if rl is not None:
-        ax.scatter(counts["sft"], rl, s=10, alpha=0.5)
-        ax.plot([0, n], [0, n], color="grey", lw=0.8)
-    ax.set(xlabel="correct of n, SFT", ylabel="correct of n, GRPO (seed 0)", title="per-problem correct counts")
-    scatter_png = figures_dir / "passk-scatter.png"
-    atomic_write(scatter_png, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    return [curve_png, scatter_png]
+    metrics: SFT's pass@1 / pass@n with bands and never-solved count, and per variant the seed means
+    (and per-seed values) of `compare` against SFT. Curve rows: one per (model, k), SFT's band and the
+    variant's seed-mean curve with seed 0's band.
+    """
+    base = np.array(counts["sft"])
+    sft = compare(base, base, n, ks, resamples, seed)
+    curves = [{"model": "sft", "k": k, "pass_at_k": m, "ci95_lo": lo, "ci95_hi": hi}
+              for k, m, (lo, hi) in zip(sft["ks"], sft["pass_at_k_base"], sft["pass_at_k_base_ci"])]
+    per_variant = {}
+    for v in variants:
+        rows = [compare(base, np.array(counts[f"{v}/seed{s}"]), n, ks, resamples, seed) for s in seeds]
+        per_variant[v] = {k: _seed_mean(rows, k) for k in SEED_KEYS}
+        per_variant[v]["per_seed"] = {k: [r[k] for r in rows] for k in SEED_KEYS}
+        per_variant[v]["pass_at_1_rl_ci_seed0"] = rows[0]["pass_at_1_rl_ci"]
+        per_variant[v]["pass_at_n_rl_ci_seed0"] = rows[0]["pass_at_n_rl_ci"]
+        mean_curve = np.mean([r["pass_at_k_rl"] for r in rows], axis=0)  # (K,)
+        for i, k in enumerate(rows[0]["ks"]):
+            curves.append({"model": v, "k": k, "pass_at_k": float(mean_curve[i]),
+                           "ci95_lo": rows[0]["pass_at_k_rl_ci"][i][0], "ci95_hi": rows[0]["pass_at_k_rl_ci"][i][1]})
+    metrics = {
+        "n": n, "problems": int(base.size), "ks": sft["ks"],
+        "sft": {"pass_at_1": sft["pass_at_1_base"], "pass_at_1_ci": sft["pass_at_1_base_ci"],
+                "pass_at_n": sft["pass_at_n_base"], "pass_at_n_ci": sft["pass_at_n_base_ci"],
+                "never_solved": sft["never_solved_base"]},
+        "variants": per_variant,
+    }
+    return metrics, curves

@@ -14,8 +14,11 @@ from typing import Any
 
 import yaml
 
+from rlvr.config import UserError
+from rlvr.gitinfo import git_commit
 
-class ProvenanceError(ValueError):
+
+class ProvenanceError(UserError):
     """A path the pipeline did not produce (one line, listing what it can explain)."""
 
 
@@ -49,7 +52,7 @@ def find_stage(lock: dict, path: str) -> tuple[str, dict, dict]:
                           + ", ".join(near[:12]) + (f" ... ({len(known)} outputs in all)" if len(known) > 12 else ""))
 
 
-def run_ids(root: Path, stage: dict) -> dict[str, str]:
+def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
     """MLflow run ids the stage wrote into its metrics JSON files."""
     ids: dict[str, str] = {}
     for out in _entries(stage):
@@ -65,11 +68,6 @@ def run_ids(root: Path, stage: dict) -> dict[str, str]:
                 for seed, rid in (data.get("mlflow_seed_run_ids") or {}).items():
                     ids[f"seed{seed}"] = rid
     return ids
-
-
-def git_commit_of(root: Path, rel: str = "dvc.lock") -> str:
-    out = subprocess.run(["git", "log", "-1", "--format=%H", "--", rel], cwd=root, capture_output=True, text=True)
-    return out.stdout.strip() or "uncommitted"
 
 
 def explain(root: Path, path: str, check_stale: bool = True, check_mlflow: bool = True) -> dict[str, Any]:
@@ -89,8 +87,8 @@ def explain(root: Path, path: str, check_stale: bool = True, check_mlflow: bool 
         "params": {f: v for f, v in (stage.get("params") or {}).items()},
         "deps": {d["path"]: d.get("md5") for d in stage.get("deps", [])},
         "out": {"path": out["path"], "md5": out.get("md5")},
-        "mlflow_runs": run_ids(root, stage),
-        "git_commit": git_commit_of(root),
+        "mlflow_runs": mlflow_run_ids(root, stage),
+        "git_commit": git_commit(root, "dvc.lock"),
     }
     if check_mlflow and info["mlflow_runs"]:
         info["mlflow_status"] = _mlflow_status(info["mlflow_runs"])

@@ -1,32 +1,28 @@
 """The report: every chapter claim beside our measured value, a verdict, and where it came from.
 
-Verdicts are computed from the metrics files alone (experiments/claims.yaml says which file and
-key); nothing here trains or samples. Every figure gets a provenance footer (stage, params from
-dvc.lock, input hashes, MLflow run ids, git commit), and the same facts are written into the PNG
-copies the report embeds (tEXt chunks), so a figure taken out of the page still says where it is from.
+Verdicts are computed from the metrics alone (experiments/claims.yaml says which file and key);
+nothing here trains, samples or reads a file: the `report` stage loads the claims, the metrics
+({file name: parsed JSON}), the figures and their provenance, and this module turns them into the
+verdicts and the Markdown and HTML pages.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 import math
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlvr.config import ConfigError
-from rlvr.provenance import explain, footer
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
 VERDICTS = ("reproduced", "differs", "cited", "missing")
 
 
-def load_claims(path: Path) -> list[dict]:
-    """Read and check claims.yaml: unique ids, known kinds, the fields each kind needs."""
-    claims = yaml.safe_load(Path(path).read_text())
+def check_claims(claims: Any, path: str) -> list[dict]:
+    """Check the parsed claims.yaml: unique ids, known kinds, the fields each kind needs."""
+    if not isinstance(claims, list):
+        raise ConfigError(f"{path}: must be a list of claims")
     seen = set()
     for i, c in enumerate(claims):
         where = f"{path}[{i}] ({c.get('id')})"
@@ -45,12 +41,11 @@ def load_claims(path: Path) -> list[dict]:
     return claims
 
 
-def lookup(metrics_dir: Path, ref: list) -> Any:
-    """[file, "a.b.0"] -> the value at that dotted key (dict keys or list indices)."""
-    path = metrics_dir / ref[0]
-    if not path.is_file():
-        raise KeyError(f"{path} does not exist")
-    value: Any = json.loads(path.read_text())
+def lookup(metrics: dict[str, Any], ref: list) -> Any:
+    """[file, "a.b.0"] -> the value at that dotted key (dict keys or list indices) of that file's JSON."""
+    if ref[0] not in metrics:
+        raise KeyError(f"{ref[0]} does not exist")
+    value: Any = metrics[ref[0]]
     for part in str(ref[1]).split("."):
         if isinstance(value, list):
             value = value[int(part)]
@@ -61,14 +56,14 @@ def lookup(metrics_dir: Path, ref: list) -> Any:
     return value
 
 
-def verdict(claim: dict, metrics_dir: Path) -> dict:
+def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
     """Our value and the verdict for one claim."""
     kind = claim["kind"]
     if kind == "cited":
         return {"ours": None, "verdict": "cited", "other_measured": None}
     try:
-        ours = lookup(metrics_dir, claim["metric"])
-        other = lookup(metrics_dir, claim["other"]) if "other" in claim else claim.get("other_value")
+        ours = lookup(metrics, claim["metric"])
+        other = lookup(metrics, claim["other"]) if "other" in claim else claim.get("other_value")
     except (KeyError, IndexError, ValueError) as exc:
         return {"ours": None, "verdict": "missing", "other_measured": None, "error": str(exc)}
     if ours is None or (isinstance(ours, float) and math.isnan(ours)):
@@ -115,8 +110,8 @@ def _num(x: Any) -> str:
     return str(x)
 
 
-def evaluate_claims(claims_path: Path, metrics_dir: Path) -> list[dict]:
-    return [{**c, **verdict(c, metrics_dir)} for c in load_claims(claims_path)]
+def evaluate_claims(claims: list[dict], metrics: dict[str, Any]) -> list[dict]:
+    return [{**c, **verdict(c, metrics)} for c in claims]
 
 
 def summary_counts(rows: list[dict]) -> dict[str, int]:
@@ -126,33 +121,16 @@ def summary_counts(rows: list[dict]) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------------
 # Figures and the variant table
 
-def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
-    """Copy a PNG, writing its provenance into tEXt chunks (readable with any PNG tool)."""
-    from PIL import Image, PngImagePlugin  # pillow ships with matplotlib
-
-    from rlvr.runtime import atomic_write
-
-    meta = PngImagePlugin.PngInfo()
-    meta.add_text("rlvr:stage", info["stage"])
-    meta.add_text("rlvr:params", json.dumps(info["params"], sort_keys=True))
-    meta.add_text("rlvr:deps", json.dumps(info["deps"], sort_keys=True))
-    meta.add_text("rlvr:mlflow_runs", json.dumps(info["mlflow_runs"], sort_keys=True))
-    meta.add_text("rlvr:git_commit", info["git_commit"])
-    with Image.open(src) as im:
-        atomic_write(dst, lambda tmp: im.save(tmp, format="PNG", pnginfo=meta))
-    return dst
-
-
 VARIANT_KEYS = (("reward_final", "reward"), ("eval_acc_final", "accuracy"), ("kl_exact_nats_final", "KL (exact, nats)"),
                 ("entropy_nats_final", "entropy (nats)"), ("step_seconds_median", "s / step"))
 
 
-def variant_rows(metrics_dir: Path) -> list[dict]:
+def variant_rows(metrics: dict[str, Any]) -> list[dict]:
     """One row per variant: mean and 95% CI over seeds, plus pass@1 / pass@64 from the passk stage."""
-    passk = json.loads((metrics_dir / "passk.json").read_text()) if (metrics_dir / "passk.json").is_file() else {}
+    passk = metrics.get("passk.json", {})
     rows = []
-    for path in sorted(metrics_dir.glob("grpo-*.json")):
-        m = json.loads(path.read_text())
+    for name in sorted(k for k in metrics if k.startswith("grpo-")):
+        m = metrics[name]
         row = {"variant": m["variant"], "task": m["task"], "seeds": len(m["seeds"])}
         for key, label in VARIANT_KEYS:
             ci = m.get("ci95", {}).get(key, [None, None])
@@ -238,35 +216,26 @@ def bench_rows(bench: dict) -> list[list]:
     return rows
 
 
-def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Path, out_dir: Path,
-               samples_path: Path | None = None, benchmarks_path: Path | None = None) -> dict:
-    """`report`: verdict table, per-chapter figures with provenance, variant table, hack samples."""
-    from rlvr.runtime import write_json, write_text
+def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
+           bench: dict | None) -> tuple[str, str, dict]:
+    """(Markdown, self-contained HTML, counts) of the report.
 
-    rows = evaluate_claims(claims_path, metrics_dir)
+    rows: `evaluate_claims`' output; figures: [{"name", "footer", "png": bytes}] in display order;
+    samples: the hack stage's sample tables (or None); bench: reports/benchmarks.json (or None).
+    """
     counts = summary_counts(rows)
-    fig_out = out_dir / "report-figures"
-    figures = []
-    for png in sorted(figures_dir.glob("*.png")):
-        rel = png.relative_to(root) if png.is_absolute() else png
-        info = explain(root, rel.as_posix(), check_stale=False, check_mlflow=False)
-        copy = figure_with_metadata(png, fig_out / png.name, info)
-        figures.append({"name": png.name, "path": copy, "footer": footer(info), "stage": info["stage"]})
-
     header = ["id", "chapter", "claim", "book", "ours", "verdict", "rule", "why / tolerance", "source"]
     table = [[r["id"], r["chapter"], r["quote"], _num(r["book"]), _num(r["ours"]), r["verdict"], rule_text(r, r),
               r["why"], f"{r['metric'][0]}:{r['metric'][1]}" if "metric" in r else "–"] for r in rows]
-    vrows = variant_rows(metrics_dir)
+    vrows = variant_rows(metrics)
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
     vtable = [[v["variant"], v["task"], v["seeds"], *[_cell(v[h]) for h in vheader[3:]]] for v in vrows]
-    samples = json.loads(samples_path.read_text()) if samples_path and samples_path.is_file() else None
     sample_header = ["prompt", "answer", "response", "substring reward", "exact"]
     sample_tables = {}  # step -> rows, seed 0 only: one seed's samples are what a reader scans
     if samples:
         for step, rows_s in samples["samples"][next(iter(samples["samples"]))].items():
             sample_tables[step] = [[s["prompt"], s["answer"], repr(s["response"]), s["substring_reward"], s["exact"]]
                                    for s in rows_s]
-    bench = json.loads(benchmarks_path.read_text()) if benchmarks_path and benchmarks_path.is_file() else None
 
     summary = (f"{counts['reproduced']} reproduced, {counts['differs']} differ, {counts['cited']} cited"
                + (f", {counts['missing']} missing" if counts["missing"] else "") + f" ({len(rows)} claims)")
@@ -288,7 +257,6 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
     btable = bench_rows(bench) if bench else []
     if btable:
         md.append("\n## Benchmarks (`rlvr bench`, reports/benchmarks.json)\n\n" + _md_table(bheader, btable))
-    write_text(out_dir / "report.md", "\n".join(md) + "\n")
 
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>rlvr-repro report</title><style>{CSS}</style>"
             f"</head><body><h1>rlvr-repro report</h1><p id='summary'><b>{html.escape(summary)}</b></p>",
@@ -298,7 +266,7 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
         page.append(f"<h2>Figures: {title}</h2>")
         for f in figures:
             if _figure_chapter(f["name"]) == chapter:
-                data = base64.b64encode(f["path"].read_bytes()).decode()
+                data = base64.b64encode(f["png"]).decode()
                 page.append(f"<figure><img alt='{html.escape(f['name'])}' src='data:image/png;base64,{data}'>"
                             f"<figcaption>{html.escape(f['footer'])}</figcaption></figure>")
     if sample_tables:
@@ -308,10 +276,7 @@ def run_report(root: Path, claims_path: Path, metrics_dir: Path, figures_dir: Pa
     if btable:
         page.append("<h2>Benchmarks (rlvr bench)</h2>" + _html_table(bheader, btable, "benchmarks"))
     page.append("</body></html>")
-    write_text(out_dir / "report.html", "\n".join(page))
-    verdicts = {r["id"]: {"verdict": r["verdict"], "ours": r["ours"], "book": r["book"]} for r in rows}
-    write_json(out_dir / "report.json", {"counts": counts, "claims": verdicts})
-    return {"summary": summary, **counts}
+    return "\n".join(md) + "\n", "\n".join(page), counts
 
 
 def _figure_chapter(name: str) -> str:
@@ -319,67 +284,3 @@ def _figure_chapter(name: str) -> str:
     if name.startswith(("worked-a", "hack", "sft-single")):
         return "A"
     return "B"
-
-
-# ---------------------------------------------------------------------------------------------
-# `rlvr diff A B`: two variants side by side
-
-DIFF_KEYS = ("eval_acc_start", "eval_acc_final", "eval_acc_gain", "reward_final", "kl_k3_nats_max",
-             "kl_exact_nats_final", "entropy_nats_start", "entropy_nats_final", "clip_frac_max",
-             "frac_reward_zero_std_mean", "frac_tokens_with_grad_mean", "samples_generated_total",
-             "response_len_final", "step_seconds_median")
-
-
-def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict:
-    """Final metrics (mean, 95% CI over seeds) of two variants, their deltas, pass@k at 1/8/64 and a
-    paired Wilcoxon test on the held-out problems (per-problem pass@1, seeds pooled)."""
-    import numpy as np
-
-    from rlvr.passk import pass_at_k, paired_test
-
-    def load(v: str) -> dict:
-        path = metrics_dir / f"grpo-{v}.json"
-        if not path.is_file():
-            known = sorted(p.stem.removeprefix("grpo-") for p in metrics_dir.glob("grpo-*.json"))
-            raise ConfigError(f"variant {v!r}: no {path}; variants with results: {', '.join(known) or 'none'}")
-        return json.loads(path.read_text())
-
-    ma, mb = load(a), load(b)
-    rows = []
-    for k in DIFF_KEYS:
-        if k in ma and k in mb:
-            rows.append({"metric": k, a: ma[k], f"{a}_ci95": ma["ci95"].get(k), b: mb[k], f"{b}_ci95": mb["ci95"].get(k),
-                         "delta": mb[k] - ma[k]})
-    out: dict[str, Any] = {"a": a, "b": b, "task_a": ma["task"], "task_b": mb["task"], "metrics": rows}
-    if counts_path.is_file():
-        data = json.loads(counts_path.read_text())
-        n, counts = data["n"], data["counts"]
-        pooled = {}
-        for v, m in ((a, ma), (b, mb)):
-            seeds = [counts.get(f"{v}/seed{s}") for s in m["seeds"]]
-            if all(c is not None for c in seeds):
-                pooled[v] = np.sum(seeds, axis=0)  # (P,) correct out of n * seeds
-        if len(pooled) == 2:
-            N = n * len(ma["seeds"])
-            out["passk"] = {v: {f"pass_at_{k}": float(np.mean([pass_at_k(np.array(counts[f'{v}/seed{s}']), n, k).mean()
-                                                               for s in m["seeds"]]))
-                                for k in (1, 8, n)} for v, m in ((a, ma), (b, mb))}
-            out["paired_test_pass_at_1"] = paired_test(pooled[b], pooled[a], N, 1)
-    return out
-
-
-def format_diff(d: dict) -> str:
-    a, b = d["a"], d["b"]
-    ci = lambda c: "" if not c or c[0] is None else f" [{c[0]:.3g}, {c[1]:.3g}]"  # noqa: E731
-    lines = [f"{'metric':28} {a:>26} {b:>26} {'delta (b-a)':>12}"]
-    for r in d["metrics"]:
-        lines.append(f"{r['metric']:28} {r[a]:>10.4g}{ci(r[a + '_ci95']):>16} {r[b]:>10.4g}{ci(r[b + '_ci95']):>16} "
-                     f"{r['delta']:>+12.4g}")
-    if "passk" in d:
-        for k in d["passk"][a]:
-            va, vb = d["passk"][a][k], d["passk"][b][k]
-            lines.append(f"{k:28} {va:>26.4g} {vb:>26.4g} {vb - va:>+12.4g}")
-        t = d["paired_test_pass_at_1"]
-        lines.append(f"paired Wilcoxon on per-problem pass@1 (seeds pooled): p = {t['pvalue']:.3g}, "
-                     f"mean diff (b-a) = {t['mean_diff_a_minus_b']:+.4g}")
-    return "\n".join(lines)

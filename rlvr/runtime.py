@@ -66,9 +66,10 @@ def read_jsonl(path: str | Path) -> list[dict]:
 
 
 def write_tsv(path: str | Path, rows: list[dict]) -> Path:
-    """Rows of equal keys -> tab-separated file with a header (what `dvc plots` reads)."""
-    cols = list(rows[0]) if rows else []
-    lines = ["\t".join(cols)] + ["\t".join(_fmt(r[c]) for c in cols) for r in rows]
+    """Rows -> tab-separated file with a header (what `dvc plots` reads). The columns are every key
+    of any row, in first-seen order; a row without one leaves its cell blank."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["\t".join(cols)] + ["\t".join(_fmt(r.get(c, "")) for c in cols) for r in rows]
     return write_text(path, "\n".join(lines) + "\n")
 
 
@@ -76,5 +77,6 @@ def _fmt(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def save_checkpoint(path: str | Path, obj: dict) -> Path:
-    return atomic_write(path, lambda tmp: torch.save(obj, tmp))
+def read_json_dir(folder: str | Path) -> dict[str, Any]:
+    """Every `*.json` in a folder, parsed: {file name: content}."""
+    return {p.name: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from rlvr.config import ModelConfig, SFTConfig, TaskConfig
-from rlvr.model import TinyLM, common_prefix_len, grouped_response_logits, sample
+from rlvr.config import SFTConfig
+from rlvr.model import TinyLM, common_prefix_len, grouped_response_logits
 from rlvr.tasks import Problem, answer_range
 from rlvr.tokenizer import Tokenizer
-from rlvr.verifiers import answer_targets, exact_match
 
 
 def noisy_rows(problems: list[Problem], noise_rate: float, repeats: int, seed: int) -> list[dict]:
@@ -39,10 +37,6 @@ def noisy_rows(problems: list[Problem], noise_rate: float, repeats: int, seed: i
             rows.append({"a": p.a, "b": p.b, "prompt": p.prompt, "answer": p.answer, "label": label,
                          "noised": noised, "copy": r})
     return rows
-
-
-def problem_rows(problems: list[Problem]) -> list[dict]:
-    return [{"a": p.a, "b": p.b, "prompt": p.prompt, "answer": p.answer} for p in problems]
 
 
 def encode_sft(rows: list[dict], tok: Tokenizer, field: str = "label") -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,121 +134,3 @@ def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTC
     bar.close()
     model.eval()
     return curve
-
-
-def prompt_tensor(problems: list[Problem], tok: Tokenizer) -> torch.Tensor:
-    rows = [tok.prompt_ids(p.prompt) for p in problems]
-    if len({len(r) for r in rows}) != 1:
-        raise ValueError("prompts of one batch must share a length (the sampler keeps no padding)")
-    return torch.tensor(rows)  # (P, Tp)
-
-
-def accuracy(model: TinyLM, problems: list[Problem], tok: Tokenizer, task: TaskConfig, n: int,
-             temperature: float, generator: torch.Generator) -> float:
-    """Mean exact-match accuracy of n samples per problem (temperature 0: greedy, n forced to 1)."""
-    if not problems:
-        return float("nan")
-    n = 1 if temperature == 0 else n
-    roll = sample(model, prompt_tensor(problems, tok), n, task.max_new_tokens, tok.eos_id, tok.pad_id,
-                  temperature=temperature, generator=generator)
-    targets = answer_targets([p.answer for p in problems], tok)  # (P, L)
-    return float(exact_match(roll.response, targets, n, tok.pad_id).mean())
-
-
-def checkpoint(model: TinyLM, tok: Tokenizer, **meta) -> dict:
-    return {"model": model.state_dict(), "model_config": asdict(model.cfg), "vocab": tok.vocab, **meta}
-
-
-def load_model(path, tok: Tokenizer | None = None) -> tuple[TinyLM, dict]:
-    """Rebuild a TinyLM from a checkpoint; the vocabulary must match the tokenizer's."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    tok = tok or Tokenizer()
-    if ckpt["vocab"] != tok.vocab:
-        raise ValueError(f"{path}: checkpoint vocabulary differs from the tokenizer's; re-run its sft stage")
-    model = TinyLM(ModelConfig(**ckpt["model_config"]), len(tok))
-    model.load_state_dict(ckpt["model"])
-    model.eval()
-    return model, ckpt
-
-
-# ---------------------------------------------------------------------------------------------
-# Stage functions: config + paths in, metrics dict out.
-
-def run_data(params, run: str, out_dir) -> dict:
-    """`data@{run}`: the noisy SFT set and the held-out problems of the run's task, as JSONL."""
-    from pathlib import Path
-
-    from rlvr.runtime import write_jsonl
-    from rlvr.tasks import split
-
-    cfg = params.sft_run(run)
-    train, held = split(cfg.task, params.task(cfg.task).heldout, params.seed)
-    rows = noisy_rows(train, cfg.noise_rate, cfg.repeats, params.seed)
-    out_dir = Path(out_dir)
-    write_jsonl(out_dir / "sft.jsonl", rows)
-    write_jsonl(out_dir / "heldout.jsonl", problem_rows(held))
-    noised = sum(r["noised"] for r in rows)
-    return {"rows": len(rows), "train_problems": len(train), "heldout_problems": len(held),
-            "noised_fraction": noised / len(rows)}
-
-
-def problems_of(rows: list[dict], task: str) -> list[Problem]:
-    """The distinct problems in JSONL rows, in a fixed order."""
-    seen = sorted({(r["a"], r["b"]) for r in rows})
-    return [Problem(a, b, task) for a, b in seen]
-
-
-def run_sft(params, run: str, data_dir, ckpt_path, metrics_path, curve_path, progress: bool = True) -> dict:
-    """`sft@{run}`: fit TinyLM on the noisy set, measure greedy and sampled accuracy, save all."""
-    import time
-    from pathlib import Path
-
-    from rlvr.config import params_hash, to_dict
-    from rlvr.runtime import read_jsonl, save_checkpoint, set_determinism, write_json, write_tsv
-    from rlvr.tracking import stage_run
-
-    cfg = params.sft_run(run)
-    task = params.task(cfg.task)
-    data_dir = Path(data_dir)
-    rows, held_rows = read_jsonl(data_dir / "sft.jsonl"), read_jsonl(data_dir / "heldout.jsonl")
-    stage_params = {"seed": params.seed, "threads": params.threads, "model": to_dict(params.model),
-                    "task": to_dict(task), "sft": to_dict(cfg)}
-    phash = params_hash(stage_params)
-    set_determinism(params.seed, params.threads)
-    tok = Tokenizer()
-    with stage_run(f"sft@{run}", stage_params, {"task": cfg.task, "seed": params.seed, "sft_run": run},
-                   phash) as mlrun:
-        gen = torch.Generator().manual_seed(params.seed)
-        model = TinyLM(params.model, len(tok))
-        tokens, mask = encode_sft(rows, tok)
-        clean = encode_sft(rows, tok, field="answer") if cfg.clean_epochs else None
-        t0 = time.perf_counter()
-        curve = train_sft(model, tokens, mask, cfg, gen, on_step=lambda r: mlrun.log_step(
-            r["step"], {"loss": r["loss"], "lr": r["lr"]}), progress=progress, clean=clean)
-        train_seconds = time.perf_counter() - t0
-
-        train_problems = problems_of(rows, cfg.task)
-        stride = max(1, len(train_problems) // cfg.eval_max_prompts)
-        train_eval = train_problems[::stride][: cfg.eval_max_prompts]
-        held = problems_of(held_rows, cfg.task)
-        acc = lambda probs, temp: accuracy(model, probs, tok, task, cfg.eval_samples, temp, gen)  # noqa: E731
-        metrics = {
-            "final_loss": sum(r["loss"] for r in curve[-10:]) / min(10, len(curve)),
-            "steps": len(curve),
-            "params": model.num_params(),
-            "greedy_acc_train": acc(train_eval, 0.0),
-            "sampled_acc_train": acc(train_eval, 1.0),
-            "greedy_acc_heldout": acc(held, 0.0) if held else None,
-            "sampled_acc_heldout": acc(held, 1.0) if held else None,
-            "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
-            "train_seconds": round(train_seconds, 2),
-            "tokens_per_second": round(tokens.numel() * (cfg.clean_epochs + cfg.epochs) / train_seconds),
-            "mlflow_run_id": mlrun.run_id,
-            "params_hash": phash,
-        }
-        save_checkpoint(ckpt_path, checkpoint(model, tok, sft_run=run, task=cfg.task, metrics=metrics))
-        write_tsv(curve_path, curve)
-        write_json(metrics_path, metrics)
-        mlrun.log_metrics(metrics)
-        mlrun.log_artifact(curve_path)
-    return metrics

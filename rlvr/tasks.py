@@ -52,3 +52,14 @@ def split(task: str, heldout: int, seed: int) -> tuple[list[Problem], list[Probl
     held = sorted(order[:heldout])
     train = sorted(order[heldout:])
     return [problems[i] for i in train], [problems[i] for i in held]
+
+
+def problem_rows(problems: list[Problem]) -> list[dict]:
+    """Problems as JSONL rows (the held-out file)."""
+    return [{"a": p.a, "b": p.b, "prompt": p.prompt, "answer": p.answer} for p in problems]
+
+
+def problems_of(rows: list[dict], task: str) -> list[Problem]:
+    """The distinct problems in JSONL rows, in a fixed order."""
+    seen = sorted({(r["a"], r["b"]) for r in rows})
+    return [Problem(a, b, task) for a, b in seen]

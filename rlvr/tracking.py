@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -19,11 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from rlvr.config import UserError
+from rlvr.gitinfo import git_commit
+
 EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
 
 
-class TrackingError(RuntimeError):
+class TrackingError(UserError):
     """The configured tracking store cannot be used; raised before any training starts."""
 
 
@@ -33,15 +35,6 @@ def repo_root() -> Path:
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
-
-
-def git_commit(root: Path | None = None) -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root or repo_root(), capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 def check_reachable(uri: str) -> None:
@@ -160,7 +153,7 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
         "dvc.exp": os.environ.get("DVC_EXP_NAME", ""),
-        "git.commit": git_commit(),
+        "git.commit": git_commit(repo_root()),
         "params.hash": params_hash,
         **tags,
     }

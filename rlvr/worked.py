@@ -6,8 +6,8 @@ derives its numbers from the project's own GRPO code (`rlvr.grpo`, `rlvr.passk`)
 constants, so a change in that code that breaks a chapter's arithmetic shows up as a changed number.
 Ids follow the chapters: `A1`..`A8` for chapter A (reasoning RL and GRPO), `B1`..`B14` for chapter B
 (RLVR and GRPO). Every gradient is taken by torch autograd through the library functions; the closed
-form is reported beside it where there is one. `run_worked` is the stage: one JSON keyed by id, and
-the figures.
+form is reported beside it where there is one. `worked_metrics` collects them all, keyed by id; the
+`worked` stage writes them as one JSON and `rlvr.plots` draws their figures.
 
 Where this departs from the chapters, or fills in what they leave open:
 1. Every advantage comes from `group_advantages`, whose std has eps = 1e-6 added, so the chapters'
@@ -39,7 +39,6 @@ Where this departs from the chapters, or fills in what they leave open:
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -48,7 +47,6 @@ import torch.nn.functional as F
 from rlvr.config import WorkedConfig
 from rlvr.grpo import exact_kl_and_entropy, group_advantages, grpo_loss, kl_estimate, policy_objective
 from rlvr.passk import two_problem_toy
-from rlvr.runtime import atomic_write, write_json
 
 
 def _group(correct: int, size: int, dtype=torch.float32) -> torch.Tensor:
@@ -426,7 +424,7 @@ def b14_demo(cfg: WorkedConfig) -> dict:
     }
 
 
-# ------------------------------------------------------------------------------------------ the stage
+# ------------------------------------------------------------------------------------------ all of them
 
 def worked_metrics(cfg: WorkedConfig) -> dict:
     """Every example's numbers, keyed by the chapters' example id."""
@@ -436,125 +434,3 @@ def worked_metrics(cfg: WorkedConfig) -> dict:
             "B3": b3_equal_rewards(), "B4": b4_std_weighting(), "B5": b5_signal_probability(cfg),
             "B6": b6_token_weights(), "B7": b7_clip_zero_gradient(), "B8": b8_k3_derivative(),
             "B10": b10_passk_toy(), "B14": b14_demo(cfg)}
-
-
-def run_worked(cfg: WorkedConfig, metrics_path, figures_dir) -> dict:
-    """Stage `worked`: compute every example, write them as one JSON and draw the figures."""
-    cfg.validate("worked")
-    metrics = worked_metrics(cfg)
-    write_json(metrics_path, metrics)
-    draw_figures(metrics, figures_dir)
-    return metrics
-
-
-# ------------------------------------------------------------------------------------------ figures
-
-def _save(fig, path: Path) -> None:
-    """Render with Agg and write atomically (temp file, then rename)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-
-
-def draw_figures(metrics: dict, figures_dir) -> list[Path]:
-    """The six PNGs, drawn from the metrics dict alone (so they can be redrawn from the JSON)."""
-    # matplotlib costs ~0.5 s to import and only this stage draws: import here. The Figure API with an
-    # explicit Agg canvas needs no pyplot, so no global backend or figure registry is touched.
-    from matplotlib.figure import Figure
-
-    out = Path(figures_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-
-    def save(fig, name):
-        _save(fig, out / name)
-        paths.append(out / name)
-
-    a2 = metrics["A2"]
-    fig = Figure(figsize=(11, 3.4))
-    axes = fig.subplots(1, 3, sharey=True)
-    x = np.arange(1, a2["group_size"] + 1)
-    for ax, k, r, a in zip(axes, a2["correct_counts"], a2["rewards_by_group"], a2["advantages_by_group"]):
-        ax.bar(x - 0.2, r, 0.4, label="reward $r_i$", color="tab:gray")
-        ax.bar(x + 0.2, a, 0.4, label=r"advantage $\hat A_i$", color=["tab:green" if v > 0 else "tab:red" for v in a])
-        ax.axhline(0, color="black", lw=0.6)
-        if not any(a):
-            ax.text(0.5, 0.5, "every advantage is 0:\nno gradient", transform=ax.transAxes, ha="center")
-        ax.set_title(f"{k} of {a2['group_size']} correct")
-        ax.set_xlabel("response i")
-        ax.set_xticks(x)
-    axes[0].legend(loc="upper right", fontsize=8)
-    save(fig, "worked-a2-group-advantages.png")
-
-    a7 = metrics["A7"]
-    d = np.array(a7["deltas"])
-    fig = Figure(figsize=(10, 3.8))
-    ax_b, ax_v = fig.subplots(1, 2)
-    ax_b.loglog(d, np.abs(a7["bias_k2_nats"]), "o-", label="|bias| of k2")
-    ax_b.loglog(d, np.abs(a7["k2_bias_over_delta_cubed_limit"]) * d**3, "k--", lw=0.8,
-                label=r"$|E_\pi z^3|\,\delta^3/6$")
-    exact = max(a7["max_abs_bias_k1_nats"], a7["max_abs_bias_k3_nats"])
-    ax_b.set_title(f"k2 bias (k1, k3 exact: |bias| <= {exact:.0e})", fontsize=9)
-    for k in ("k1", "k2", "k3"):
-        ax_v.loglog(d, a7[f"var_{k}"], "o-", ms=3, label=k)
-    ax_v.set_title("variance under pi")
-    for ax in (ax_b, ax_v):
-        ax.set_xlabel(r"$\delta$ (pi_ref = pi (1 + $\delta$ z))")
-        ax.legend(fontsize=8)
-    save(fig, "worked-a7-kl-estimators.png")
-
-    a8 = metrics["A8"]
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    for key, label in (("ppo_gb", "PPO-RLHF (policy, critic, ref, RM)"), ("grpo_gb", "GRPO (policy, ref)"),
-                       ("grpo_beta0_gb", r"GRPO, $\beta$ = 0 (policy only)")):
-        ax.loglog(a8["model_sizes_billion"], a8[key], "o-", label=label)
-    ax.set_xlabel("parameters (billions)")
-    ax.set_ylabel("weights + optimiser state (GB = 1e9 B)")
-    ax.legend(fontsize=8)
-    save(fig, "worked-a8-memory.png")
-
-    b5 = metrics["B5"]
-    grid = np.linspace(0.001, 0.999, 400)
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    for G in b5["group_sizes"]:
-        ax.plot(grid, 1 - grid**G - (1 - grid) ** G, label=f"G = {G}")
-    ax.axvline(b5["mc_p"], color="gray", lw=0.6, ls=":")
-    ax.plot([b5["mc_p"]], [b5["mc_signal_probability"]], "kx", label="Monte Carlo")
-    ax.set_xlabel("p (chance one sample is correct)")
-    ax.set_ylabel("P(group has mixed rewards)")
-    ax.legend(fontsize=8)
-    save(fig, "worked-b5-signal-probability.png")
-
-    b10 = metrics["B10"]
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    ax.semilogx(b10["ks"], b10["pass_at_k_base"], label="base")
-    ax.semilogx(b10["ks"], b10["pass_at_k_rl"], label="after RL")
-    if b10["crossover_k"] is not None:
-        ax.axvline(b10["crossover_k"], color="gray", ls=":", label=f"crossover k = {b10['crossover_k']}")
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k (two-problem mean)")
-    ax.legend(fontsize=8)
-    save(fig, "worked-b10-passk-toy.png")
-
-    b14 = metrics["B14"]
-    it = np.arange(b14["iterations"])
-    fig = Figure(figsize=(11, 4))
-    ax_c, ax_h = fig.subplots(1, 2)
-    ax_c.plot(it, b14["mean_accuracy"], label="mean accuracy")
-    ax_c.plot(it, b14["share_all_correct"], lw=0.8, label="share of all-correct groups")
-    ax_c.plot(it, b14["share_all_wrong"], lw=0.8, label="share of all-wrong groups")
-    ax_c.set_xlabel("iteration")
-    ax_c.legend(fontsize=8)
-    image = ax_h.imshow(np.array(b14["p_per_prompt"]).T, aspect="auto", origin="lower", vmin=0, vmax=1,
-                        cmap="viridis")
-    ax_h.set_xlabel("iteration")
-    ax_h.set_ylabel("prompt j (harder upward)")
-    ax_h.set_title("p_j")
-    fig.colorbar(image, ax=ax_h)
-    save(fig, "worked-b14-demo.png")
-    return paths

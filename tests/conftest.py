@@ -5,9 +5,32 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr.config import parse_params
+from rlvr.config import GRPOConfig, ModelConfig, SFTConfig, TaskConfig, WorkedConfig, build, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Full settings for configs that tests build by hand (params.yaml has no defaults, so neither do the
+# dataclasses): the values the unit tests were written against, independent of params.yaml.
+TEST_SETTINGS = {
+    ModelConfig: {"d_model": 128, "n_layer": 2, "n_head": 4, "max_len": 32},
+    TaskConfig: {"heldout": 0, "max_new_tokens": 2},
+    SFTConfig: {"task": "single_digit", "noise_rate": 0.5, "repeats": 4, "clean_epochs": 0, "epochs": 10,
+                "batch_size": 64, "lr": 3e-3, "weight_decay": 0.0, "grad_clip": 1.0, "eval_samples": 16,
+                "eval_max_prompts": 300},
+    GRPOConfig: {"task": "single_digit", "sft": "single_digit", "steps": 25, "prompts_per_step": 16, "group_size": 8,
+                 "temperature": 1.0, "lr": 1e-3, "grad_clip": 1.0, "beta": 0.04, "kl_estimator": "k3",
+                 "clip_eps_low": 0.2, "clip_eps_high": 0.2, "ratio": "token", "advantage": "group",
+                 "aggregation": "seq_mean", "inner_epochs": 1, "dynamic_sampling": False, "max_gen_rounds": 4,
+                 "overlong_buffer": 0, "overlong_penalty": 1.0, "eval_every": 5, "eval_samples": 8},
+    WorkedConfig: {"seed": 0, "kl_samples": 4000, "kl_vocab": 10, "demo_prompts": 24, "demo_group_size": 8,
+                   "demo_iters": 200, "demo_lr": 0.01, "demo_d_min": -2.0, "demo_d_max": 5.0},
+}
+
+
+def make(cls, **overrides):
+    """A validated config of type `cls`: TEST_SETTINGS[cls] with `overrides` (a bad value raises
+    ConfigError, as params.yaml would)."""
+    return build(cls, {**TEST_SETTINGS[cls], **overrides}, f"test.{cls.__name__}", where=())
 
 
 def tiny_raw() -> dict:

@@ -17,9 +17,11 @@ def run_check(tmp_path, raw, capsys):
 
 
 def with_grpo(raw, variant=None, **defaults):
-    raw["grpo"] = {"seeds": [0], "defaults": {"sft": "single_digit", **defaults}}
+    """A one-variant matrix on single_digit, with `defaults` changed in grpo.defaults."""
+    raw["grpo"]["seeds"] = [0]
+    raw["grpo"]["defaults"].update(defaults)
     raw["variants"] = {"grpo": {"task": "single_digit", "sft": "single_digit", **(variant or {})}}
-    raw.pop("hack")  # it names a variant this minimal matrix does not have
+    raw["hack"]["variant"] = "grpo"
     return raw
 
 
@@ -36,12 +38,23 @@ def with_grpo(raw, variant=None, **defaults):
     (lambda r: with_grpo(r, {"sft": "nope"}), "variants.grpo.sft = 'nope': must name an sft run"),
     (lambda r: with_grpo(r, {"task": "two_digit"}), "variants.grpo.task = 'two_digit': must be the task of sft run"),
     (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
-    (lambda r: r.update(passk={"n": 8, "ks": [1, 16]}), "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)"),
+    (lambda r: r["passk"].update(n=8, ks=[1, 16]), "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)"),
     (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
     (lambda r: r["hack"].update(temperature=0), "hack.temperature = 0.0: must be > 0"),
     (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
     (lambda r: r["sft"]["two_digit"].update(epochs="many"), "sft.two_digit.epochs = 'many': must be an integer"),
     (lambda r: r["sft"]["two_digit"].update(clean_epochs=-1), "sft.two_digit.clean_epochs = -1: must be >= 0"),
+    (lambda r: r["sft"]["two_digit"].pop("lr"), "sft.two_digit.lr: missing required key"),
+    (lambda r: r["grpo"]["defaults"].pop("beta"), "grpo.defaults.beta: missing required key"),
+    (lambda r: r.pop("worked"), "worked: missing required key"),
+    (lambda r: r["hack"].pop("temperature"), "hack.temperature: missing required key"),
+    (lambda r: r["variants"]["grpo"].update(advantage="median"),
+     "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std"),
+    (lambda r: r["grpo"]["defaults"].update(aggregation="sum"),
+     "grpo.defaults.aggregation = 'sum': must be one of seq_mean, token_mean, seq_sum_const"),
+    (lambda r: r["grpo"].update(seeds=[]), "grpo.seeds = []: list at least one seed"),
+    (lambda r: r["hack"].update(sft="two_digit"), "hack.sft = 'two_digit': must be an sft run of variant 'a_grpo'"),
+    (lambda r: r["model"].update(n_head=3), "model.n_head = 3: must divide model.d_model"),
 ])
 def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
     mutate(tiny_raw_params)

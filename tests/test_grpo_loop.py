@@ -6,15 +6,17 @@ import statistics
 import pytest
 import torch
 
-from rlvr.config import GRPOConfig, ModelConfig, SFTConfig, TaskConfig
+from conftest import make
+from rlvr.config import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.grpo import Groups, dynamic_groups, grpo_update, rollout_groups, train_grpo
 from rlvr.model import TinyLM
-from rlvr.sft import accuracy, encode_sft, noisy_rows, train_sft
+from rlvr.rollout import accuracy
+from rlvr.sft import encode_sft, noisy_rows, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
 TOK = Tokenizer()
-TASK = TaskConfig(heldout=0, max_new_tokens=2)
+MAX_NEW = 2  # one digit + <eos>
 PROBLEMS = split("single_digit", 0, seed=0)[0]
 
 
@@ -24,14 +26,14 @@ def sft_policy():
     clean SFT to convergence, then logits flattened (ln_f scaled, like a temperature above 1) until
     sampled accuracy is at most 55%. Greedy stays right, so GRPO has something to sharpen."""
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(), len(TOK))
+    model = TinyLM(make(ModelConfig), len(TOK))
     tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.0, repeats=8, seed=0), TOK)
-    cfg = SFTConfig(task="single_digit", noise_rate=0.0, repeats=8, epochs=25, batch_size=64, lr=0.003)
+    cfg = make(SFTConfig, noise_rate=0.0, repeats=8, epochs=25, batch_size=64, lr=0.003)
     gen = torch.Generator().manual_seed(0)
     train_sft(model, tokens, mask, cfg, gen, progress=False)
     with torch.no_grad():
         for _ in range(12):
-            if accuracy(model, PROBLEMS, TOK, TASK, 32, 1.0, gen) <= 0.55:
+            if accuracy(model, PROBLEMS, 32, MAX_NEW, 1.0, TOK, gen) <= 0.55:
                 break
             model.ln_f.weight.mul_(0.8)
             model.ln_f.bias.mul_(0.8)
@@ -43,17 +45,17 @@ def noisy_sft_policy():
     """Chapter A's starting point in miniature: SFT on labels corrupted at 40% (~20 s); it samples the
     right answer about half the time."""
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(), len(TOK))
+    model = TinyLM(make(ModelConfig), len(TOK))
     tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.4, repeats=16, seed=0), TOK)
-    cfg = SFTConfig(task="single_digit", noise_rate=0.4, repeats=16, epochs=40, batch_size=32, lr=0.003)
+    cfg = make(SFTConfig, noise_rate=0.4, repeats=16, epochs=40, batch_size=32, lr=0.003)
     train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
     return model
 
 
 def run(policy, **overrides):
-    cfg = GRPOConfig(**{"steps": 25, "prompts_per_step": 16, "group_size": 8, "lr": 0.001, "eval_every": 25,
+    cfg = make(GRPOConfig, **{"steps": 25, "prompts_per_step": 16, "group_size": 8, "lr": 0.001, "eval_every": 25,
                         "eval_samples": 64, **overrides})
-    curve = train_grpo(policy, cfg, TASK, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False)
+    curve = train_grpo(policy, cfg, MAX_NEW, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False)
     return cfg, curve
 
 
@@ -71,8 +73,8 @@ def test_25_steps_raise_accuracy_by_5_points_with_bounded_kl(noisy_sft_policy):
 
 def test_reference_weights_never_change(sft_policy):
     policy, ref = copy.deepcopy(sft_policy), copy.deepcopy(sft_policy)
-    cfg = GRPOConfig(steps=5, prompts_per_step=16, group_size=8, eval_every=5, eval_samples=4)
-    train_grpo(policy, cfg, TASK, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False, ref=ref)
+    cfg = make(GRPOConfig, steps=5, prompts_per_step=16, group_size=8, eval_every=5, eval_samples=4)
+    train_grpo(policy, cfg, MAX_NEW, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False, ref=ref)
     before = sft_policy.state_dict()
     assert all(torch.equal(before[k], v) for k, v in ref.state_dict().items())
     assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items())
@@ -96,7 +98,7 @@ def test_loss_uses_the_log_probs_of_the_tempered_policy_that_sampled(sft_policy)
     from rlvr.grpo import response_logits
 
     gen = torch.Generator().manual_seed(0)
-    batch = rollout_groups(sft_policy, PROBLEMS[:8], GRPOConfig(group_size=8, temperature=2.0), TASK, TOK, gen)
+    batch = rollout_groups(sft_policy, PROBLEMS[:8], make(GRPOConfig, group_size=8, temperature=2.0), MAX_NEW, TOK, gen)
     with torch.no_grad():
         plain = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8)  # (B, T, V)
         assert torch.equal(response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 2.0), plain / 2.0)
@@ -106,8 +108,8 @@ def test_loss_uses_the_log_probs_of_the_tempered_policy_that_sampled(sft_policy)
         p = F.softmax(plain / t, dim=-1)  # (B, T, V)
         entropy[t] = float((-(p * p.clamp_min(1e-30).log()).sum(-1))[live].mean())
         policy = copy.deepcopy(sft_policy)
-        cfg = GRPOConfig(group_size=8, temperature=t, beta=0.0)
-        stats = grpo_update(policy, None, torch.optim.SGD(policy.parameters(), lr=0.0), batch, cfg, TASK.max_new_tokens)
+        cfg = make(GRPOConfig, group_size=8, temperature=t, beta=0.0)
+        stats = grpo_update(policy, None, torch.optim.SGD(policy.parameters(), lr=0.0), batch, cfg, MAX_NEW)
         assert abs(stats["entropy_nats"] - entropy[t]) < 1e-4
     assert entropy[2.0] > entropy[1.0] + 0.1
 
@@ -121,13 +123,13 @@ def test_single_inner_epoch_never_clips_and_several_do(sft_policy):
 
 
 def test_dynamic_sampling_returns_only_mixed_groups_and_counts_every_sample(sft_policy):
-    cfg = GRPOConfig(prompts_per_step=8, group_size=8, max_gen_rounds=5)
+    cfg = make(GRPOConfig, prompts_per_step=8, group_size=8, max_gen_rounds=5)
     gen = torch.Generator().manual_seed(0)
     draws = []
 
     def draw() -> Groups:
         idx = torch.randint(len(PROBLEMS), (8,), generator=gen)
-        b = rollout_groups(sft_policy, [PROBLEMS[i] for i in idx.tolist()], cfg, TASK, TOK, gen)
+        b = rollout_groups(sft_policy, [PROBLEMS[i] for i in idx.tolist()], cfg, MAX_NEW, TOK, gen)
         draws.append(b)
         return b
 
@@ -145,14 +147,14 @@ def test_beta_zero_skips_the_reference_forward(sft_policy):
     policy = copy.deepcopy(sft_policy)
     ref = copy.deepcopy(sft_policy)
     ref.embed = boom
-    cfg = GRPOConfig(beta=0.0, group_size=8, prompts_per_step=4)
+    cfg = make(GRPOConfig, beta=0.0, group_size=8, prompts_per_step=4)
     gen = torch.Generator().manual_seed(0)
-    batch = rollout_groups(policy, PROBLEMS[:4], cfg, TASK, TOK, gen)
+    batch = rollout_groups(policy, PROBLEMS[:4], cfg, MAX_NEW, TOK, gen)
     opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
-    stats = grpo_update(policy, None, opt, batch, cfg, TASK.max_new_tokens)
+    stats = grpo_update(policy, None, opt, batch, cfg, MAX_NEW)
     assert "kl_k3_nats" not in stats
     with pytest.raises(AssertionError, match="reference model was run"):
-        grpo_update(policy, ref, opt, batch, GRPOConfig(beta=0.04), TASK.max_new_tokens)
+        grpo_update(policy, ref, opt, batch, make(GRPOConfig, beta=0.04), MAX_NEW)
 
 
 def test_substring_reward_teaches_the_policy_to_list_digits(sft_policy):
@@ -162,10 +164,9 @@ def test_substring_reward_teaches_the_policy_to_list_digits(sft_policy):
     from rlvr.verifiers import substring_reward
 
     policy = copy.deepcopy(sft_policy)
-    task = TaskConfig(heldout=0, max_new_tokens=6)
-    cfg = GRPOConfig(steps=30, prompts_per_step=55, group_size=8, lr=0.003, eval_every=30, eval_samples=4)
+    cfg = make(GRPOConfig, steps=30, prompts_per_step=55, group_size=8, lr=0.003, eval_every=30, eval_samples=4)
     samples = {}
-    curve = train_grpo(policy, cfg, task, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False,
+    curve = train_grpo(policy, cfg, 6, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False,
                        reward_fn=lambda r, a, n: substring_reward(r, a, n, TOK),
                        batch_metrics=hack_metrics(TOK, samples, {1, 30}, 4))
     start, end = curve[1], curve[-1]

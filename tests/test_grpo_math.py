@@ -154,11 +154,11 @@ def test_first_inner_step_never_clips():
         assert stats["ratio_mean"] == 1.0
 
 
-def one_token_loss(ratio: float, adv: float, clip_high: float):
+def one_token_loss(ratio: float, adv: float, clip_eps_high: float):
     """Loss and d loss / d logp for one token whose probability moved by `ratio` since sampling."""
     logp = leaf([[math.log(ratio * 0.4)]])
     logp_old = torch.tensor([[math.log(0.4)]])
-    loss, stats = grpo_loss(logp, logp_old, None, torch.tensor([adv]), torch.ones(1, 1), clip_high=clip_high, beta=0.0)
+    loss, stats = grpo_loss(logp, logp_old, None, torch.tensor([adv]), torch.ones(1, 1), clip_eps_high=clip_eps_high, beta=0.0)
     loss.backward()
     return float(loss.detach()), float(logp.grad), stats
 

@@ -1,8 +1,9 @@
 import torch
 
+from conftest import make
 from rlvr.config import ModelConfig
 from rlvr.model import TinyLM, sample, sample_reference
-from rlvr.sft import prompt_tensor
+from rlvr.rollout import prompt_tensor
 from rlvr.tasks import all_problems
 from rlvr.tokenizer import Tokenizer
 
@@ -11,7 +12,7 @@ TOK = Tokenizer()
 
 def make_model(seed=0, **kw) -> TinyLM:
     torch.manual_seed(seed)
-    return TinyLM(ModelConfig(**kw), len(TOK)).eval()
+    return TinyLM(make(ModelConfig, **kw), len(TOK)).eval()
 
 
 def prompts(task="two_digit", k=12):

@@ -1,5 +1,6 @@
 """Pipeline smoke: the real dvc.yaml on tiny params in a throw-away copy of the repo."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -31,7 +32,8 @@ def repo(tmp_path_factory):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d)}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d),
+           "RLVR_RECORD_READS": str(d / "reads.jsonl")}
     env.pop("MLFLOW_TRACKING_URI", None)
     sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", d, env)
     sh("dvc init -q && dvc config core.analytics false", d, env)
@@ -71,6 +73,34 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     second = sh("dvc repro", d, env)
     assert "Running stage" not in second
     assert "up to date" in sh("dvc status", d, env)
+
+
+def test_every_stage_depends_on_every_params_key_it_read(repo):
+    """Each stage process recorded the params.yaml keys it read (RLVR_RECORD_READS); the keys its
+    dvc.yaml `params:` declare must cover all of them, or DVC would not rerun it when they change."""
+    from rlvr.config import parse_params
+    from rlvr.pipeline import uncovered_reads
+
+    d, _ = repo
+    params = parse_params(tiny_raw())
+    records = [json.loads(line) for line in (d / "reads.jsonl").read_text().splitlines()]
+    assert {r["stage"] for r in records} == {"data", "sft", "grpo", "passk", "hack", "worked", "report"}
+    for r in records:
+        assert uncovered_reads(r["stage"], r["key"], params, r["reads"]) == [], r
+    grpo = next(r for r in records if r["stage"] == "grpo" and r["key"] == "grpo")
+    assert "variants.grpo.lr" in grpo["reads"] and "grpo.defaults.lr" in grpo["reads"]
+
+
+def test_identical_training_leaves_identical_checkpoints_and_downstream_cached(repo):
+    """A forced rerun of an SFT stage writes a byte-identical checkpoint (no timings or run ids in it),
+    so DVC sees no change for the GRPO stages that start from it."""
+    d, env = repo
+    ckpt = d / "data/single_digit/sft.pt"
+    before = hashlib.md5(ckpt.read_bytes()).hexdigest()
+    sh("dvc repro -f -s sft@single_digit", d, env)
+    assert hashlib.md5(ckpt.read_bytes()).hexdigest() == before
+    status = sh("dvc status", d, env)
+    assert "grpo@" not in status and "hack" not in status, status
 
 
 def test_changing_one_runs_param_reruns_only_its_stages(repo):

@@ -3,7 +3,6 @@
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,10 +10,17 @@ import yaml
 from conftest import ROOT
 from rlvr.config import ConfigError
 from rlvr.provenance import ProvenanceError, explain
-from rlvr.report import evaluate_claims, load_claims, lookup, verdict
+from rlvr.report import check_claims, evaluate_claims, lookup, verdict
+from rlvr.runtime import read_json_dir
 
 CLAIMS = ROOT / "experiments/claims.yaml"
-METRICS = ROOT / "reports/metrics"
+
+
+def load_claims(path):
+    return check_claims(yaml.safe_load(path.read_text()), str(path))
+
+
+METRICS = read_json_dir(ROOT / "reports/metrics")
 
 
 def test_every_claim_points_at_a_metric_a_stage_produces():
@@ -28,7 +34,7 @@ def test_every_claim_points_at_a_metric_a_stage_produces():
 
 
 def test_committed_results_give_every_claim_a_verdict():
-    rows = evaluate_claims(CLAIMS, METRICS)
+    rows = evaluate_claims(load_claims(CLAIMS), METRICS)
     assert {r["verdict"] for r in rows} <= {"reproduced", "differs", "cited"}
     assert sum(r["verdict"] == "cited" for r in rows) >= 5
     ids = [r["id"] for r in rows]
@@ -36,9 +42,8 @@ def test_committed_results_give_every_claim_a_verdict():
 
 
 @pytest.fixture
-def metrics(tmp_path):
-    (tmp_path / "m.json").write_text(json.dumps({"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None}))
-    return tmp_path
+def metrics():
+    return {"m.json": {"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None}}
 
 
 @pytest.mark.parametrize("claim, expected", [

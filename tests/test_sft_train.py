@@ -1,9 +1,10 @@
 import torch
-from dataclasses import replace
 
-from rlvr.config import ModelConfig, SFTConfig, TaskConfig
+from conftest import make
+from rlvr.config import ModelConfig, SFTConfig
 from rlvr.model import TinyLM
-from rlvr.sft import accuracy, encode_sft, noisy_rows, train_sft
+from rlvr.rollout import accuracy
+from rlvr.sft import encode_sft, noisy_rows, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
@@ -12,14 +13,14 @@ def test_clean_sft_learns_single_digit_addition():
     """Noise 0, a few seconds of training: greedy accuracy >= 0.9 on the 55 problems."""
     tok = Tokenizer()
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(), len(tok))
+    model = TinyLM(make(ModelConfig), len(tok))
     train, _ = split("single_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train, 0.0, repeats=8, seed=0), tok)
-    cfg = SFTConfig(task="single_digit", noise_rate=0.0, repeats=8, epochs=25, batch_size=64, lr=0.003)
+    cfg = make(SFTConfig, noise_rate=0.0, repeats=8, epochs=25, batch_size=64, lr=0.003)
     gen = torch.Generator().manual_seed(0)
     curve = train_sft(model, tokens, mask, cfg, gen, progress=False)
     assert curve[-1]["loss"] < curve[0]["loss"]
-    assert accuracy(model, train, tok, TaskConfig(max_new_tokens=2), 1, 0.0, gen) >= 0.9
+    assert accuracy(model, train, 1, 2, 0.0, tok, gen) >= 0.9
 
 
 def _full_loss(model, tokens, mask):
@@ -45,7 +46,7 @@ def test_shared_prefix_loss_equals_the_full_forward_in_value_and_gradient():
 
     tok = Tokenizer()
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(d_model=32, n_layer=2, n_head=2), len(tok))
+    model = TinyLM(make(ModelConfig, d_model=32, n_layer=2, n_head=2), len(tok))
     train, _ = split("two_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train[::300], 0.5, repeats=1, seed=0), tok)
     assert shared_prefix_len(tokens, mask) == len(tok.prompt_ids("")) - 1  # up to <user>, not the operands
@@ -61,7 +62,7 @@ def test_shared_prefix_of_one_row_stops_at_its_first_target():
 
     tok = Tokenizer()
     torch.manual_seed(1)
-    model = TinyLM(ModelConfig(d_model=32, n_layer=1, n_head=2), len(tok))
+    model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     tokens, mask = encode_sft([{"prompt": "3 + 4 =", "label": "7"}], tok)
     first_target = int(mask[0].nonzero()[0])
     assert shared_prefix_len(tokens, mask) == first_target + 1
@@ -75,9 +76,9 @@ def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
     tokens, mask = encode_sft(rows, tok)
     clean = encode_sft(rows, tok, field="answer")
     assert not torch.equal(tokens, clean[0]) and torch.equal(mask, clean[1])
-    cfg = SFTConfig(task="single_digit", noise_rate=1.0, repeats=1, clean_epochs=2, epochs=1, batch_size=32)
+    cfg = make(SFTConfig, noise_rate=1.0, repeats=1, clean_epochs=2, epochs=1, batch_size=32)
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(d_model=32, n_layer=1, n_head=2), len(tok))
+    model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     curve = train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)
     per_epoch = -(-len(rows) // 32)
     assert [r["phase"] for r in curve] == ["clean"] * 2 * per_epoch + ["noisy"] * per_epoch
@@ -89,7 +90,7 @@ def test_clean_warmup_without_clean_tensors_is_an_error():
     tok = Tokenizer()
     train, _ = split("single_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train, 0.5, repeats=1, seed=0), tok)
-    cfg = SFTConfig(task="single_digit", clean_epochs=1, epochs=1)
-    model = TinyLM(ModelConfig(d_model=32, n_layer=1, n_head=2), len(tok))
+    cfg = make(SFTConfig, clean_epochs=1, epochs=1)
+    model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     with pytest.raises(ValueError, match="clean_epochs = 1 needs the clean-label tensors"):
         train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)

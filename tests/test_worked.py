@@ -1,14 +1,14 @@
 import json
-import math
 
 import pytest
 
-from rlvr.config import ConfigError, WorkedConfig, build
+from conftest import TEST_SETTINGS, make, tiny_raw
+from rlvr.config import ConfigError, WorkedConfig, build, parse_params
 from rlvr.worked import (a1_group_of_eight, a2_three_groups, a3_advantage_table, a4_k3_sampled,
                          a5_aggregation_sign, a6_length_dilution, a7_kl_estimator_bias, a8_memory,
                          b1_two_of_four, b2_one_of_four, b3_equal_rewards, b4_std_weighting,
                          b5_signal_probability, b6_token_weights, b7_clip_zero_gradient, b8_k3_derivative,
-                         b10_passk_toy, b14_demo, run_worked)
+                         b10_passk_toy, b14_demo)
 
 FIGURES = ["worked-a2-group-advantages.png", "worked-a7-kl-estimators.png", "worked-a8-memory.png",
            "worked-b5-signal-probability.png", "worked-b10-passk-toy.png", "worked-b14-demo.png"]
@@ -16,7 +16,7 @@ FIGURES = ["worked-a2-group-advantages.png", "worked-a7-kl-estimators.png", "wor
 
 @pytest.fixture(scope="module")
 def demo():
-    return b14_demo(WorkedConfig())
+    return b14_demo(make(WorkedConfig))
 
 
 # ---------------------------------------------------------------- chapter A
@@ -45,7 +45,7 @@ def test_a3_table_equals_closed_form_and_is_zero_at_both_ends():
 
 
 def test_a4_k3_is_non_negative_and_tracks_exact_kl_within_002():
-    m = a4_k3_sampled(WorkedConfig())
+    m = a4_k3_sampled(make(WorkedConfig))
     assert m["samples"] == 4000 and m["k3_all_non_negative"] and m["k3_min_nats"] >= 0
     assert m["kl_exact_nats"] > 0.1  # a KL large enough for the check to mean something
     assert m["abs_diff_nats"] < 0.02
@@ -66,7 +66,7 @@ def test_a6_long_wrong_answer_gets_one_twentieth_of_the_per_token_gradient():
 
 
 def test_a7_k2_bias_is_third_order_while_k1_and_k3_are_unbiased():
-    m = a7_kl_estimator_bias(WorkedConfig())
+    m = a7_kl_estimator_bias(make(WorkedConfig))
     assert m["k2_min_over_tokens"] >= 0
     assert m["max_abs_bias_k1_nats"] < 1e-12 and m["max_abs_bias_k3_nats"] < 1e-12
     assert m["k2_bias_loglog_slope_small_delta"] == pytest.approx(3.0, abs=0.1)
@@ -105,7 +105,7 @@ def test_b4_std_division_flattens_prompt_weights():
 
 
 def test_b5_bigger_groups_rescue_hard_prompts_and_monte_carlo_agrees():
-    m = b5_signal_probability(WorkedConfig())
+    m = b5_signal_probability(make(WorkedConfig))
     assert round(100 * m["signal_p005_g8"]) == 34 and round(100 * m["signal_p005_g64"]) == 96
     assert abs(m["mc_signal_probability"] - m["mc_exact"]) < 4 * m["mc_std_error"]
     assert len(m["signal_probability"]) == 5 and all(len(row) == 9 for row in m["signal_probability"])
@@ -162,23 +162,26 @@ def test_b14_accuracy_rises_wasted_groups_rise_and_hard_prompts_wait(demo):
 
 
 def test_b14_demo_is_repeatable_for_a_seed(demo):
-    again = b14_demo(WorkedConfig())
+    again = b14_demo(make(WorkedConfig))
     assert again["mean_accuracy"] == demo["mean_accuracy"]
     assert again["share_all_correct"] == demo["share_all_correct"]
 
 
 # ---------------------------------------------------------------- stage and config
 
-def test_run_worked_writes_the_json_and_every_figure(tmp_path):
-    metrics_path, figures = tmp_path / "metrics" / "worked.json", tmp_path / "figures"
-    metrics = run_worked(WorkedConfig(), metrics_path, figures)
-    on_disk = json.loads(metrics_path.read_text())
+def test_worked_stage_writes_the_json_and_every_figure(tmp_path):
+    from rlvr.paths import WorkedPaths
+    from rlvr.stages.worked import run
+
+    paths = WorkedPaths(tmp_path / "metrics" / "worked.json", tuple(tmp_path / "figures" / f for f in FIGURES))
+    run(parse_params(tiny_raw()), paths)
+    on_disk = json.loads(paths.metrics.read_text())
     ids = [f"A{i}" for i in range(1, 9)] + ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B10", "B14"]
-    assert sorted(on_disk) == sorted(ids) == sorted(metrics)
-    json.dumps(metrics, allow_nan=False)  # plain, finite JSON
-    assert on_disk["A2"]["advantage_correct_1_of_8"] == metrics["A2"]["advantage_correct_1_of_8"]
-    for name in FIGURES:
-        assert (figures / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert sorted(on_disk) == sorted(ids)
+    json.dumps(on_disk, allow_nan=False)  # plain, finite JSON
+    assert on_disk["A2"]["advantage_correct_1_of_8"] == a2_three_groups()["advantage_correct_1_of_8"]
+    for path in paths.figures:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path.name
     assert not list(tmp_path.rglob("*.tmp"))
 
 
@@ -193,17 +196,6 @@ def test_run_worked_writes_the_json_and_every_figure(tmp_path):
 ])
 def test_bad_worked_config_names_the_field(field, value, expected):
     with pytest.raises(ConfigError) as err:
-        build(WorkedConfig, {field: value}, "worked")
+        build(WorkedConfig, {**TEST_SETTINGS[WorkedConfig], field: value}, "worked")
     assert str(err.value).startswith(expected)
     assert "\n" not in str(err.value)
-
-
-def test_run_worked_validates_before_computing(tmp_path):
-    with pytest.raises(ConfigError, match="worked.demo_lr"):
-        run_worked(WorkedConfig(demo_lr=-1.0), tmp_path / "w.json", tmp_path)
-    assert not (tmp_path / "w.json").exists()
-
-
-def test_default_worked_config_is_valid():
-    WorkedConfig().validate("worked")
-    assert not math.isnan(WorkedConfig().demo_lr)

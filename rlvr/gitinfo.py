@@ -1,0 +1,33 @@
+"""What git says about the checkout: the commit, and whether a file differs from it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit(root: Path, path: str | None = None) -> str:
+    """HEAD's commit, or with `path` the last commit that touched it ("unknown" outside a git checkout,
+    "uncommitted" for a path git has never seen)."""
+    if path is None:
+        return _git(root, "rev-parse", "HEAD") or "unknown"
+    out = _git(root, "log", "-1", "--format=%H", "--", path)
+    return "unknown" if out is None else (out or "uncommitted")
+
+
+def differs_from_commit(root: Path, path: str) -> bool | None:
+    """True if the file in the working tree differs from HEAD's (or is untracked); None outside git."""
+    if _git(root, "rev-parse", "HEAD") is None:
+        return None
+    tracked = _git(root, "ls-files", "--error-unmatch", path)
+    if tracked is None:
+        return True
+    return bool(_git(root, "status", "--porcelain", "--", path))

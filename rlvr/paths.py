@@ -1,0 +1,158 @@
+"""Every file a stage reads or writes, in one place.
+
+Each function takes the names that pick a stage instance (an SFT run, a variant) and returns that
+instance's paths, relative to the repository root. The same functions, given DVC's template
+variables (`"${key}"`, `"${item.sft}"`), write dvc.yaml (`rlvr.pipeline`), so the paths a stage
+writes and the paths DVC tracks cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path("data")
+REPORTS = Path("reports")
+METRICS = REPORTS / "metrics"
+CURVES = REPORTS / "curves"
+FIGURES = REPORTS / "figures"
+CLAIMS = Path("experiments/claims.yaml")
+BENCHMARKS = REPORTS / "benchmarks.json"
+PARAMS = Path("params.yaml")
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task."""
+
+    rows: Path
+    heldout: Path
+
+
+def data(run: str) -> DataPaths:
+    return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.jsonl")
+
+
+@dataclass(frozen=True)
+class SFTPaths:
+    """`sft@{run}`: its inputs (`data`) and the checkpoint, metrics and loss curve it writes."""
+
+    data: DataPaths
+    checkpoint: Path
+    metrics: Path
+    curve: Path
+
+
+def sft(run: str) -> SFTPaths:
+    return SFTPaths(data(run), DATA / run / "sft.pt", METRICS / f"sft-{run}.json", CURVES / f"sft-{run}.tsv")
+
+
+@dataclass(frozen=True)
+class GRPOPaths:
+    """`grpo@{variant}`: the start checkpoint and problems (`start`), one checkpoint and curve per seed."""
+
+    start: SFTPaths
+    checkpoints: Path  # folder: seed{n}.pt
+    metrics: Path
+    curves: Path  # folder: seed{n}.tsv
+
+    def checkpoint(self, seed: int) -> Path:
+        return self.checkpoints / f"seed{seed}.pt"
+
+    def curve(self, seed: int) -> Path:
+        return self.curves / f"seed{seed}.tsv"
+
+
+GRPO_CHECKPOINTS = DATA / "grpo"
+GRPO_CURVES = CURVES / "grpo"
+
+
+def grpo(variant: str, sft_run: str) -> GRPOPaths:
+    return GRPOPaths(sft(sft_run), GRPO_CHECKPOINTS / variant, METRICS / f"grpo-{variant}.json",
+                     GRPO_CURVES / variant)
+
+
+@dataclass(frozen=True)
+class PassKPaths:
+    """`passk`: the SFT run's checkpoint and held-out problems, every variant's checkpoints."""
+
+    start: SFTPaths
+    variants: Path  # folder of every variant's checkpoints (GRPOPaths.checkpoints)
+    counts: Path  # per-problem correct counts c_i, committed
+    metrics: Path
+    curve: Path
+    figure_curves: Path
+    figure_scatter: Path
+
+    def variant_checkpoint(self, variant: str, seed: int) -> Path:
+        return self.variants / variant / f"seed{seed}.pt"
+
+
+PASSK_COUNTS = REPORTS / "passk-counts.json"
+
+
+def passk(sft_run: str) -> PassKPaths:
+    return PassKPaths(sft(sft_run), GRPO_CHECKPOINTS, PASSK_COUNTS, METRICS / "passk.json",
+                      CURVES / "passk.tsv", FIGURES / "passk-curves.png", FIGURES / "passk-scatter.png")
+
+
+@dataclass(frozen=True)
+class HackPaths:
+    """`hack`: the start checkpoint and problems, and what the substring-reward runs leave."""
+
+    start: SFTPaths
+    checkpoints: Path  # folder: seed{n}.pt
+    metrics: Path
+    samples: Path
+    curves: Path  # folder: seed{n}.tsv
+    figure: Path
+
+    def checkpoint(self, seed: int) -> Path:
+        return self.checkpoints / f"seed{seed}.pt"
+
+    def curve(self, seed: int) -> Path:
+        return self.curves / f"seed{seed}.tsv"
+
+
+HACK_SAMPLES = REPORTS / "hack-samples.json"
+
+
+def hack(sft_run: str) -> HackPaths:
+    return HackPaths(sft(sft_run), DATA / "hack", METRICS / "hack.json", HACK_SAMPLES,
+                     CURVES / "hack", FIGURES / "hack-reward-vs-accuracy.png")
+
+
+@dataclass(frozen=True)
+class WorkedPaths:
+    """`worked`: one JSON keyed by example id, and its figures."""
+
+    metrics: Path
+    figures: tuple[Path, ...]
+
+
+WORKED_FIGURES = ("worked-a2-group-advantages.png", "worked-a7-kl-estimators.png", "worked-a8-memory.png",
+                  "worked-b5-signal-probability.png", "worked-b10-passk-toy.png", "worked-b14-demo.png")
+
+
+def worked() -> WorkedPaths:
+    return WorkedPaths(METRICS / "worked.json", tuple(FIGURES / name for name in WORKED_FIGURES))
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """`report`: reads every metrics file, figure and the claims; writes the report."""
+
+    claims: Path
+    metrics: Path  # folder
+    figures: Path  # folder
+    samples: Path
+    benchmarks: Path
+    markdown: Path
+    html: Path
+    figure_copies: Path  # folder: the figures with provenance in their PNG metadata
+    verdicts: Path
+
+
+def report() -> ReportPaths:
+    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, BENCHMARKS, REPORTS / "report.md",
+                       REPORTS / "report.html", REPORTS / "report-figures", REPORTS / "report.json")

@@ -1,0 +1,64 @@
+"""The DVC stages, one module each: `run(params, [name,] paths)` loads inputs, calls the library,
+writes the outputs and logs to MLflow. `main` is how dvc.yaml runs them:
+
+    python -m rlvr.stages sft two_digit        # stage sft@two_digit
+    python -m rlvr.stages passk                # stage passk
+
+(`rlvr sft --run two_digit` is the same for people.) It loads and checks params.yaml, builds the
+instance's paths from `rlvr.pipeline`, runs the stage module and prints its summary as JSON. A user
+error is one line on stderr and exit status 2.
+
+With RLVR_RECORD_READS=<file> set, the params.yaml keys the stage read are appended to <file> as one
+JSON line: the pipeline test checks them against the stage's declared params.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+
+from rlvr.config import ConfigError, UserError, load_params, record_reads
+from rlvr.pipeline import STAGES, instance_paths, stage
+
+
+def run_stage(name: str, key: str | None, params_file: str = "params.yaml", progress: bool = True) -> dict:
+    """Run one stage instance in this process; returns its summary."""
+    spec = stage(name)
+    if (spec.foreach is None) != (key is None):
+        raise ConfigError(f"stage {name}: " + (f"name one entry of `{spec.foreach}` in params.yaml"
+                                               if spec.foreach else "takes no instance name"))
+    params = load_params(params_file)
+    module = importlib.import_module(f"rlvr.stages.{name}")
+
+    def call() -> dict:
+        paths = instance_paths(name, key, params)
+        return module.run(*((params, key, paths) if spec.foreach else (params, paths)), progress=progress)
+
+    record_to = os.environ.get("RLVR_RECORD_READS")
+    if not record_to:
+        return call()
+    with record_reads() as reads:
+        result = call()
+    with open(record_to, "a") as f:
+        f.write(json.dumps({"stage": name, "key": key, "reads": sorted(reads)}) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m rlvr.stages", description="run one DVC stage of rlvr-repro")
+    p.add_argument("stage", choices=list(STAGES))
+    p.add_argument("key", nargs="?", default=None, help="the SFT run or variant (foreach stages)")
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = p.parse_args(argv)
+    try:
+        result = run_stage(args.stage, args.key, args.params, progress=not args.quiet)
+    except (UserError, FileNotFoundError) as exc:
+        print(f"rlvr: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, sort_keys=True, default=str))
+    return 0

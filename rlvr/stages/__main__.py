@@ -1,0 +1,3 @@
+from rlvr.stages import main
+
+raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Checkpoints hold weights and the config that shapes them, nothing volatile, and refuse to load
+as something they are not."""
+
+import hashlib
+
+import pytest
+import torch
+
+from conftest import make
+from rlvr import checkpoint
+from rlvr.checkpoint import CheckpointError
+from rlvr.config import ModelConfig
+from rlvr.model import TinyLM
+from rlvr.tokenizer import Tokenizer
+
+TOK = Tokenizer()
+
+
+def tiny(seed=0) -> TinyLM:
+    torch.manual_seed(seed)
+    return TinyLM(make(ModelConfig, d_model=16, n_layer=1, n_head=2), len(TOK))
+
+
+def md5(path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_same_weights_give_the_same_bytes_wherever_they_are_written(tmp_path):
+    a = checkpoint.save(tmp_path / "a" / "sft.pt", tiny(), TOK, "sft@x", "h1")
+    b = checkpoint.save(tmp_path / "b" / "other-name.pt", tiny(), TOK, "sft@x", "h1")
+    assert md5(a) == md5(b)
+    assert md5(checkpoint.save(tmp_path / "c.pt", tiny(seed=1), TOK, "sft@x", "h1")) != md5(a)
+
+
+def test_round_trip_restores_the_weights_in_eval_mode(tmp_path):
+    model = tiny()
+    path = checkpoint.save(tmp_path / "m.pt", model, TOK, "grpo@v/seed0", "abc")
+    back = checkpoint.load(path, TOK, "grpo@v/seed0", "abc")
+    assert not back.training and back.cfg == model.cfg
+    assert all(torch.equal(v, back.state_dict()[k]) for k, v in model.state_dict().items())
+
+
+def test_training_twice_gives_the_same_checkpoint_file(tmp_path, monkeypatch, mlflow_store):
+    """The SFT stage, run twice on the same inputs, writes byte-identical checkpoints (its timings and
+    run ids go to the metrics JSON, which does differ)."""
+    import yaml
+
+    from conftest import tiny_raw
+    from rlvr.stages import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_raw()))
+    run_stage("data", "single_digit", progress=False)
+    hashes, run_ids = [], []
+    for _ in range(2):
+        run_ids.append(run_stage("sft", "single_digit", progress=False)["mlflow_run_id"])
+        hashes.append(md5(tmp_path / "data/single_digit/sft.pt"))
+    assert hashes[0] == hashes[1] and run_ids[0] != run_ids[1]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"run": "sft@single_digit"}, "holds 'sft@single_digit_hi', expected 'sft@single_digit'"),
+    ({"config_hash": "0000"}, "made with other params (config hash h1, params.yaml gives 0000)"),
+])
+def test_a_foreign_or_stale_checkpoint_is_refused_in_one_line(tmp_path, kwargs, message):
+    path = checkpoint.save(tmp_path / "sft.pt", tiny(), TOK, "sft@single_digit_hi", "h1")
+    with pytest.raises(CheckpointError) as err:
+        checkpoint.load(path, TOK, **kwargs)
+    assert message in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "random", "other_pickle"])
+def test_a_damaged_file_is_refused_in_one_line(tmp_path, damage):
+    path = checkpoint.save(tmp_path / "sft.pt", tiny(), TOK, "sft@x", "h")
+    data = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "random":
+        path.write_bytes(bytes(range(256)) * 8)
+    else:
+        torch.save({"weights": torch.zeros(2)}, path)
+    with pytest.raises(CheckpointError) as err:
+        checkpoint.load(path, TOK)
+    assert str(err.value).startswith(f"{path}: not ") and "\n" not in str(err.value)
+
+
+def test_a_missing_checkpoint_names_the_stage_to_run(tmp_path):
+    with pytest.raises(CheckpointError, match=r"nope\.pt: not found \(run its DVC stage first: dvc repro\)"):
+        checkpoint.load(tmp_path / "nope.pt", TOK)

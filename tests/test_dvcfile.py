@@ -1,0 +1,81 @@
+"""dvc.yaml is generated, and honest: every stage depends on the code it runs and the params it reads."""
+
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT, tiny_raw
+from rlvr import dvcfile
+from rlvr.config import parse_params, record_reads
+from rlvr.pipeline import STAGES, uncovered_reads
+
+
+def committed() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())
+
+
+def test_committed_dvc_yaml_is_what_the_pipeline_module_writes():
+    assert (ROOT / "dvc.yaml").read_text() == dvcfile.render(), \
+        "dvc.yaml is stale: run `rlvr pipeline --write` and commit it"
+
+
+def test_every_stage_lists_every_module_it_reaches():
+    assert dvcfile.missing_code_deps(committed()) == []
+
+
+def test_removing_an_import_from_dvc_yaml_is_caught():
+    doc = committed()
+    deps = doc["stages"]["grpo"]["do"]["deps"]
+    deps.remove("rlvr/tasks.py")  # the grpo stage reads its problems through rlvr.tasks
+    assert dvcfile.missing_code_deps(doc) == [("grpo", "rlvr/tasks.py")]
+
+
+def test_imports_inside_functions_count(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text("import os\n\ndef f():\n    from rlvr.tasks import split\n    from rlvr import paths\n    return split\n")
+    assert dvcfile._imports(src, "rlvr.mod") == {"rlvr", "rlvr.tasks", "rlvr.paths"}
+
+
+def test_grpo_stage_reaches_the_prompt_encoding():
+    """The defect this layer fixes: grpo@* listed grpo.py, model.py, verifiers.py and missed the
+    modules that encode its prompts."""
+    deps = dvcfile.code_deps("grpo")
+    for f in ("rlvr/tasks.py", "rlvr/tokenizer.py", "rlvr/config.py", "rlvr/rollout.py", "rlvr/stages/grpo.py"):
+        assert f in deps
+
+
+LIBRARY = sorted(p for p in (ROOT / "rlvr").glob("*.py") if p.stem not in ("cli", "dvcfile", "__main__"))
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
+def test_library_modules_never_reach_a_stage_module(path):
+    reached = dvcfile.reached(f"rlvr.{path.stem}" if path.stem != "__init__" else "rlvr")
+    assert not [f for f in reached if f.startswith("rlvr/stages/")]
+
+
+def test_stage_functions_live_only_under_stages():
+    out = subprocess.run(["git", "grep", "-n", "def run_", "--", "rlvr/"], cwd=ROOT, capture_output=True, text=True)
+    assert [line for line in out.stdout.splitlines() if not line.startswith("rlvr/stages/")] == []
+
+
+def test_a_read_outside_the_declared_params_is_reported():
+    params = parse_params(tiny_raw())
+    with record_reads() as reads:
+        params.sft_run("two_digit").noise_rate  # declared for data@two_digit
+        params.sft_run("two_digit").lr  # not: data@ must not rerun when the SFT lr changes
+    assert uncovered_reads("data", "two_digit", params, sorted(reads)) == ["sft.two_digit.lr"]
+
+
+def test_a_variant_read_counts_for_its_override_and_the_defaults():
+    params = parse_params(tiny_raw())
+    with record_reads() as reads:
+        params.variant("dapo").beta
+    assert reads == {"variants.dapo.beta", "grpo.defaults.beta"}
+    with record_reads() as reads:
+        list(params.variants)  # listing the variants depends on all of them
+    assert reads == {"variants"}
+
+
+def test_every_stage_is_in_dvc_yaml():
+    assert list(committed()["stages"]) == list(STAGES)
