@@ -22,7 +22,7 @@ from rlvr.config import Params, SFTConfig
 from rlvr.model import TinyLM, sample
 from rlvr.rollout import prompt_tensor
 from rlvr.runtime import set_determinism, write_json
-from rlvr.sft import encode_sft, noisy_rows, sft_loss
+from rlvr.sft import encode_sft, sft_loss, sft_rows
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
@@ -64,7 +64,7 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
     tok = Tokenizer()
     cfg: SFTConfig = params.sft_run("two_digit")
     train, _ = split("two_digit", params.task("two_digit").heldout, params.seed)
-    tokens, mask = encode_sft(noisy_rows(train[: cfg.batch_size], cfg.noise_rate, 1, params.seed), tok)
+    tokens, mask = encode_sft(sft_rows(train[: cfg.batch_size], cfg.noise, 1, params.seed), tok)
     model = TinyLM(params.model, len(tok))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     times = []
@@ -185,12 +185,36 @@ def compare_outputs(ours: Path, theirs: Path) -> list[str]:
     return differ
 
 
+def compare_verdicts(committed: dict, fresh: dict) -> dict:
+    """Two report.json files, compared as another CPU would be judged: every claim's verdict the same,
+    and every number statistically the same: the fresh value inside the committed 95% interval, or,
+    for a claim decided on a single value, within its tolerance of the committed value
+    (`verdict_tolerance` in report.json). Returns the claims that fail either test."""
+    flips, drifts = [], []
+    for cid, old in committed["claims"].items():
+        new = fresh["claims"].get(cid)
+        if new is None or new["verdict"] != old["verdict"]:
+            flips.append({"claim": cid, "committed": old["verdict"], "fresh": None if new is None else new["verdict"]})
+            continue
+        a, b = old.get("ours"), new.get("ours")
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                drifts.append({"claim": cid, "committed": a, "fresh": b})
+            continue
+        lo, hi = old["interval"] if old.get("interval") else (a - (old.get("tolerance") or 0), a + (old.get("tolerance") or 0))
+        if not lo - 1e-12 <= b <= hi + 1e-12:
+            drifts.append({"claim": cid, "committed": a, "fresh": b, "allowed": [lo, hi]})
+    return {"verdicts_identical": not flips, "numbers_within_tolerance": not drifts, "verdict_flips": flips,
+            "numbers_outside": drifts}
+
+
 def bench_fresh_clone(params: Params) -> dict:
     """Wall time of `dvc repro` in a fresh clone of HEAD: the whole default pipeline, every stage.
 
     The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
-    store is its own. Afterwards its metrics are compared with the committed ones, durations and run
-    ids aside: on one machine they must be identical. Takes as long as the pipeline (minutes).
+    store is its own. Afterwards its results are compared with the committed ones twice: bit for bit
+    (durations and run ids aside), which holds on the machine that made them, and by verdicts and
+    tolerances (`compare_verdicts`), which must hold on any CPU. Takes as long as the pipeline.
     """
     import subprocess
     import sys
@@ -215,9 +239,11 @@ def bench_fresh_clone(params: Params) -> dict:
             raise RuntimeError(f"dvc repro failed in the fresh clone (exit {run.returncode}):\n{run.stderr[-2000:]}")
         stages = run.stdout.count("Running stage")
         differ = compare_outputs(root, fresh)
+        report = Path("reports/report.json")
+        verdicts = compare_verdicts(json.loads((root / report).read_text()), json.loads((fresh / report).read_text()))
     return {"wall_seconds": round(wall, 1), "target_wall_seconds": 600, "stages_run": stages,
             "commit": git_commit(root), "working_tree_differs_from_commit": bool(dirty),
-            "metrics_identical_to_committed": not differ, "metrics_differing": differ}
+            "metrics_identical_to_committed": not differ, "metrics_differing": differ, **verdicts}
 
 
 BENCHMARKS: dict[str, Callable[[Params], dict]] = {"sampling": bench_sampling, "sft": bench_sft,

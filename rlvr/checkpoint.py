@@ -43,8 +43,7 @@ def save(path: str | Path, model: TinyLM, tok: Tokenizer, run: str, config_hash:
     return atomic_write(path, write)
 
 
-def load(path: str | Path, tok: Tokenizer, run: str | None = None,
-         config_hash: str | None = None) -> TinyLM:
+def load(path: str | Path, tok: Tokenizer, run: str | None = None, config_hash: str | None = None) -> TinyLM:
     """Rebuild the model of a checkpoint, in eval mode. `run` and `config_hash`, when given, must
     match what the checkpoint records; otherwise a one-line CheckpointError names the file."""
     path = Path(path)

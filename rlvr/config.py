@@ -111,8 +111,12 @@ def check_value(value: Any, tp: Any, path: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in typing.get_args(tp):
             return None
-        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        return check_value(value, inner, path)
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(options) == 1:
+            return check_value(value, options[0], path)
+        return _tagged(value, options, path)
+    if isinstance(tp, type) and issubclass(tp, Section):
+        return build(tp, value, path)
     if tp is bool:
         _require(isinstance(value, bool), path, value, "must be true or false")
         return value
@@ -132,6 +136,14 @@ def check_value(value: Any, tp: Any, path: str) -> Any:
     raise TypeError(f"unsupported field type {tp!r} at {path}")
 
 
+def _tagged(value: Any, options: list[type], path: str) -> Any:
+    """One of several sections, picked by the Literal value of their `kind` field."""
+    kinds = {typing.get_args(typing.get_type_hints(o)["kind"])[0]: o for o in options}
+    _require(isinstance(value, dict), path, value, "must be a mapping with a `kind`")
+    _require(value.get("kind") in kinds, f"{path}.kind", value.get("kind"), f"must be one of {', '.join(kinds)}")
+    return build(kinds[value["kind"]], value, path)
+
+
 # --------------------------------------------------------------------------------------------
 # Sections, and the record of which keys a stage read.
 
@@ -147,6 +159,11 @@ def record_reads() -> Iterator[set[str]]:
         yield _reads
     finally:
         _reads = outer
+
+
+def recording() -> bool:
+    """True inside `record_reads()`: code that would read params in another process reads them here."""
+    return _reads is not None
 
 
 class Section:
@@ -260,11 +277,34 @@ class TaskConfig(Section):
 
 
 @dataclass(frozen=True)
+class UniformNoise(Section):
+    """Each label is replaced, with probability `rate`, by an answer drawn uniformly from the task's
+    range of sums: every problem gets the same error rate, so a fitted policy solves each about as
+    often as any other."""
+
+    kind: Literal["uniform"]
+    rate: Probability  # probability a training label is replaced by a random answer
+
+
+@dataclass(frozen=True)
+class SlipNoise(Section):
+    """A learner's slips on addition facts: for each units-digit fact u + v the label's author writes
+    a wrong units digit (the same wrong digit every time: its misremembered fact) with a rate of its
+    own, s_uv ~ Beta(alpha, beta), drawn once per fact. A problem is as hard as its units fact, so a
+    fitted policy has a spread of per-problem solve rates, some near 0 (two_digit only)."""
+
+    kind: Literal["slips"]
+    alpha: Positive  # Beta shape of the per-fact slip rates (< 1: mass near rate 0)
+    beta: Positive  # Beta shape (< 1: mass near rate 1, facts the author nearly always gets wrong)
+
+
+@dataclass(frozen=True)
 class SFTConfig(Section):
-    """One noisy-SFT run: data corruption, optimisation, and how accuracy is measured afterwards."""
+    """One noisy-SFT run: its model, data corruption, optimisation, and how accuracy is measured."""
 
     task: TaskName  # which task's training split to fit
-    noise_rate: Probability  # probability a training label is replaced by a random answer
+    model: ModelConfig | None  # this run's TinyLM shape; null: the top-level `model`
+    noise: UniformNoise | SlipNoise  # how training labels are corrupted (`kind` picks the model)
     repeats: Count  # copies of each training problem, each with its own noise draw
     clean_epochs: Annotated[int, AtLeast(0)]  # warm-up passes on the true answers, before the noisy ones
     epochs: Count  # passes over the (repeated) SFT set with its noisy labels
@@ -299,6 +339,7 @@ class GRPOConfig(Section):
 
     task: TaskName  # the task trained and evaluated on (must be the SFT run's task)
     sft: str  # which SFT run (params `sft.<name>`) to start from
+    seeds: list[int]  # the variant trains once per seed, all inside its stage (one process)
     steps: Count  # optimiser iterations (each: sample, score, mu inner epochs)
     prompts_per_step: Count  # P: distinct prompts per step
     group_size: Annotated[int, AtLeast(2)]  # G: samples per prompt (a group needs siblings)
@@ -320,22 +361,25 @@ class GRPOConfig(Section):
     eval_every: Count  # steps between held-out evaluations (and always the last step)
     eval_samples: Count  # samples per held-out prompt at each evaluation
 
+    def validate(self, path: str) -> None:
+        _check_seeds(self.seeds, f"{path}.seeds")
+
+
+def _check_seeds(seeds: list[int], path: str) -> None:
+    _require(len(seeds) > 0, path, seeds, "list at least one seed")
+    _require(len(set(seeds)) == len(seeds), path, seeds, "seeds must differ")
+
 
 @dataclass(frozen=True)
 class GRPOSection(Section):
-    seeds: list[int]  # every variant trains once per seed inside its stage (one process)
     defaults: dict  # GRPOConfig settings shared by every variant (all but task and sft)
-
-    def validate(self, path: str) -> None:
-        _require(len(self.seeds) > 0, f"{path}.seeds", self.seeds, "list at least one seed")
-        _require(len(set(self.seeds)) == len(self.seeds), f"{path}.seeds", self.seeds, "seeds must differ")
-
 
 @dataclass(frozen=True)
 class PassKConfig(Section):
     """pass@k evaluation on the held-out problems."""
 
     sft: str  # SFT run whose held-out problems are scored; its variants are compared with it
+    contrast: str  # a second SFT run of the same task scored beside it (e.g. the uniform-noise start)
     n: Count  # samples per problem
     ks: list[Count]  # k values reported
     temperature: Positive  # sampling temperature
@@ -370,7 +414,8 @@ class HackConfig(Section):
     """Chapter A's hackable-verifier exercise: GRPO on a substring reward (`rlvr.hack`)."""
 
     sft: str  # the SFT run the policy starts from
-    variant: str  # the GRPO variant whose loop settings are used (steps and temperature below replace its own)
+    variant: str  # the GRPO variant whose loop settings are used (seeds, steps, temperature below replace its own)
+    seeds: list[int]  # one substring-reward run per seed
     steps: Count  # GRPO steps on the substring reward
     max_new_tokens: Count  # room for several digits: the hack needs it
     temperature: Positive  # rollout temperature (the loss uses the same tempered log-probs)
@@ -378,6 +423,7 @@ class HackConfig(Section):
     window: Count  # steps averaged for the start and end figures
 
     def validate(self, path: str) -> None:
+        _check_seeds(self.seeds, f"{path}.seeds")
         _require(self.window <= self.steps, f"{path}.window", self.window, f"must be <= {path}.steps ({self.steps})")
 
 
@@ -456,7 +502,11 @@ def parse_params(raw: Any) -> Params:
         variants[name] = cfg
 
     passk = build(PassKConfig, raw["passk"], "passk")
-    _require(passk.sft in sft, "passk.sft", passk.sft, f"must name an sft run ({', '.join(sft)})")
+    for key in ("sft", "contrast"):
+        run = getattr(passk, key)
+        _require(run in sft, f"passk.{key}", run, f"must name an sft run ({', '.join(sft)})")
+    _require(sft[passk.contrast].task == sft[passk.sft].task, "passk.contrast", passk.contrast,
+             f"must be an sft run of passk.sft's task ({sft[passk.sft].task})")
     worked = build(WorkedConfig, raw["worked"], "worked")
     hack = build(HackConfig, raw["hack"], "hack")
     _require(hack.variant in variants, "hack.variant", hack.variant, f"must name a variant ({', '.join(variants)})")

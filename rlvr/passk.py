@@ -243,21 +243,35 @@ SEED_KEYS = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "
              "solved_by_rl_only", "wilcoxon_pvalue_at_1", "wilcoxon_pvalue_at_n")
 
 
-def summarise_counts(counts: dict[str, list[int]], variants: list[str], seeds: list[int], n: int, ks,
-                     resamples: int, seed: int) -> tuple[dict, list[dict]]:
-    """Per-problem counts of "sft" and of "{variant}/seed{s}" -> (metrics, curve rows).
+def _start_summary(c: np.ndarray, n: int, ks, resamples: int, seed: int) -> tuple[dict, dict]:
+    """One SFT policy's pass@k: (its metrics entry, the full `compare` output for its curve)."""
+    s = compare(c, c, n, ks, resamples, seed)
+    return {"pass_at_1": s["pass_at_1_base"], "pass_at_1_ci": s["pass_at_1_base_ci"], "pass_at_n": s["pass_at_n_base"],
+            "pass_at_n_ci": s["pass_at_n_base_ci"], "never_solved": s["never_solved_base"]}, s
 
-    metrics: SFT's pass@1 / pass@n with bands and never-solved count, and per variant the seed means
-    (and per-seed values) of `compare` against SFT. Curve rows: one per (model, k), SFT's band and the
-    variant's seed-mean curve with seed 0's band.
+
+def summarise_counts(counts: dict[str, list[int]], seeds: dict[str, list[int]], n: int, ks,
+                     resamples: int, seed: int, contrast: str | None = None) -> tuple[dict, list[dict]]:
+    """Per-problem counts of "sft", of "{variant}/seed{s}" (seeds: variant -> its seeds) and, if
+    given, of the `contrast` start -> (metrics, curve rows).
+
+    metrics: SFT's pass@1 / pass@n with bands and never-solved count (the contrast's likewise), and per
+    variant the seed means (and per-seed values) of `compare` against SFT. Curve rows: one per
+    (model, k), SFT's band and the variant's seed-mean curve with seed 0's band.
     """
     base = np.array(counts["sft"])
-    sft = compare(base, base, n, ks, resamples, seed)
-    curves = [{"model": "sft", "k": k, "pass_at_k": m, "ci95_lo": lo, "ci95_hi": hi}
-              for k, m, (lo, hi) in zip(sft["ks"], sft["pass_at_k_base"], sft["pass_at_k_base_ci"])]
+    sft_metrics, sft = _start_summary(base, n, ks, resamples, seed)
+    starts = [("sft", sft)]
+    extra = {}
+    if contrast is not None:
+        extra["contrast"], summary = _start_summary(np.array(counts[contrast]), n, ks, resamples, seed)
+        extra["contrast"]["run"] = contrast
+        starts.append((contrast, summary))
+    curves = [{"model": name, "k": k, "pass_at_k": m, "ci95_lo": lo, "ci95_hi": hi} for name, s in starts
+              for k, m, (lo, hi) in zip(s["ks"], s["pass_at_k_base"], s["pass_at_k_base_ci"])]
     per_variant = {}
-    for v in variants:
-        rows = [compare(base, np.array(counts[f"{v}/seed{s}"]), n, ks, resamples, seed) for s in seeds]
+    for v, v_seeds in seeds.items():
+        rows = [compare(base, np.array(counts[f"{v}/seed{s}"]), n, ks, resamples, seed) for s in v_seeds]
         per_variant[v] = {k: _seed_mean(rows, k) for k in SEED_KEYS}
         per_variant[v]["per_seed"] = {k: [r[k] for r in rows] for k in SEED_KEYS}
         per_variant[v]["pass_at_1_rl_ci_seed0"] = rows[0]["pass_at_1_rl_ci"]
@@ -266,11 +280,20 @@ def summarise_counts(counts: dict[str, list[int]], variants: list[str], seeds: l
         for i, k in enumerate(rows[0]["ks"]):
             curves.append({"model": v, "k": k, "pass_at_k": float(mean_curve[i]),
                            "ci95_lo": rows[0]["pass_at_k_rl_ci"][i][0], "ci95_hi": rows[0]["pass_at_k_rl_ci"][i][1]})
-    metrics = {
-        "n": n, "problems": int(base.size), "ks": sft["ks"],
-        "sft": {"pass_at_1": sft["pass_at_1_base"], "pass_at_1_ci": sft["pass_at_1_base_ci"],
-                "pass_at_n": sft["pass_at_n_base"], "pass_at_n_ci": sft["pass_at_n_base_ci"],
-                "never_solved": sft["never_solved_base"]},
-        "variants": per_variant,
-    }
+    metrics = {"n": n, "problems": int(base.size), "ks": sft["ks"], "sft": sft_metrics, **extra,
+               "variants": per_variant}
     return metrics, curves
+
+
+def one_sided_problems(c_base, c_seeds: list, prompts: list[str]) -> dict[str, list[dict]]:
+    """The problems only one side ever solves: SFT (c_base > 0) but the variant in none of its seeds,
+    and the reverse. Each listed with its prompt, SFT's count and every seed's count."""
+    c_base = np.asarray(c_base)
+    c_all = np.stack([np.asarray(c) for c in c_seeds])  # (S, P)
+    rl_never, base_never = (c_all == 0).all(axis=0), c_base == 0  # (P,) each
+
+    def rows(mask: np.ndarray) -> list[dict]:
+        return [{"prompt": prompts[i], "c_sft": int(c_base[i]), "c_seeds": c_all[:, i].tolist()}
+                for i in np.flatnonzero(mask)]
+
+    return {"sft_only": rows(~base_never & rl_never), "rl_only": rows(base_never & ~rl_never)}

@@ -77,12 +77,14 @@ class PassKPaths:
     """`passk`: the SFT run's checkpoint and held-out problems, every variant's checkpoints."""
 
     start: SFTPaths
+    contrast: SFTPaths
     variants: Path  # folder of every variant's checkpoints (GRPOPaths.checkpoints)
     counts: Path  # per-problem correct counts c_i, committed
     metrics: Path
     curve: Path
     figure_curves: Path
     figure_scatter: Path
+    figure_solve_rates: Path
 
     def variant_checkpoint(self, variant: str, seed: int) -> Path:
         return self.variants / variant / f"seed{seed}.pt"
@@ -91,9 +93,10 @@ class PassKPaths:
 PASSK_COUNTS = REPORTS / "passk-counts.json"
 
 
-def passk(sft_run: str) -> PassKPaths:
-    return PassKPaths(sft(sft_run), GRPO_CHECKPOINTS, PASSK_COUNTS, METRICS / "passk.json",
-                      CURVES / "passk.tsv", FIGURES / "passk-curves.png", FIGURES / "passk-scatter.png")
+def passk(sft_run: str, contrast: str) -> PassKPaths:
+    return PassKPaths(sft(sft_run), sft(contrast), GRPO_CHECKPOINTS, PASSK_COUNTS, METRICS / "passk.json",
+                      CURVES / "passk.tsv", FIGURES / "passk-curves.png", FIGURES / "passk-scatter.png",
+                      FIGURES / "passk-solve-rates.png")
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class ReportPaths:
     metrics: Path  # folder
     figures: Path  # folder
     samples: Path
+    counts: Path  # passk's per-problem counts (the per-problem picture)
     benchmarks: Path
     markdown: Path
     html: Path
@@ -154,5 +158,5 @@ class ReportPaths:
 
 
 def report() -> ReportPaths:
-    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, BENCHMARKS, REPORTS / "report.md",
+    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, PASSK_COUNTS, BENCHMARKS, REPORTS / "report.md",
                        REPORTS / "report.html", REPORTS / "report-figures", REPORTS / "report.json")

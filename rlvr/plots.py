@@ -93,6 +93,36 @@ def passk_scatter(counts: dict, n: int, path: Path) -> Path:
     return save(fig, path)
 
 
+def _ecdf(ax, rates, **style) -> None:
+    x = np.sort(np.asarray(rates, dtype=float))  # (P,)
+    ax.step(np.concatenate([[0.0], x]), np.arange(len(x) + 1) / len(x), where="post", **style)
+
+
+def passk_solve_rates(counts: dict, seeds: dict[str, list[int]], n: int, contrast: str, path: Path) -> Path:
+    """Per-problem solve rates c_i / n as ECDFs: the two SFT starts (left), SFT against every variant,
+    each problem's rate averaged over the variant's seeds (right). A curve's height at 0 is the share
+    of problems never solved; mass near 0 is what 64 samples can miss."""
+    fig = new_figure((11, 4.2))
+    left, right = fig.subplots(1, 2, sharey=True)
+    for name, label, style in (("sft", "SFT (slip noise)", {"color": "black", "lw": 2}),
+                               (contrast, f"SFT ({contrast})", {"color": "tab:gray", "lw": 2, "ls": "--"})):
+        rates = np.asarray(counts[name]) / n
+        _ecdf(left, rates, label=f"{label}: {int((rates == 0).sum())} never solved", **style)
+    left.set(title="two SFT starts", xlabel=f"per-problem solve rate (correct of {n})",
+             ylabel="share of held-out problems at or below")
+    _ecdf(right, np.asarray(counts["sft"]) / n, color="black", lw=2,
+          label=f"SFT: {int((np.asarray(counts['sft']) == 0).sum())} never solved")
+    for v, v_seeds in seeds.items():
+        rates = np.mean([np.asarray(counts[f"{v}/seed{s}"]) for s in v_seeds], axis=0) / n
+        _ecdf(right, rates, lw=1, label=f"{v}: {int((rates == 0).sum())} never solved (all seeds)")
+    right.set(title="SFT and GRPO variants (seed mean)", xlabel=f"per-problem solve rate (correct of {n})")
+    for ax in (left, right):
+        ax.set_xlim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    return save(fig, path)
+
+
 def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     """The worked examples' PNGs, drawn from the metrics dict alone (so they can be redrawn from the
     JSON). paths: figure name (e.g. "worked-a2-group-advantages.png") -> where to write it."""

@@ -26,7 +26,7 @@ def load_lock(root: Path) -> dict:
     lock = root / "dvc.lock"
     if not lock.is_file():
         raise ProvenanceError(f"{lock}: not found; run `dvc repro` first")
-    return yaml.safe_load(lock.read_text())["stages"]
+    return yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["stages"]
 
 
 def _entries(stage: dict) -> list[dict]:
@@ -70,9 +70,10 @@ def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
     return ids
 
 
-def explain(root: Path, path: str, check_stale: bool = True, check_mlflow: bool = True) -> dict[str, Any]:
+def explain(root: Path, path: str, check_stale: bool = True, check_mlflow: bool = True,
+            lock: dict | None = None) -> dict[str, Any]:
     """Everything that produced `path`: stage, cmd, params, dep/out hashes, run ids, commit, staleness."""
-    lock = load_lock(root)
+    lock = lock if lock is not None else load_lock(root)  # parsed once by callers that explain many files
     p = Path(path)
     if p.is_absolute():
         try:

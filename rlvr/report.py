@@ -11,12 +11,15 @@ from __future__ import annotations
 import base64
 import html
 import math
+import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from rlvr.config import ConfigError
+from rlvr.stats import mean_ci
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
-VERDICTS = ("reproduced", "differs", "cited", "missing")
+VERDICTS = ("reproduced", "differs", "inconclusive", "cited", "missing")
 
 
 def check_claims(claims: Any, path: str) -> list[dict]:
@@ -56,29 +59,123 @@ def lookup(metrics: dict[str, Any], ref: list) -> Any:
     return value
 
 
-def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
-    """Our value and the verdict for one claim."""
-    kind = claim["kind"]
-    if kind == "cited":
-        return {"ours": None, "verdict": "cited", "other_measured": None}
+@dataclass(frozen=True)
+class Evidence:
+    """A measured value and the interval a verdict is decided on.
+
+    Training metrics come with one value per seed: the interval is their 95% Student-t interval.
+    Single-run metrics with a sampling interval beside them (`<key>_ci`, `<key>_ci95`: a bootstrap or
+    t-interval over problems) use that; anything else is a point (lo = hi = value).
+    """
+
+    value: float | None  # the mean over seeds, or the single value (None: undefined)
+    lo: float | None
+    hi: float | None
+    source: str  # "5 seeds", "sampling (95% over problems)", "single value"
+    per_seed: list | None = None  # one value per seed (None entries: undefined for that seed)
+    seeds: list | None = None  # which seeds, where the file says
+
+
+def _is_missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _sibling(metrics: dict[str, Any], ref: list, name: str) -> Any:
+    """The value at `ref` with its last key replaced by `name` (None if absent)."""
+    head, _, last = str(ref[1]).rpartition(".")
     try:
-        ours = lookup(metrics, claim["metric"])
-        other = lookup(metrics, claim["other"]) if "other" in claim else claim.get("other_value")
+        return lookup(metrics, [ref[0], f"{head}.{name}" if head else name])
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def evidence(metrics: dict[str, Any], ref: list) -> Evidence:
+    """What the metrics say about [file, key]: its value, per-seed values and interval."""
+    value = lookup(metrics, ref)
+    last = str(ref[1]).rpartition(".")[2]
+    per_seed = (_sibling(metrics, ref, "per_seed") or {}).get(last)
+    seeds = _sibling(metrics, ref, "seeds")
+    if isinstance(per_seed, list) and len(per_seed) >= 2:
+        defined = [float(v) for v in per_seed if not _is_missing(v)]
+        if len(defined) < len(per_seed):  # e.g. a seed whose curves never cross: no crossover k
+            mean = float(statistics.fmean(defined)) if defined else None
+            return Evidence(mean, None, None, f"{len(per_seed)} seeds, {len(per_seed) - len(defined)} undefined",
+                            per_seed, seeds)
+        mean, lo, hi = mean_ci(defined)
+        return Evidence(mean, lo, hi, f"{len(per_seed)} seeds", per_seed, seeds)
+    if _is_missing(value):
+        return Evidence(None, None, None, "undefined")
+    value = float(value)
+    ci = _sibling(metrics, ref, f"{last}_ci95") or _sibling(metrics, ref, f"{last}_ci")
+    if isinstance(ci, list) and len(ci) == 2 and not any(_is_missing(c) for c in ci):
+        return Evidence(value, min(float(ci[0]), value), max(float(ci[1]), value), "sampling (95% over problems)")
+    return Evidence(value, value, value, "single value")
+
+
+def difference(a: Evidence, b: Evidence) -> Evidence:
+    """a - b. Paired by seed when both have values for the same seeds (the seed fixes the start and
+    the draws, so the difference is the effect); otherwise the conservative interval [lo_a - hi_b,
+    hi_a - lo_b]."""
+    if a.value is None or b.value is None:
+        return Evidence(None, None, None, "undefined")
+    if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
+        diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
+        mean, lo, hi = mean_ci(diffs)
+        return Evidence(mean, lo, hi, f"{len(diffs)} seeds, paired", diffs, a.seeds)
+    if a.lo is None or b.lo is None:
+        return Evidence(a.value - b.value, None, None, "undefined in some seeds")
+    return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")
+
+
+def region(claim: dict) -> tuple[float, bool, float, bool]:
+    """The set of values that satisfy the claim, as (low, low open?, high, high open?). For a claim
+    against another metric it is the set of differences ours - other."""
+    kind, m = claim["kind"], float(claim.get("margin", 0.0))
+    c = float(claim.get("other_value", 0.0))
+    if kind == "exact":
+        return float(claim["book"]) - float(claim["tol"]), False, float(claim["book"]) + float(claim["tol"]), False
+    if kind == "range":
+        return float(claim["lo"]), False, float(claim["hi"]), False
+    if kind == "close":
+        return -float(claim["tol"]), False, float(claim["tol"]), False
+    if kind == "greater":
+        return c + m, True, math.inf, True
+    return -math.inf, True, c - m, True  # less
+
+
+def decide(ev: Evidence, claim: dict) -> str:
+    """reproduced when the whole interval satisfies the claim, differs when none of it does,
+    inconclusive when it straddles the boundary (or some seeds are undefined and the others agree)."""
+    if ev.value is None and ev.lo is None:
+        return "differs" if ev.per_seed else "missing"
+    low, low_open, high, high_open = region(claim)
+
+    def inside(x: float) -> bool:
+        return (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
+
+    if ev.lo is None:  # some seeds undefined: the claim cannot hold for them
+        return "inconclusive" if ev.value is not None and inside(ev.value) else "differs"
+    if inside(ev.lo) and inside(ev.hi):
+        return "reproduced"
+    below = ev.hi < low or (low_open and ev.hi <= low)
+    above = ev.lo > high or (high_open and ev.lo >= high)
+    return "differs" if below or above else "inconclusive"
+
+
+def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
+    """Our evidence and the verdict for one claim."""
+    if claim["kind"] == "cited":
+        return {"ours": None, "verdict": "cited", "evidence": None}
+    try:
+        ours = evidence(metrics, claim["metric"])
+        other = evidence(metrics, claim["other"]) if "other" in claim else None
     except (KeyError, IndexError, ValueError) as exc:
-        return {"ours": None, "verdict": "missing", "other_measured": None, "error": str(exc)}
-    if ours is None or (isinstance(ours, float) and math.isnan(ours)):
-        return {"ours": ours, "verdict": "missing", "other_measured": other, "error": "metric is null"}
-    ours = float(ours)
-    margin = float(claim.get("margin", 0.0))
-    ok = {
-        "exact": lambda: abs(ours - float(claim["book"])) <= float(claim["tol"]),
-        "range": lambda: float(claim["lo"]) <= ours <= float(claim["hi"]),
-        "greater": lambda: ours > float(other) + margin,
-        "less": lambda: ours < float(other) - margin,
-        "close": lambda: abs(ours - float(other)) <= float(claim["tol"]),
-    }[kind]()
-    return {"ours": ours, "other_measured": None if other is None else float(other),
-            "verdict": "reproduced" if ok else "differs"}
+        return {"ours": None, "verdict": "missing", "evidence": None, "error": str(exc)}
+    if ours.value is None and not ours.per_seed:
+        return {"ours": None, "verdict": "missing", "evidence": ours, "error": "metric is null"}
+    tested = difference(ours, other) if other is not None else ours
+    return {"ours": ours.value, "evidence": ours, "other_evidence": other, "tested": tested,
+            "verdict": decide(tested, claim)}
 
 
 def rule_text(claim: dict, res: dict) -> str:
@@ -89,12 +186,14 @@ def rule_text(claim: dict, res: dict) -> str:
     if kind == "range":
         return f"{fmt(claim['lo'])} <= ours <= {fmt(claim['hi'])}"
     if kind in ("greater", "less"):
-        what = f"{claim['other'][1]} = {fmt(res.get('other_measured'))}" if "other" in claim else fmt(claim["other_value"])
+        other = res.get("other_evidence")
+        what = f"{claim['other'][1]} ({fmt(other.value if other else None)})" if "other" in claim else fmt(claim["other_value"])
         sign = ">" if kind == "greater" else "<"
         pad = f" {'+' if kind == 'greater' else '-'} {fmt(claim.get('margin', 0))}" if claim.get("margin") else ""
         return f"ours {sign} {what}{pad}"
     if kind == "close":
-        return f"|ours - {claim['other'][1]} ({fmt(res.get('other_measured'))})| <= {fmt(claim['tol'])}"
+        other = res.get("other_evidence")
+        return f"|ours - {claim['other'][1]} ({fmt(other.value if other else None)})| <= {fmt(claim['tol'])}"
     return "cited, not measured"
 
 
@@ -110,8 +209,32 @@ def _num(x: Any) -> str:
     return str(x)
 
 
+def ours_text(res: dict) -> str:
+    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 seeds)"."""
+    ev = res.get("evidence")
+    if ev is None:
+        return "n/a"
+    if ev.value is None:
+        return f"undefined ({ev.source})"
+    if ev.lo is None or ev.lo == ev.hi:
+        return f"{_num(ev.value)} ({ev.source})"
+    return f"{_num(ev.value)} [{_num(ev.lo)}, {_num(ev.hi)}] ({ev.source})"
+
+
 def evaluate_claims(claims: list[dict], metrics: dict[str, Any]) -> list[dict]:
     return [{**c, **verdict(c, metrics)} for c in claims]
+
+
+def verdict_record(row: dict) -> dict:
+    """One claim's line in report.json: verdict, book, our value, the interval decided on, its source."""
+    ev = row.get("evidence")
+    tested = row.get("tested")
+    tolerance = row.get("tol", row.get("margin"))
+    return {"verdict": row["verdict"], "book": row["book"], "ours": row["ours"], "tolerance": tolerance,
+            "interval": None if ev is None or ev.lo is None else [ev.lo, ev.hi],
+            "source": None if ev is None else ev.source,
+            "tested_interval": None if tested is None or tested.lo is None or "other" not in row
+            else [tested.lo, tested.hi]}
 
 
 def summary_counts(rows: list[dict]) -> dict[str, int]:
@@ -173,7 +296,7 @@ def _html_table(header: list[str], rows: list[list[str]], cls: str, row_classes:
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}
 tr.reproduced td:nth-child(6){background:#d9f2d9}tr.differs td:nth-child(6){background:#f8d7d7}
-tr.cited td:nth-child(6){background:#eee}tr.missing td:nth-child(6){background:#fde9b6}
+tr.cited td:nth-child(6){background:#eee}tr.inconclusive td:nth-child(6){background:#fdf3c4}tr.missing td:nth-child(6){background:#fde9b6}
 figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:11px;color:#555}
 code{font-size:12px}"""
 
@@ -216,16 +339,34 @@ def bench_rows(bench: dict) -> list[list]:
     return rows
 
 
+def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, list[list]]]:
+    """The per-problem picture: for every variant, how many held-out problems only SFT ever solves
+    (c_SFT > 0, c = 0 in every seed) and only the variant solves; and, for each variant, those problems
+    with SFT's count and every seed's. problems: passk-counts.json; passk: passk.json."""
+    from rlvr.passk import one_sided_problems
+
+    counts, prompts, n = problems["counts"], problems["problems"], problems["n"]
+    summary, lists = [], {}
+    for v, m in passk.get("variants", {}).items():
+        seeds = [k for k in counts if k.startswith(f"{v}/seed")]
+        sides = one_sided_problems(counts["sft"], [counts[s] for s in seeds], prompts)
+        summary.append([v, len(seeds), m.get("never_solved_rl"), len(sides["sft_only"]), len(sides["rl_only"])])
+        lists[v] = [[side, r["prompt"], f"{r['c_sft']}/{n}", " ".join(str(c) for c in r["c_seeds"])]
+                    for side, key in (("SFT only", "sft_only"), (f"{v} only", "rl_only")) for r in sides[key]]
+    return summary, lists
+
+
 def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
-           bench: dict | None) -> tuple[str, str, dict]:
+           bench: dict | None, problems: dict | None = None) -> tuple[str, str, dict]:
     """(Markdown, self-contained HTML, counts) of the report.
 
     rows: `evaluate_claims`' output; figures: [{"name", "footer", "png": bytes}] in display order;
-    samples: the hack stage's sample tables (or None); bench: reports/benchmarks.json (or None).
+    samples: the hack stage's sample tables (or None); bench: reports/benchmarks.json (or None);
+    problems: reports/passk-counts.json (or None).
     """
     counts = summary_counts(rows)
     header = ["id", "chapter", "claim", "book", "ours", "verdict", "rule", "why / tolerance", "source"]
-    table = [[r["id"], r["chapter"], r["quote"], _num(r["book"]), _num(r["ours"]), r["verdict"], rule_text(r, r),
+    table = [[r["id"], r["chapter"], r["quote"], _num(r["book"]), ours_text(r), r["verdict"], rule_text(r, r),
               r["why"], f"{r['metric'][0]}:{r['metric'][1]}" if "metric" in r else "–"] for r in rows]
     vrows = variant_rows(metrics)
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
@@ -237,7 +378,12 @@ def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sampl
             sample_tables[step] = [[s["prompt"], s["answer"], repr(s["response"]), s["substring_reward"], s["exact"]]
                                    for s in rows_s]
 
-    summary = (f"{counts['reproduced']} reproduced, {counts['differs']} differ, {counts['cited']} cited"
+    pp_header = ["variant", "seeds", "never solved (seed mean)", "solved by SFT, never by the variant",
+                 "solved by the variant, never by SFT"]
+    pp_summary, pp_lists = problem_tables(problems, metrics.get("passk.json", {})) if problems else ([], {})
+    pp_list_header = ["solved by", "problem", "SFT correct of n", "variant correct, per seed"]
+    summary = (f"{counts['reproduced']} reproduced, {counts['differs']} differ, {counts['inconclusive']} inconclusive, "
+               f"{counts['cited']} cited"
                + (f", {counts['missing']} missing" if counts["missing"] else "") + f" ({len(rows)} claims)")
     md = [f"# rlvr-repro report\n\n**{summary}**\n",
           "Each value is read from the metrics file named in the last column; `rlvr provenance <file>` "
@@ -249,6 +395,12 @@ def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sampl
         for f in figures:
             if _figure_chapter(f["name"]) == chapter:
                 md.append(f"![{f['name']}](report-figures/{f['name']})\n\n<sub>{f['footer']}</sub>\n")
+    if pp_summary:
+        md.append("\n## Per-problem picture (chapter B, held-out problems)\n\nEvery count is out of "
+                  f"{problems['n']} samples per problem. \"Never\" means no correct sample in any seed.\n\n"
+                  + _md_table(pp_header, pp_summary))
+        if pp_lists.get("grpo"):
+            md.append("\n**grpo**: the problems only one side solves\n\n" + _md_table(pp_list_header, pp_lists["grpo"]))
     if sample_tables:
         md.append("\n## Reward hacking: sampled responses (seed 0)\n")
         for step, srows in sample_tables.items():
@@ -269,6 +421,12 @@ def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sampl
                 data = base64.b64encode(f["png"]).decode()
                 page.append(f"<figure><img alt='{html.escape(f['name'])}' src='data:image/png;base64,{data}'>"
                             f"<figcaption>{html.escape(f['footer'])}</figcaption></figure>")
+    if pp_summary:
+        page.append("<h2>Per-problem picture (chapter B, held-out problems)</h2>"
+                    + _html_table(pp_header, pp_summary, "problems"))
+        if pp_lists.get("grpo"):
+            page.append("<h3>grpo: the problems only one side solves</h3>"
+                        + _html_table(pp_list_header, pp_lists["grpo"], "problem-list"))
     if sample_tables:
         page.append("<h2>Reward hacking: sampled responses (seed 0)</h2>")
         for step, srows in sample_tables.items():

@@ -13,6 +13,20 @@ from typing import Any, Callable
 import torch
 
 
+def thread_budget(threads: int) -> int:
+    """The cores a stage may use: `threads` from params.yaml, or RLVR_THREADS when set (a queue that
+    runs several jobs at once gives each its share; see README, "Working as a team"). Single-run
+    stages use it as torch's thread count; multi-seed stages as their number of seed workers."""
+    env = os.environ.get("RLVR_THREADS")
+    if env is None:
+        return threads
+    if not env.isdigit() or int(env) < 1:
+        from rlvr.config import ConfigError
+
+        raise ConfigError(f"RLVR_THREADS = {env!r}: must be a whole number >= 1")
+    return int(env)
+
+
 def set_determinism(seed: int, threads: int) -> None:
     """Seed every RNG and fix the thread count: results are then bit-for-bit repeatable per machine."""
     torch.set_num_threads(threads)

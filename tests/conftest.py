@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_SETTINGS = {
     ModelConfig: {"d_model": 128, "n_layer": 2, "n_head": 4, "max_len": 32},
     TaskConfig: {"heldout": 0, "max_new_tokens": 2},
-    SFTConfig: {"task": "single_digit", "noise_rate": 0.5, "repeats": 4, "clean_epochs": 0, "epochs": 10,
+    SFTConfig: {"task": "single_digit", "model": None, "noise": {"kind": "uniform", "rate": 0.5}, "repeats": 4, "clean_epochs": 0, "epochs": 10,
                 "batch_size": 64, "lr": 3e-3, "weight_decay": 0.0, "grad_clip": 1.0, "eval_samples": 16,
                 "eval_max_prompts": 300},
-    GRPOConfig: {"task": "single_digit", "sft": "single_digit", "steps": 25, "prompts_per_step": 16, "group_size": 8,
+    GRPOConfig: {"task": "single_digit", "sft": "single_digit", "seeds": [0], "steps": 25, "prompts_per_step": 16, "group_size": 8,
                  "temperature": 1.0, "lr": 1e-3, "grad_clip": 1.0, "beta": 0.04, "kl_estimator": "k3",
                  "clip_eps_low": 0.2, "clip_eps_high": 0.2, "ratio": "token", "advantage": "group",
                  "aggregation": "seq_mean", "inner_epochs": 1, "dynamic_sampling": False, "max_gen_rounds": 4,
@@ -41,14 +41,16 @@ def tiny_raw() -> dict:
     del raw["sft"]["single_digit_hi"]  # only the a_hi_* variants start from it; they are dropped below
     for run in raw["sft"].values():
         run.update(clean_epochs=1, epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
-    raw["grpo"]["seeds"] = [0, 1]
-    raw["grpo"]["defaults"].update(steps=2, prompts_per_step=4, group_size=4, eval_every=1, eval_samples=2)
+    raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1,
+                                   eval_samples=2)
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
-    raw["variants"] = {k: {**v, **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
+    raw["variants"] = {k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
                        for k, v in raw["variants"].items() if k in keep}
+    del raw["sft"]["two_digit_uniform"]  # the contrast start: two_digit itself stands in
+    raw["passk"]["contrast"] = "two_digit"
     raw["worked"].update(kl_samples=500, demo_iters=20)
     raw["passk"].update(n=4, ks=[1, 2, 4], bootstrap=20)
-    raw["hack"].update(steps=2, window=1, max_new_tokens=3, sample_rows=2)
+    raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
     return raw
 
 

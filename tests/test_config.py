@@ -18,8 +18,7 @@ def run_check(tmp_path, raw, capsys):
 
 def with_grpo(raw, variant=None, **defaults):
     """A one-variant matrix on single_digit, with `defaults` changed in grpo.defaults."""
-    raw["grpo"]["seeds"] = [0]
-    raw["grpo"]["defaults"].update(defaults)
+    raw["grpo"]["defaults"].update(seeds=[0], **defaults)
     raw["variants"] = {"grpo": {"task": "single_digit", "sft": "single_digit", **(variant or {})}}
     raw["hack"]["variant"] = "grpo"
     return raw
@@ -28,8 +27,15 @@ def with_grpo(raw, variant=None, **defaults):
 @pytest.mark.parametrize("mutate, expected", [
     (lambda r: r["model"].update(width=3), "model.width: unknown key; allowed keys: d_model, n_layer"),
     (lambda r: r.update(extra=1), "extra: unknown key; allowed keys: seed, threads"),
-    (lambda r: r["sft"]["single_digit"].update(noise_rate=1.5), "sft.single_digit.noise_rate = 1.5: must lie in [0, 1]"),
-    (lambda r: r["sft"]["two_digit"].update(noise_rate=-0.1), "sft.two_digit.noise_rate = -0.1: must lie in [0, 1]"),
+    (lambda r: r["sft"]["single_digit"]["noise"].update(rate=1.5), "sft.single_digit.noise.rate = 1.5: must lie in [0, 1]"),
+    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "uniform", "rate": -0.1}),
+     "sft.two_digit.noise.rate = -0.1: must lie in [0, 1]"),
+    (lambda r: r["sft"]["two_digit"]["noise"].update(alpha=0), "sft.two_digit.noise.alpha = 0.0: must be > 0"),
+    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "typos"}),
+     "sft.two_digit.noise.kind = 'typos': must be one of uniform, slips"),
+    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "rate": 0.3}),
+     "sft.two_digit.noise.rate: unknown key; allowed keys: kind, alpha, beta"),
+    (lambda r: r["sft"]["single_digit"]["model"].update(n_head=5), "sft.single_digit.model.n_head = 5: must divide"),
     (lambda r: r["sft"]["two_digit"].update(lr=-0.001), "sft.two_digit.lr = -0.001: must be > 0"),
     (lambda r: r["sft"]["two_digit"].update(task="three_digit"), "sft.two_digit.task = 'three_digit': must be one of"),
     (lambda r: r["tasks"].update(three_digit={"heldout": 1}), "tasks.three_digit = 'three_digit': unknown task"),
@@ -52,7 +58,9 @@ def with_grpo(raw, variant=None, **defaults):
      "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std"),
     (lambda r: r["grpo"]["defaults"].update(aggregation="sum"),
      "grpo.defaults.aggregation = 'sum': must be one of seq_mean, token_mean, seq_sum_const"),
-    (lambda r: r["grpo"].update(seeds=[]), "grpo.seeds = []: list at least one seed"),
+    (lambda r: r["variants"]["grpo"].update(seeds=[]), "variants.grpo.seeds = []: list at least one seed"),
+    (lambda r: r["hack"].update(seeds=[1, 1]), "hack.seeds = [1, 1]: seeds must differ"),
+    (lambda r: r["passk"].update(contrast="single_digit"), "passk.contrast = 'single_digit': must be an sft run of"),
     (lambda r: r["hack"].update(sft="two_digit"), "hack.sft = 'two_digit': must be an sft run of variant 'a_grpo'"),
     (lambda r: r["model"].update(n_head=3), "model.n_head = 3: must divide model.d_model"),
 ])

@@ -28,7 +28,7 @@ def sft_policy():
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig), len(TOK))
     tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.0, repeats=8, seed=0), TOK)
-    cfg = make(SFTConfig, noise_rate=0.0, repeats=8, epochs=25, batch_size=64, lr=0.003)
+    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003)
     gen = torch.Generator().manual_seed(0)
     train_sft(model, tokens, mask, cfg, gen, progress=False)
     with torch.no_grad():
@@ -47,7 +47,7 @@ def noisy_sft_policy():
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig), len(TOK))
     tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.4, repeats=16, seed=0), TOK)
-    cfg = make(SFTConfig, noise_rate=0.4, repeats=16, epochs=40, batch_size=32, lr=0.003)
+    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 0.4}, repeats=16, epochs=40, batch_size=32, lr=0.003)
     train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
     return model
 

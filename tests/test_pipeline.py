@@ -57,7 +57,7 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     passk = json.loads((d / "reports/metrics/passk.json").read_text())
     assert set(passk["variants"]) == {"grpo", "dapo"} and passk["n"] == 4  # two_digit variants only
     counts = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
-    assert set(counts) == {"sft", "grpo/seed0", "grpo/seed1", "dapo/seed0", "dapo/seed1"}
+    assert set(counts) == {"sft", "two_digit", "grpo/seed0", "grpo/seed1", "dapo/seed0", "dapo/seed1"}
     hack = json.loads((d / "reports/metrics/hack.json").read_text())
     assert len(hack["per_seed"]["digits_per_response_end"]) == 2
     for fig in ("passk-curves.png", "passk-scatter.png", "hack-reward-vs-accuracy.png", "worked-b14-demo.png"):

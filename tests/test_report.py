@@ -35,7 +35,7 @@ def test_every_claim_points_at_a_metric_a_stage_produces():
 
 def test_committed_results_give_every_claim_a_verdict():
     rows = evaluate_claims(load_claims(CLAIMS), METRICS)
-    assert {r["verdict"] for r in rows} <= {"reproduced", "differs", "cited"}
+    assert {r["verdict"] for r in rows} <= {"reproduced", "differs", "inconclusive", "cited"}
     assert sum(r["verdict"] == "cited" for r in rows) >= 5
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids))
@@ -43,7 +43,11 @@ def test_committed_results_give_every_claim_a_verdict():
 
 @pytest.fixture
 def metrics():
-    return {"m.json": {"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None}}
+    return {"m.json": {"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None, "acc": 0.5, "acc_ci": [0.45, 0.55]},
+            "s.json": {"seeds": [0, 1, 2], "acc": 0.6, "start": 0.4, "k": 12,
+                       "per_seed": {"acc": [0.58, 0.6, 0.62], "start": [0.4, 0.41, 0.39], "k": [12, None, 10],
+                                    "wide": [0.2, 0.9, 0.5]}, "wide": 0.533},
+            "t.json": {"seeds": [0, 1, 2], "acc": 0.61, "per_seed": {"acc": [0.6, 0.61, 0.62]}}}
 
 
 @pytest.mark.parametrize("claim, expected", [
@@ -59,9 +63,34 @@ def metrics():
     ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nan"]}, "missing"),
     ({"kind": "exact", "book": 1, "tol": 1, "metric": ["absent.json", "x"]}, "missing"),
     ({"kind": "cited", "book": "15.6 -> 71.0"}, "cited"),
+    # seed intervals: 0.6 +- 0.05 (t, 3 seeds) inside, outside and across the claim's bounds
+    ({"kind": "exact", "book": 0.6, "tol": 0.06, "metric": ["s.json", "acc"]}, "reproduced"),
+    ({"kind": "exact", "book": 0.75, "tol": 0.05, "metric": ["s.json", "acc"]}, "differs"),
+    ({"kind": "greater", "metric": ["s.json", "acc"], "other_value": 0.59}, "inconclusive"),
+    ({"kind": "greater", "metric": ["s.json", "acc"], "other_value": 0.5}, "reproduced"),
+    ({"kind": "range", "lo": 0.0, "hi": 0.5, "metric": ["s.json", "wide"]}, "inconclusive"),
+    # a sampling interval beside a single value
+    ({"kind": "exact", "book": 0.52, "tol": 0.01, "metric": ["m.json", "acc"]}, "inconclusive"),
+    # paired seeds: acc - start is 0.2 +- small in every seed
+    ({"kind": "greater", "metric": ["s.json", "acc"], "other": ["s.json", "start"], "margin": 0.1}, "reproduced"),
+    ({"kind": "close", "metric": ["s.json", "acc"], "other": ["t.json", "acc"], "tol": 0.05}, "reproduced"),
+    # a seed without a value (no crossover): the claim cannot hold for it
+    ({"kind": "range", "lo": 8, "hi": 16, "metric": ["s.json", "k"]}, "inconclusive"),
+    ({"kind": "range", "lo": 13, "hi": 16, "metric": ["s.json", "k"]}, "differs"),
 ])
 def test_verdicts_follow_the_rule_of_each_kind(metrics, claim, expected):
     assert verdict(claim, metrics)["verdict"] == expected
+
+
+def test_seed_values_that_straddle_a_bound_are_inconclusive():
+    """Three seeds at 0.48, 0.51, 0.54: the mean is above 0.5 but the 95% interval is not, so neither
+    'reproduced' nor 'differs' can be claimed on this evidence."""
+    m = {"f.json": {"seeds": [0, 1, 2], "v": 0.51, "per_seed": {"v": [0.48, 0.51, 0.54]}}}
+    res = verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.5}, m)
+    assert res["verdict"] == "inconclusive"
+    assert res["evidence"].lo < 0.5 < res["evidence"].value < res["evidence"].hi
+    assert verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m)["verdict"] == "reproduced"
+    assert verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m)["verdict"] == "differs"
 
 
 def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
@@ -181,3 +210,20 @@ def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
     assert compare_outputs(tmp_path / "ours", tmp_path / "other") == ["reports/metrics/grpo-x.json"]
     (tmp_path / "same" / "reports" / "passk-counts.json").unlink()
     assert compare_outputs(tmp_path / "ours", tmp_path / "same") == ["reports/passk-counts.json"]
+
+
+def test_another_cpu_is_judged_by_verdicts_and_intervals_not_bits():
+    from rlvr.bench import compare_verdicts
+
+    committed = {"claims": {"a": {"verdict": "reproduced", "ours": 0.90, "interval": [0.88, 0.92]},
+                            "b": {"verdict": "differs", "ours": 4.0, "interval": None, "tolerance": 2},
+                            "c": {"verdict": "cited", "ours": None}}}
+    same = {"claims": {"a": {"verdict": "reproduced", "ours": 0.915}, "b": {"verdict": "differs", "ours": 5.5},
+                       "c": {"verdict": "cited", "ours": None}}}
+    assert compare_verdicts(committed, same) == {"verdicts_identical": True, "numbers_within_tolerance": True,
+                                                 "verdict_flips": [], "numbers_outside": []}
+    moved = {"claims": {**same["claims"], "a": {"verdict": "reproduced", "ours": 0.93},
+                        "b": {"verdict": "inconclusive", "ours": 4.0}}}
+    out = compare_verdicts(committed, moved)
+    assert out["verdict_flips"] == [{"claim": "b", "committed": "differs", "fresh": "inconclusive"}]
+    assert [d["claim"] for d in out["numbers_outside"]] == ["a"]

@@ -38,3 +38,53 @@ def test_loss_mask_covers_label_and_eos_only():
     tokens, mask = encode_sft(rows, tok)
     targets = tokens[:, 1:]
     assert [tok.decode(targets[i][mask[i] > 0].tolist()) for i in range(2)] == ["85<eos>", "815<eos>"]
+
+
+def test_slip_rates_are_the_beta_quantiles_and_each_slip_digit_is_wrong():
+    from scipy.stats import beta
+
+    from rlvr.sft import slip_table
+
+    table = slip_table(1.4, 1.9, seed=0)
+    assert len(table) == 100
+    rates = sorted(r for r, _ in table.values())
+    expected = beta.ppf([(i + 0.5) / 100 for i in range(100)], 1.4, 1.9)
+    assert max(abs(a - b) for a, b in zip(rates, expected)) < 1e-12
+    assert all(w != (u + v) % 10 and 0 <= w <= 9 for (u, v), (_, w) in table.items())
+    assert slip_table(1.4, 1.9, seed=0) == table and slip_table(1.4, 1.9, seed=1) != table
+
+
+def test_a_slip_changes_only_the_last_digit_and_follows_its_facts_rate():
+    from rlvr.sft import fact, slip_rows, slip_table
+
+    train, _ = split("two_digit", 300, seed=0)
+    table = slip_table(1.4, 1.9, seed=0)
+    rows = slip_rows(train, 1.4, 1.9, repeats=2, seed=0)
+    assert len(rows) == 2 * len(train)
+    for r in rows:
+        if r["noised"]:
+            rate, wrong = table[(r["a"] % 10, r["b"] % 10)]
+            assert r["label"] == r["answer"][:-1] + str(wrong)
+        else:
+            assert r["label"] == r["answer"]
+    # per fact, the share of slipped labels is consistent with the fact's rate
+    from collections import defaultdict
+
+    by_fact = defaultdict(list)
+    for r in rows:
+        by_fact[(r["a"] % 10, r["b"] % 10)].append(r["noised"])
+    pvalues = [binomtest(sum(v), len(v), table[f][0]).pvalue for f, v in by_fact.items()]
+    assert min(pvalues) > ALPHA / 100  # Bonferroni over the 100 facts
+    assert fact(train[0]) == (train[0].a % 10, train[0].b % 10)
+
+
+def test_author_solve_rate_is_one_minus_the_facts_slip_rate():
+    from rlvr.config import SlipNoise, UniformNoise
+    from rlvr.sft import author_solve_rates, slip_table
+
+    train, held = split("two_digit", 300, seed=0)
+    rates = author_solve_rates(held, SlipNoise(kind="slips", alpha=1.4, beta=1.9), seed=0)
+    table = slip_table(1.4, 1.9, seed=0)
+    assert rates == [1 - table[(p.a % 10, p.b % 10)][0] for p in held]
+    uniform = author_solve_rates(held[:3], UniformNoise(kind="uniform", rate=0.3), seed=0)
+    assert uniform == pytest.approx([0.7 + 0.3 / 179] * 3)

@@ -16,7 +16,7 @@ def test_clean_sft_learns_single_digit_addition():
     model = TinyLM(make(ModelConfig), len(tok))
     train, _ = split("single_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train, 0.0, repeats=8, seed=0), tok)
-    cfg = make(SFTConfig, noise_rate=0.0, repeats=8, epochs=25, batch_size=64, lr=0.003)
+    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003)
     gen = torch.Generator().manual_seed(0)
     curve = train_sft(model, tokens, mask, cfg, gen, progress=False)
     assert curve[-1]["loss"] < curve[0]["loss"]
@@ -76,7 +76,7 @@ def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
     tokens, mask = encode_sft(rows, tok)
     clean = encode_sft(rows, tok, field="answer")
     assert not torch.equal(tokens, clean[0]) and torch.equal(mask, clean[1])
-    cfg = make(SFTConfig, noise_rate=1.0, repeats=1, clean_epochs=2, epochs=1, batch_size=32)
+    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 1.0}, repeats=1, clean_epochs=2, epochs=1, batch_size=32)
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     curve = train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)

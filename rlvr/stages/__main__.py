@@ -1,3 +1,4 @@
 from rlvr.stages import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a spawned worker imports this module
+    raise SystemExit(main())

@@ -1,11 +1,24 @@
-"""What every stage does around its library calls: open its MLflow run, train once per seed."""
+"""What every stage does around its library calls: open its MLflow run, train once per seed.
+
+Seeds are independent runs, so a multi-seed stage trains them side by side: one worker process per
+core of the stage's thread budget (`runtime.thread_budget`: params.threads, or RLVR_THREADS) (spawned, so no OpenMP state is inherited), each training one seed at a time with one
+torch thread. A seed's numbers therefore never depend on how many workers ran: one thread, its own
+seed, its own generator. Workers compute and return; only the stage process writes files and logs
+to MLflow, so a worker left behind by a killed stage never touches the outputs.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
-from rlvr.config import Params
+import torch
+from tqdm import tqdm
+
+from rlvr.config import Params, recording
 from rlvr.pipeline import config_hash, instance_params
 from rlvr.runtime import set_determinism
 from rlvr.tracking import Run, stage_run
@@ -29,15 +42,57 @@ def log_row(run: Run) -> Callable[[dict], None]:
     return lambda row: run.log_step(row["step"], {k: v for k, v in row.items() if k != "step"})
 
 
-def over_seeds(run: Run, seeds: list[int], threads: int, name: str, tags: dict,
-               train_one: Callable[[int, Run], dict]) -> tuple[dict[int, dict], dict[int, str]]:
-    """`train_one(seed, child_run) -> summary` once per seed, each in its own nested MLflow run with
-    the process re-seeded first. Returns ({seed: summary}, {seed: MLflow run id})."""
-    per_seed, run_ids = {}, {}
-    for seed in seeds:
-        set_determinism(seed, threads)
+@dataclass
+class SeedResult:
+    """What one seed's training returns to the stage process."""
+
+    summary: dict  # the seed's numbers (its metrics-file entries)
+    curve: list[dict]  # one row per step
+    state: dict  # the trained model's state dict
+    extra: Any = None  # anything else the stage keeps (e.g. sample tables)
+
+
+SEED_THREADS = 1  # torch threads per seed, whatever the worker count: a seed's floats never depend on it
+
+
+def _seeded(fn: Callable[..., SeedResult], seed: int, args: tuple) -> SeedResult:
+    set_determinism(seed, SEED_THREADS)
+    return fn(seed, *args)
+
+
+def _each_seed(fn: Callable[..., SeedResult], seeds: list[int], args: tuple, workers: int) -> Iterator[SeedResult]:
+    """fn(seed, *args) for every seed, in seed order: in this process, or in `workers` spawned ones."""
+    if workers <= 1 or len(seeds) == 1 or recording():  # a worker's params reads would go unrecorded
+        threads = torch.get_num_threads()
+        try:
+            for seed in seeds:
+                yield _seeded(fn, seed, args)
+        finally:
+            torch.set_num_threads(threads)
+        return
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield from pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))
+    except BaseException:
+        for proc in list(getattr(pool, "_processes", {}).values()):  # stop work nobody will collect
+            proc.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def over_seeds(run: Run, seeds: list[int], workers: int, name: str, tags: dict, fn: Callable[..., SeedResult],
+               args: tuple, progress: bool = True) -> Iterator[tuple[int, SeedResult, str]]:
+    """Train every seed (`fn(seed, *args) -> SeedResult`, a module-level function so that workers can
+    import it) and log each to its own nested MLflow run: its curve as per-step metrics, then its
+    summary. Yields (seed, result, child run id) in seed order."""
+    bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
+    for seed, result in zip(seeds, _each_seed(fn, seeds, args, workers), strict=True):  # runs the pool to its end
+        bar.update(1)
         with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}) as child:
-            per_seed[seed] = train_one(seed, child)
-            child.log_metrics(per_seed[seed])
-            run_ids[seed] = child.run_id
-    return per_seed, run_ids
+            log = log_row(child)
+            for row in result.curve:
+                log(row)
+            child.log_metrics(result.summary)
+        yield seed, result, child.run_id
+    bar.close()

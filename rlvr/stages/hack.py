@@ -8,52 +8,61 @@ from dataclasses import replace
 import torch
 
 from rlvr import checkpoint, plots
-from rlvr.config import Params
+from rlvr.config import GRPOConfig, HackConfig, Params
 from rlvr.grpo import train_grpo
 from rlvr.hack import hack_metrics, hack_summary
 from rlvr.paths import HackPaths
 from rlvr.pipeline import config_hash
-from rlvr.runtime import read_jsonl, write_json, write_tsv
-from rlvr.stages.common import log_row, over_seeds, run_name, tracked
+from rlvr.runtime import read_jsonl, thread_budget, write_json, write_tsv
+from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked
 from rlvr.stats import seed_metrics
-from rlvr.tasks import problems_of
+from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import substring_reward
 
 
+def sample_steps(cfg: HackConfig) -> list[int]:
+    """The steps whose rollouts are kept as sample tables: first, middle, last."""
+    return sorted({1, (cfg.steps + 1) // 2, cfg.steps})
+
+
+def train_seed(seed: int, cfg: HackConfig, grpo_cfg: GRPOConfig, train: list[Problem], start: dict) -> SeedResult:
+    """One seed on the substring reward; its sample tables ride along as `extra`."""
+    tok = Tokenizer()
+    policy = checkpoint.load(tok=tok, **start)
+    samples: dict[int, list] = {}
+    reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
+    curve = train_grpo(policy, grpo_cfg, cfg.max_new_tokens, train, train, tok, torch.Generator().manual_seed(seed),
+                       reward_fn=reward, progress=False,
+                       batch_metrics=hack_metrics(tok, samples, set(sample_steps(cfg)), cfg.sample_rows))
+    return SeedResult(hack_summary(curve, cfg.window), curve, policy.state_dict(),
+                      {str(k): v for k, v in sorted(samples.items())})
+
+
 def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
     cfg = params.hack
-    seeds = params.grpo.seeds
-    grpo_cfg = replace(params.variant(cfg.variant), steps=cfg.steps, temperature=cfg.temperature)
+    grpo_cfg = replace(params.variant(cfg.variant), seeds=cfg.seeds, steps=cfg.steps, temperature=cfg.temperature)
     train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
     tok = Tokenizer()
-    start = {"run": run_name("sft", cfg.sft), "config_hash": config_hash("sft", cfg.sft, params)}
-    checkpoint.load(paths.start.checkpoint, tok, **start)  # fail before any training if it is not the one
-    reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
-    sample_steps = {1, (cfg.steps + 1) // 2, cfg.steps}
+    start = {"path": paths.start.checkpoint, "run": run_name("sft", cfg.sft),
+             "config_hash": config_hash("sft", cfg.sft, params)}
+    model = checkpoint.load(tok=tok, **start)  # fail before any training if it is not the one
     own_hash = config_hash("hack", None, params)
-    tables: dict[int, dict] = {}
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
-
-    def train_one(seed: int, child) -> dict:
-        policy = checkpoint.load(paths.start.checkpoint, tok, **start)
-        samples: dict[int, list] = {}
-        curve = train_grpo(policy, grpo_cfg, cfg.max_new_tokens, train, train, tok, torch.Generator().manual_seed(seed),
-                           reward_fn=reward, progress=progress, desc=f"hack seed {seed}", on_step=log_row(child),
-                           batch_metrics=hack_metrics(tok, samples, sample_steps, cfg.sample_rows))
-        tables[seed] = {str(k): v for k, v in sorted(samples.items())}
-        checkpoint.save(paths.checkpoint(seed), policy, tok, f"hack/seed{seed}", own_hash)
-        write_tsv(paths.curve(seed), curve)
-        return hack_summary(curve, cfg.window)
-
+    finals, tables = {}, {}
     with tracked("hack", None, params, tags) as mlrun:
-        finals, _ = over_seeds(mlrun, seeds, params.threads, "hack", tags, train_one)
-        rose = sum(finals[s]["digits_per_response_end"] > finals[s]["digits_per_response_start"] for s in seeds)
-        metrics = {**seed_metrics(finals), "seeds": seeds, "seeds_digits_rose": rose, "mlflow_run_id": mlrun.run_id,
-                   "params_hash": own_hash}
-        write_json(paths.samples, {"steps": sorted(sample_steps), "samples": tables})
+        for seed, result, _ in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), "hack", tags, train_seed,
+                                          (cfg, grpo_cfg, train, start), progress):
+            model.load_state_dict(result.state)
+            checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", own_hash)
+            write_tsv(paths.curve(seed), result.curve)
+            finals[seed], tables[seed] = result.summary, result.extra
+        rose = sum(f["digits_per_response_end"] > f["digits_per_response_start"] for f in finals.values())
+        metrics = {**seed_metrics(finals), "seeds": cfg.seeds, "seeds_digits_rose": rose,
+                   "mlflow_run_id": mlrun.run_id, "params_hash": own_hash}
+        write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_json(paths.metrics, metrics)
-        plots.hack_curves({s: paths.curve(s) for s in seeds}, paths.figure)
+        plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
         mlrun.log_metrics({k: v for k, v in metrics.items() if k not in ("ci95", "per_seed")})
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)

@@ -11,7 +11,7 @@ from rlvr.passk import summarise_counts
 from rlvr.paths import PassKPaths
 from rlvr.pipeline import config_hash
 from rlvr.rollout import correct_counts
-from rlvr.runtime import read_jsonl, set_determinism, write_json, write_tsv
+from rlvr.runtime import read_jsonl, set_determinism, thread_budget, write_json, write_tsv
 from rlvr.stages.common import run_name, tracked
 from rlvr.tasks import problems_of
 from rlvr.tokenizer import Tokenizer
@@ -19,16 +19,18 @@ from rlvr.tokenizer import Tokenizer
 
 def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:  # noqa: ARG001
     cfg = params.passk
-    seeds = params.grpo.seeds
     variants = [v for v, c in params.variants.items() if c.sft == cfg.sft]
+    seeds = {v: params.variant(v).seeds for v in variants}
     task_name = params.sft_run(cfg.sft).task
     task = params.task(task_name)
     problems = problems_of(read_jsonl(paths.start.data.heldout), task_name)
     tok = Tokenizer()
-    models = [("sft", paths.start.checkpoint, run_name("sft", cfg.sft), config_hash("sft", cfg.sft, params))]
+    models = [("sft", paths.start.checkpoint, run_name("sft", cfg.sft), config_hash("sft", cfg.sft, params)),
+              (cfg.contrast, paths.contrast.checkpoint, run_name("sft", cfg.contrast),
+               config_hash("sft", cfg.contrast, params))]
     models += [(f"{v}/seed{s}", paths.variant_checkpoint(v, s), f"{run_name('grpo', v)}/seed{s}",
-                config_hash("grpo", v, params)) for v in variants for s in seeds]
-    set_determinism(params.seed, params.threads)
+                config_hash("grpo", v, params)) for v in variants for s in seeds[v]]
+    set_determinism(params.seed, thread_budget(params.threads))
     counts: dict[str, list[int]] = {}
     with tracked("passk", None, params, {"task": task_name}) as mlrun:
         for name, path, ckpt_run, ckpt_hash in models:
@@ -36,13 +38,14 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:  # no
             model = checkpoint.load(path, tok, ckpt_run, ckpt_hash)
             counts[name] = correct_counts(model, problems, cfg.n, task.max_new_tokens, cfg.temperature, tok,
                                           gen).tolist()
-        metrics, curves = summarise_counts(counts, variants, seeds, cfg.n, cfg.ks, cfg.bootstrap, params.seed)
+        metrics, curves = summarise_counts(counts, seeds, cfg.n, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast)
         metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
         write_json(paths.counts, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
         write_json(paths.metrics, metrics)
         write_tsv(paths.curve, curves)
         figures = [plots.passk_curves(curves, cfg.n, paths.figure_curves),
-                   plots.passk_scatter(counts, cfg.n, paths.figure_scatter)]
+                   plots.passk_scatter(counts, cfg.n, paths.figure_scatter),
+                   plots.passk_solve_rates(counts, seeds, cfg.n, cfg.contrast, paths.figure_solve_rates)]
         mlrun.log_metrics({"sft_pass_at_1": metrics["sft"]["pass_at_1"], "sft_pass_at_n": metrics["sft"]["pass_at_n"],
                            **{f"{v}_{k}": x for v, d in metrics["variants"].items() for k, x in d.items()
                               if isinstance(x, (int, float))}})

@@ -15,8 +15,8 @@ import yaml
 
 from rlvr.config import Params
 from rlvr.paths import ReportPaths
-from rlvr.provenance import explain, footer
-from rlvr.report import check_claims, evaluate_claims, render
+from rlvr.provenance import explain, footer, load_lock
+from rlvr.report import check_claims, evaluate_claims, render, verdict_record
 from rlvr.runtime import atomic_write, read_json_dir, write_json, write_text
 
 
@@ -40,16 +40,16 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
     claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
     metrics = read_json_dir(paths.metrics)
     rows = evaluate_claims(claims, metrics)
-    figures = []
+    figures, lock = [], load_lock(root)
     for png in sorted(paths.figures.glob("*.png")):
-        info = explain(root, png.as_posix(), check_stale=False, check_mlflow=False)
+        info = explain(root, png.as_posix(), check_stale=False, check_mlflow=False, lock=lock)
         copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
         figures.append({"name": png.name, "footer": footer(info), "png": copy.read_bytes()})
     samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
+    problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
     bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
-    markdown, page, counts = render(rows, figures, metrics, samples, bench)
+    markdown, page, counts = render(rows, figures, metrics, samples, bench, problems)
     write_text(paths.markdown, markdown)
     write_text(paths.html, page)
-    write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: {"verdict": r["verdict"], "ours": r["ours"],
-                                                                       "book": r["book"]} for r in rows}})
+    write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})
     return counts
