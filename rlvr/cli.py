@@ -39,9 +39,10 @@ def _pipeline(args):
 
 
 def _provenance(args):
-    from rlvr.provenance import explain
+    from rlvr.provenance import explain, format_explain
 
-    return explain(Path.cwd(), args.path, check_stale=not args.no_status)
+    info = explain(Path.cwd(), args.path, check_stale=not args.no_status)
+    return info if args.json else Text(format_explain(info))
 
 
 def _diff(args):
@@ -49,7 +50,11 @@ def _diff(args):
     from rlvr.diff import diff_variants, format_diff
 
     d = diff_variants(paths.METRICS, paths.PASSK_COUNTS, args.a, args.b)
-    return d if args.json else Text(format_diff(d))
+    if not args.json:
+        return Text(format_diff(d))  # warnings are its first lines
+    for w in d["warnings"]:
+        print(f"rlvr: warning: {w}", file=sys.stderr)
+    return d
 
 
 def _bench(args) -> dict:
@@ -89,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("provenance", help="which stage, params, inputs and MLflow runs produced PATH")
     s.add_argument("path", help="a figure, metrics file or other output recorded in dvc.lock")
     s.add_argument("--no-status", action="store_true", help="skip the `dvc status` staleness check")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.set_defaults(fn=_provenance)
     s = sub.add_parser("diff", help="two GRPO variants side by side (final metrics, pass@k, paired test)")
     s.add_argument("a")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr.pipeline import STAGES, template
+from rlvr.pipeline import STAGES, plot_views, template
 
 PACKAGE = Path(__file__).resolve().parent  # rlvr/
 ROOT = PACKAGE.parent
@@ -24,7 +24,8 @@ DISPATCHER = "rlvr.stages"
 HEADER = """\
 # The pipeline. Written by `rlvr pipeline --write` from rlvr/pipeline.py (params, data in and out)
 # and from each stage module's imports (code deps): edit those, not this file. `dvc dag` draws it.
-# foreach over `sft` / `variants` in params.yaml: adding an entry there adds its stages.
+# foreach over `sft` / `variants` in params.yaml: adding an entry there adds its stages; rerun
+# `rlvr pipeline --write` then, so that the `plots:` views (`dvc plots show`) name its curves too.
 """
 
 
@@ -105,14 +106,14 @@ def stage_entry(name: str) -> dict:
     body["outs"] = outs
     if f["metrics"]:
         body["metrics"] = [{_posix(m): {"cache": False}} for m in f["metrics"]]
-    if f["plots"]:
-        body["plots"] = [{_posix(p): {"cache": False, **props}} for p, props in f["plots"].items()]
     return {"foreach": "${" + s.foreach + "}", "do": body} if s.foreach else body
 
 
-def render() -> str:
-    """The text of dvc.yaml."""
-    doc = {"stages": {name: stage_entry(name) for name in STAGES}}
+def render(params_path: Path = ROOT / "params.yaml") -> str:
+    """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
+    after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
+    raw = yaml.safe_load(params_path.read_text())
+    doc = {"stages": {name: stage_entry(name) for name in STAGES}, "plots": plot_views(raw)}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 
 

@@ -251,24 +251,32 @@ def _start_summary(c: np.ndarray, n: int, ks, resamples: int, seed: int) -> tupl
 
 
 def summarise_counts(counts: dict[str, list[int]], seeds: dict[str, list[int]], n: int, ks,
-                     resamples: int, seed: int, contrast: str | None = None) -> tuple[dict, list[dict]]:
+                     resamples: int, seed: int, contrast: str | None = None) -> tuple[dict, dict[str, list[dict]]]:
     """Per-problem counts of "sft", of "{variant}/seed{s}" (seeds: variant -> its seeds) and, if
-    given, of the `contrast` start -> (metrics, curve rows).
+    given, of the `contrast` start -> (metrics, curves).
 
     metrics: SFT's pass@1 / pass@n with bands and never-solved count (the contrast's likewise), and per
-    variant the seed means (and per-seed values) of `compare` against SFT. Curve rows: one per
-    (model, k), SFT's band and the variant's seed-mean curve with seed 0's band.
+    variant the seed means (and per-seed values) of `compare` against SFT, on the grid `ks`.
+    curves: model -> one row per k = 1..n: an SFT start's pass@k with its bootstrap band over
+    problems; a variant's seed-mean pass@k with its 95% t-interval over seeds, and its difference
+    from SFT (pass@k minus SFT's, seed mean and interval: it crosses 0 where SFT catches up).
     """
     base = np.array(counts["sft"])
-    sft_metrics, sft = _start_summary(base, n, ks, resamples, seed)
-    starts = [("sft", sft)]
+    sft_metrics, _ = _start_summary(base, n, ks, resamples, seed)
+    starts = ["sft"]
     extra = {}
     if contrast is not None:
-        extra["contrast"], summary = _start_summary(np.array(counts[contrast]), n, ks, resamples, seed)
+        extra["contrast"], _ = _start_summary(np.array(counts[contrast]), n, ks, resamples, seed)
         extra["contrast"]["run"] = contrast
-        starts.append((contrast, summary))
-    curves = [{"model": name, "k": k, "pass_at_k": m, "ci95_lo": lo, "ci95_hi": hi} for name, s in starts
-              for k, m, (lo, hi) in zip(s["ks"], s["pass_at_k_base"], s["pass_at_k_base_ci"])]
+        starts.append(contrast)
+    all_k = np.arange(1, n + 1)  # (n,)
+    curves = {}
+    for name in starts:
+        _, mean = pass_at_k_curve(counts[name], n, all_k)
+        lo, hi = bootstrap_band(counts[name], n, all_k, resamples, seed)
+        curves[name] = [{"k": int(k), "pass_at_k": float(m), "ci95_lo": float(a), "ci95_hi": float(b)}
+                        for k, m, a, b in zip(all_k, mean, lo, hi)]
+    _, sft_curve = pass_at_k_curve(base, n, all_k)  # (n,)
     per_variant = {}
     for v, v_seeds in seeds.items():
         rows = [compare(base, np.array(counts[f"{v}/seed{s}"]), n, ks, resamples, seed) for s in v_seeds]
@@ -276,13 +284,20 @@ def summarise_counts(counts: dict[str, list[int]], seeds: dict[str, list[int]], 
         per_variant[v]["per_seed"] = {k: [r[k] for r in rows] for k in SEED_KEYS}
         per_variant[v]["pass_at_1_rl_ci_seed0"] = rows[0]["pass_at_1_rl_ci"]
         per_variant[v]["pass_at_n_rl_ci_seed0"] = rows[0]["pass_at_n_rl_ci"]
-        mean_curve = np.mean([r["pass_at_k_rl"] for r in rows], axis=0)  # (K,)
-        for i, k in enumerate(rows[0]["ks"]):
-            curves.append({"model": v, "k": k, "pass_at_k": float(mean_curve[i]),
-                           "ci95_lo": rows[0]["pass_at_k_rl_ci"][i][0], "ci95_hi": rows[0]["pass_at_k_rl_ci"][i][1]})
-    metrics = {"n": n, "problems": int(base.size), "ks": sft["ks"], "sft": sft_metrics, **extra,
+        per_seed = np.stack([pass_at_k_curve(counts[f"{v}/seed{s}"], n, all_k)[1] for s in v_seeds])  # (S, n)
+        curves[v] = [{"k": int(k), **_band(per_seed[:, i], "pass_at_k"), **_band(per_seed[:, i] - sft_curve[i], "minus_sft")}
+                     for i, k in enumerate(all_k)]
+    metrics = {"n": n, "problems": int(base.size), "ks": sorted(set(ks) | {1, n}), "sft": sft_metrics, **extra,
                "variants": per_variant}
     return metrics, curves
+
+
+def _band(values: np.ndarray, name: str) -> dict:
+    """{name: mean, name_lo, name_hi}: the 95% t-interval over seeds (the mean itself with one seed)."""
+    from rlvr.stats import mean_ci
+
+    mean, lo, hi = mean_ci([float(x) for x in values])
+    return {name: float(mean), f"{name}_lo": float(mean if lo is None else lo), f"{name}_hi": float(mean if hi is None else hi)}
 
 
 def one_sided_problems(c_base, c_seeds: list, prompts: list[str]) -> dict[str, list[dict]]:

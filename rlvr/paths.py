@@ -25,12 +25,12 @@ PARAMS = Path("params.yaml")
 class DataPaths:
     """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task."""
 
-    rows: Path
-    heldout: Path
+    rows: Path  # JSONL, one labelled SFT row per line
+    heldout: Path  # JSON {"task", "problems": [...]}: never an empty file, even with no held-out split
 
 
 def data(run: str) -> DataPaths:
-    return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.jsonl")
+    return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.json")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ class GRPOPaths:
     start: SFTPaths
     checkpoints: Path  # folder: seed{n}.pt
     metrics: Path
-    curves: Path  # folder: seed{n}.tsv
+    curves: Path  # folder: seed{n}.tsv (every training step), seed{n}-eval.tsv (every evaluation)
+    eval_mean: Path  # the held-out accuracy curve, seed mean with its 95% band (DVC's overlay plots)
 
     def checkpoint(self, seed: int) -> Path:
         return self.checkpoints / f"seed{seed}.pt"
@@ -62,14 +63,18 @@ class GRPOPaths:
     def curve(self, seed: int) -> Path:
         return self.curves / f"seed{seed}.tsv"
 
+    def eval_curve(self, seed: int) -> Path:
+        return self.curves / f"seed{seed}-eval.tsv"
+
 
 GRPO_CHECKPOINTS = DATA / "grpo"
 GRPO_CURVES = CURVES / "grpo"
+GRPO_EVAL = CURVES / "grpo-eval"
 
 
 def grpo(variant: str, sft_run: str) -> GRPOPaths:
     return GRPOPaths(sft(sft_run), GRPO_CHECKPOINTS / variant, METRICS / f"grpo-{variant}.json",
-                     GRPO_CURVES / variant)
+                     GRPO_CURVES / variant, GRPO_EVAL / f"{variant}.tsv")
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class PassKPaths:
     variants: Path  # folder of every variant's checkpoints (GRPOPaths.checkpoints)
     counts: Path  # per-problem correct counts c_i, committed
     metrics: Path
-    curve: Path
+    curves: Path  # folder: {model}.tsv, pass@k at every k with its bootstrap band
     figure_curves: Path
     figure_scatter: Path
     figure_solve_rates: Path
@@ -95,7 +100,7 @@ PASSK_COUNTS = REPORTS / "passk-counts.json"
 
 def passk(sft_run: str, contrast: str) -> PassKPaths:
     return PassKPaths(sft(sft_run), sft(contrast), GRPO_CHECKPOINTS, PASSK_COUNTS, METRICS / "passk.json",
-                      CURVES / "passk.tsv", FIGURES / "passk-curves.png", FIGURES / "passk-scatter.png",
+                      CURVES / "passk", FIGURES / "passk-curves.png", FIGURES / "passk-scatter.png",
                       FIGURES / "passk-solve-rates.png")
 
 
@@ -107,7 +112,7 @@ class HackPaths:
     checkpoints: Path  # folder: seed{n}.pt
     metrics: Path
     samples: Path
-    curves: Path  # folder: seed{n}.tsv
+    curves: Path  # folder: seed{n}.tsv (every step), seed{n}-eval.tsv (every evaluation)
     figure: Path
 
     def checkpoint(self, seed: int) -> Path:
@@ -115,6 +120,9 @@ class HackPaths:
 
     def curve(self, seed: int) -> Path:
         return self.curves / f"seed{seed}.tsv"
+
+    def eval_curve(self, seed: int) -> Path:
+        return self.curves / f"seed{seed}-eval.tsv"
 
 
 HACK_SAMPLES = REPORTS / "hack-samples.json"
@@ -150,6 +158,7 @@ class ReportPaths:
     figures: Path  # folder
     samples: Path
     counts: Path  # passk's per-problem counts (the per-problem picture)
+    curves: Path  # folder: every stage's curves (the learning-curve figures are drawn from them)
     benchmarks: Path
     markdown: Path
     html: Path
@@ -158,5 +167,5 @@ class ReportPaths:
 
 
 def report() -> ReportPaths:
-    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, PASSK_COUNTS, BENCHMARKS, REPORTS / "report.md",
+    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, PASSK_COUNTS, CURVES, BENCHMARKS, REPORTS / "report.md",
                        REPORTS / "report.html", REPORTS / "report-figures", REPORTS / "report.json")

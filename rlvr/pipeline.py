@@ -53,7 +53,6 @@ class Stage:
     deps: Callable  # paths object -> data files and folders it reads (code deps are found by import)
     outs: Callable  # paths object -> {path: {"cache": bool}} of plain outputs
     metrics: Callable = lambda _: []  # paths object -> metrics JSON files (never cached)
-    plots: Callable = lambda _: {}  # paths object -> {path: plot properties} (never cached)
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
@@ -67,17 +66,15 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           paths=lambda key, item, p: paths.sft(key),
           params=lambda key, item, p: ["seed", "threads", "model", f"tasks.{item.task}", f"sft.{key}"],
           deps=lambda x: [x.data.rows, x.data.heldout],
-          outs=lambda x: {x.checkpoint: {}},
-          metrics=lambda x: [x.metrics],
-          plots=lambda x: {x.curve: {"x": "step", "y": "loss"}}),
+          outs=lambda x: {x.checkpoint: {}, x.curve: {"cache": False}},
+          metrics=lambda x: [x.metrics]),
     Stage("grpo", "variants", "GRPO variant ${key} from its SFT checkpoint, once per seed in its seeds",
           paths=lambda key, item, p: paths.grpo(key, item.sft),
           params=lambda key, item, p: ["threads", "grpo.defaults", f"variants.{key}",
                                        f"tasks.{item.task}"],
           deps=lambda x: [x.start.checkpoint, x.start.data.rows, x.start.data.heldout],
-          outs=lambda x: {x.checkpoints: {}},
-          metrics=lambda x: [x.metrics],
-          plots=lambda x: {x.curves: {"x": "step", "y": "eval_acc"}}),
+          outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}, x.eval_mean: {"cache": False}},
+          metrics=lambda x: [x.metrics]),
     Stage("passk", None, "pass@k of the SFT policy and of every variant trained from it, n samples per "
                          "held-out problem",
           paths=lambda key, item, p: paths.passk(p.passk.sft, p.passk.contrast),
@@ -85,17 +82,17 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                                        f"sft.{p.passk.sft}.task"],
           deps=lambda x: [x.start.checkpoint, x.start.data.heldout, x.contrast.checkpoint, x.variants],
           outs=lambda x: {x.counts: {"cache": False}, x.figure_curves: {"cache": False},
-                          x.figure_scatter: {"cache": False}, x.figure_solve_rates: {"cache": False}},
-          metrics=lambda x: [x.metrics],
-          plots=lambda x: {x.curve: {"x": "k", "y": "pass_at_k"}}),
+                          x.figure_scatter: {"cache": False}, x.figure_solve_rates: {"cache": False},
+                          x.curves: {"cache": False}},
+          metrics=lambda x: [x.metrics]),
     Stage("hack", None, "GRPO on chapter A's hackable substring verifier, once per seed in hack.seeds",
           paths=lambda key, item, p: paths.hack(p.hack.sft),
           params=lambda key, item, p: ["threads", "grpo.defaults", f"variants.{p.hack.variant}",
                                        "hack"],
           deps=lambda x: [x.start.checkpoint, x.start.data.rows],
-          outs=lambda x: {x.checkpoints: {}, x.samples: {"cache": False}, x.figure: {"cache": False}},
-          metrics=lambda x: [x.metrics],
-          plots=lambda x: {x.curves: {"x": "step", "y": "reward_mean"}}),
+          outs=lambda x: {x.checkpoints: {}, x.samples: {"cache": False}, x.figure: {"cache": False},
+                          x.curves: {"cache": False}},
+          metrics=lambda x: [x.metrics]),
     Stage("worked", None, "every closed-form number of both chapters, with figures",
           paths=lambda key, item, p: paths.worked(),
           params=lambda key, item, p: ["threads", "worked"],
@@ -105,7 +102,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("report", None, "every chapter claim beside our value and a verdict; figures with provenance",
           paths=lambda key, item, p: paths.report(),
           params=lambda key, item, p: [],
-          deps=lambda x: [x.claims, x.metrics, x.samples, x.counts, x.figures, x.benchmarks],
+          deps=lambda x: [x.claims, x.metrics, x.samples, x.counts, x.figures, x.curves, x.benchmarks],
           outs=lambda x: {x.markdown: {"cache": False}, x.html: {"cache": False},
                           x.figure_copies: {"cache": False}},
           metrics=lambda x: [x.verdicts]),
@@ -163,7 +160,47 @@ def template(name: str) -> tuple[Any, dict]:
     key, item = (Ref("key"), Ref("item")) if s.foreach else (None, None)
     x = s.paths(key, item, Ref(""))
     return x, {"params": s.params(key, item, Ref("")), "deps": s.deps(x), "outs": s.outs(x),
-               "metrics": s.metrics(x), "plots": s.plots(x)}
+               "metrics": s.metrics(x)}
+
+
+def plot_views(raw: dict) -> list[dict]:
+    """dvc.yaml's top-level `plots:` (what `dvc plots show` draws), from the raw params: one chart
+    per comparison a reader makes, each overlaying one curve file per variant, model or run (DVC
+    colours by file). The files are the seed-mean and per-k tables the stages write, which have a
+    value in every cell (no combs from empty rows). DVC needs the files named one by one."""
+    variants = raw["variants"]
+
+    def by_task(task: str) -> dict:
+        return {_path(paths.grpo(v, e["sft"]).eval_mean): "eval_acc" for v, e in variants.items() if e["task"] == task}
+
+    start, contrast = raw["passk"]["sft"], raw["passk"]["contrast"]
+    models = ["sft", contrast, *(v for v, e in variants.items() if e["sft"] == start)]
+    passk_dir = paths.passk(start, contrast).curves
+    hack = paths.hack(raw["hack"]["sft"])
+    first_seed = raw["hack"]["seeds"][0]
+    return [
+        {"grpo-accuracy-chapter-b": _view(by_task("two_digit"), "step", "GRPO step", "held-out accuracy (seed mean)",
+                                          "Chapter B: held-out accuracy of every GRPO variant")},
+        {"grpo-accuracy-chapter-a": _view(by_task("single_digit"), "step", "GRPO step", "accuracy (seed mean)",
+                                          "Chapter A: sampled accuracy of the GRPO runs")},
+        {"passk": _view({_path(passk_dir / f"{m}.tsv"): "pass_at_k" for m in models}, "k", "k (samples per problem)",
+                        "pass@k", f"Chapter B: pass@k of the SFT start ({start}), its contrast and each variant",
+                        "overlay-log2")},
+        {"sft-loss": _view({_path(paths.sft(r).curve): "loss" for r in raw["sft"]}, "step", "SFT step",
+                           "cross-entropy (nats / token)", "SFT loss of every run")},
+        {"hack": _view({_path(hack.curve(first_seed)): ["reward_mean", "accuracy"]}, "step", "GRPO step", "rate",
+                       f"Chapter A hack: substring reward vs exact accuracy (seed {first_seed})")},
+    ]
+
+
+def _path(p) -> str:
+    return p.as_posix()
+
+
+def _view(y: dict, x: str, x_label: str, y_label: str, title: str, template: str = "overlay") -> dict:
+    """One chart. Templates in .dvc/plots/: `overlay` colours each file (and field) as its own curve,
+    `overlay-log2` also draws x on a log2 axis (k = 1, 2, 4 ... 64)."""
+    return {"template": template, "x": x, "y": y, "title": title, "x_label": x_label, "y_label": y_label}
 
 
 def uncovered_reads(name: str, key: str | None, p: Params, reads: list[str]) -> list[str]:

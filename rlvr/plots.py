@@ -37,6 +37,90 @@ def read_tsv(path: str | Path) -> list[dict]:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
+# Each figure's chapter and one-sentence caption, shown under it in the report.
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "worked-a2-group-advantages.png": ("A", "Group-relative advantages for groups of 8 with different numbers "
+                                            "correct: a rare success gets a large positive advantage, and a group "
+                                            "where all agree gets none (no gradient)."),
+    "worked-a7-kl-estimators.png": ("A", "The three KL estimators against the exact KL as the reference moves away "
+                                         "by delta: k2's bias shrinks as delta cubed (left); their variances (right)."),
+    "worked-a8-memory.png": ("A", "Memory for weights and optimiser state against model size: GRPO drops PPO's critic "
+                                  "and reward model, and beta = 0 drops the reference as well."),
+    "hack-reward-vs-accuracy.png": ("A", "GRPO on the hackable substring verifier, one line per seed: the reward climbs "
+                                         "away from exact accuracy while the policy emits more digits per response."),
+    "worked-b5-signal-probability.png": ("B", "Chance that a group of G samples has mixed rewards, so a non-zero "
+                                              "gradient, when each sample is correct with probability p."),
+    "worked-b10-passk-toy.png": ("B", "The chapter's two-problem toy: RL raises pass@1, and the base model catches up "
+                                      "at large k (the crossover)."),
+    "worked-b14-demo.png": ("B", "A simulated GRPO run on prompts of graded difficulty: mean accuracy and the shares "
+                                 "of groups with no signal (left), each prompt's success rate over iterations (right)."),
+    "passk-curves.png": ("B", "pass@k on the 300 held-out problems: the SFT starts and GRPO (left), and every variant's "
+                              "pass@k minus SFT's with its 95% seed band (right); a dot marks the k where SFT catches up."),
+    "passk-scatter.png": ("B", "Correct samples of 64 per held-out problem, SFT against GRPO (seed mean): points on "
+                               "the x axis are problems SFT sometimes solves and GRPO never does."),
+    "passk-solve-rates.png": ("B", "Per-problem solve rates as cumulative shares: the height at 0 is the share of "
+                                   "problems never solved in 64 samples, the mass near 0 what sampling can miss."),
+    "grpo-curves-chapter-a.png": ("A", "Chapter A's GRPO runs, seed mean with its 95% band: training reward, "
+                                       "sampled accuracy, KL to the reference and policy entropy per step."),
+    "grpo-curves-chapter-b.png": ("B", "Chapter B's GRPO variants, seed mean with its 95% band: training reward, "
+                                       "held-out accuracy, KL to the reference and policy entropy per step."),
+}
+
+
+def _floats(rows: list[dict], key: str) -> list[float]:
+    return [float(r[key]) for r in rows]
+
+
+def _band(ax, x, per_seed: list[list[float]], label: str, color, floor: float | None) -> None:
+    """Seed mean as a line, its 95% t-interval as a band (none with one seed), the band cut at
+    `floor` where the quantity cannot go lower (KL, entropy, rates: 0)."""
+    from rlvr.stats import mean_ci
+
+    stats = [mean_ci(list(col)) for col in zip(*per_seed)]
+    ax.plot(x, [m for m, _, _ in stats], color=color, lw=1.4, label=label)
+    if len(per_seed) > 1:
+        lo = [max(lo, floor) if floor is not None else lo for _, lo, _ in stats]
+        ax.fill_between(x, lo, [hi for _, _, hi in stats], color=color, alpha=0.12, lw=0)
+
+
+def _rolling(values: list[float], window: int) -> list[float]:
+    """Trailing mean over `window` points (fewer at the start): per-step training metrics are
+    one batch each, too noisy to compare variants by eye."""
+    return [float(np.mean(values[max(0, i - window + 1): i + 1])) for i in range(len(values))]
+
+
+LEARNING_PANELS = (("train", "reward_mean", "training reward", "reward (share correct)"),
+                   ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy"),
+                   ("train", "kl_k3_nats", "KL to the reference (k3, per response)", "nats"),
+                   ("train", "entropy_nats", "policy entropy (per token)", "nats"))
+
+
+def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path) -> Path:
+    """GRPO learning curves, one colour per variant: seed mean with its 95% band over seeds.
+    runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
+    (the curve TSVs as read). Training metrics are smoothed by a trailing mean over 1/20 of the run."""
+    fig = new_figure((12, 7.2))
+    axes = fig.subplots(2, 2).ravel()
+    steps = max(len(c["train"][0]) for c in runs.values() if c["train"])
+    window = max(1, steps // 20)
+    for i, (variant, curves) in enumerate(runs.items()):
+        for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
+            seeds = curves[table]
+            if not seeds or key not in seeds[0][0]:
+                continue
+            values = [_floats(rows, key) for rows in seeds]
+            if table == "train":
+                values = [_rolling(v, window) for v in values]
+            _band(ax, [int(r["step"]) for r in seeds[0]], values, f"{variant} ({len(seeds)} seeds)", f"C{i}", 0.0)
+    smooth = f", trailing mean of {window} steps" if window > 1 else ""
+    for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
+        ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, ncol=2, loc="lower right")
+    fig.suptitle(title + ": seed mean, 95% band over seeds")
+    return save(fig, path)
+
+
 def hack_curves(curves: dict[int, Path], figure_path: Path) -> Path:
     """Hacked reward vs exact and final-answer accuracy over steps, and digits per response.
     curves: seed -> that seed's curve TSV."""
@@ -63,33 +147,79 @@ def hack_curves(curves: dict[int, Path], figure_path: Path) -> Path:
     return save(fig, figure_path)
 
 
-def passk_curves(curves: list[dict], n: int, path: Path) -> Path:
-    """pass@k curves (log k) of SFT and each variant, bands on SFT and grpo."""
-    fig = new_figure((7, 4.5))
-    ax = fig.add_subplot()
-    for model in dict.fromkeys(r["model"] for r in curves):
-        rows = [r for r in curves if r["model"] == model]
+def _k_axis(ax, n: int) -> None:
+    """A log2 axis for k with every power of two labelled: 1, 2, 4, ..., n."""
+    ticks = [2 ** i for i in range(n.bit_length()) if 2 ** i <= n]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlim(1, n)
+
+
+def _crossing(rows: list[dict], key: str) -> float | None:
+    """First k where a seed-mean difference from SFT, positive at k = 1, reaches 0 or below."""
+    if not rows or rows[0][key] <= 0:
+        return None
+    return next((r["k"] for r in rows if r[key] <= 0), None)
+
+
+def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Path) -> Path:
+    """Left: 1 - pass@k (the share of problems still unsolved after k samples) on a log axis for the
+    two SFT starts and GRPO, so the large-k end, where SFT catches up, is as readable as k = 1. Right:
+    every variant's pass@k minus SFT's, seed mean with its 95% band over seeds, on a symmetric-log axis
+    (linear within +-0.01); a dot marks the first k where SFT has caught up (the crossover)."""
+    fig = new_figure((12, 4.8))
+    left, right = fig.subplots(1, 2)
+    for name, label, style in (("sft", "SFT (slip noise), 95% bootstrap band", {"color": "black", "lw": 2}),
+                               (contrast, f"SFT ({contrast}), 95% bootstrap band",
+                                {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
+                               ("grpo", "GRPO, seed mean and 95% band over seeds", {"color": "tab:blue", "lw": 2})):
+        rows = curves.get(name)
+        if not rows:
+            continue
         ks = [r["k"] for r in rows]
-        style = {"color": "black", "lw": 2.5} if model == "sft" else {"lw": 1.2}
-        ax.plot(ks, [r["pass_at_k"] for r in rows], label=model, **style)
-        if model in ("sft", "grpo"):  # bands on the two the chapter compares; the rest would clutter
-            ax.fill_between(ks, [r["ci95_lo"] for r in rows], [r["ci95_hi"] for r in rows], alpha=0.15,
-                            color=ax.lines[-1].get_color())
-    ax.set(xscale="log", xlabel="k (samples)", ylabel="pass@k", title=f"pass@k on held-out problems (n = {n})")
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
+        lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
+        floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+        miss = lambda key: [max(1 - r[key], floor) for r in rows]  # noqa: E731
+        left.plot(ks, miss("pass_at_k"), label=label, **style)
+        left.fill_between(ks, miss(hi), miss(lo), color=style["color"], alpha=0.2, lw=0)
+    left.set_yscale("log")
+    left.set(xlabel="k (samples per problem)", ylabel="1 - pass@k (share of problems unsolved)",
+             title="share of problems still unsolved after k samples")
+    left.legend(fontsize=8, loc="lower left")
+    right.axhline(0, color="black", lw=1)
+    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
+    for v in variants:
+        rows = curves[v]
+        ks = [r["k"] for r in rows]
+        k = _crossing(rows, "minus_sft")
+        line, = right.plot(ks, [r["minus_sft"] for r in rows], lw=1.4,
+                           label=f"{v}: crossover k = {k}" if k is not None else f"{v}: no crossover up to {n}")
+        right.fill_between(ks, [r["minus_sft_lo"] for r in rows], [r["minus_sft_hi"] for r in rows],
+                           color=line.get_color(), alpha=0.12, lw=0)
+        if k is not None:
+            right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
+    right.set_yscale("symlog", linthresh=0.01)
+    right.set(xlabel="k (samples per problem)", ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
+              title="each variant's pass@k minus SFT's (below 0: SFT solves more)")
+    right.legend(fontsize=7, ncol=2, loc="lower left")
+    for ax in (left, right):
+        _k_axis(ax, n)
+        ax.grid(alpha=0.3, which="both")
     return save(fig, path)
 
 
-def passk_scatter(counts: dict, n: int, path: Path) -> Path:
-    """Per-problem correct counts c_i, SFT against GRPO seed 0."""
-    fig = new_figure((4.8, 4.5))
+def passk_scatter(counts: dict, seeds: list[int], n: int, path: Path) -> Path:
+    """Per-problem correct counts: SFT against GRPO (mean over its seeds). Above the diagonal GRPO
+    solves the problem more often; on the x axis GRPO never solves what SFT sometimes does."""
+    fig = new_figure((5.2, 4.8))
     ax = fig.add_subplot()
-    rl = counts.get("grpo/seed0")
-    if rl is not None:
-        ax.scatter(counts["sft"], rl, s=10, alpha=0.5)
+    if seeds:
+        rl = np.mean([counts[f"grpo/seed{s}"] for s in seeds], axis=0)  # (P,)
+        ax.scatter(counts["sft"], rl, s=12, alpha=0.5)
         ax.plot([0, n], [0, n], color="grey", lw=0.8)
-    ax.set(xlabel="correct of n, SFT", ylabel="correct of n, GRPO (seed 0)", title="per-problem correct counts")
+    ax.set(xlabel=f"correct of {n}, SFT", ylabel=f"correct of {n}, GRPO (mean of {len(seeds)} seeds)",
+           title="per-problem correct counts", xlim=(-1, n + 1), ylim=(-1, n + 1))
+    ax.grid(alpha=0.3)
     return save(fig, path)
 
 
@@ -145,6 +275,8 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
         ax.set_xlabel("response i")
         ax.set_xticks(x)
     axes[0].legend(loc="upper right", fontsize=8)
+    axes[0].set_ylabel("reward / advantage")
+    fig.suptitle(f"group-relative advantages, G = {a2['group_size']}")
     keep(fig, "worked-a2-group-advantages.png")
 
     a7 = metrics["A7"]
@@ -161,6 +293,7 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     ax_v.set_title("variance under pi")
     for ax in (ax_b, ax_v):
         ax.set_xlabel(r"$\delta$ (pi_ref = pi (1 + $\delta$ z))")
+        ax.set_ylabel("nats" if ax is ax_b else "nats squared")
         ax.legend(fontsize=8)
     keep(fig, "worked-a7-kl-estimators.png")
 
@@ -172,6 +305,7 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
         ax.loglog(a8["model_sizes_billion"], a8[key], "o-", label=label)
     ax.set_xlabel("parameters (billions)")
     ax.set_ylabel("weights + optimiser state (GB = 1e9 B)")
+    ax.set_title("training memory by model size")
     ax.legend(fontsize=8)
     keep(fig, "worked-a8-memory.png")
 
@@ -185,6 +319,7 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     ax.plot([b5["mc_p"]], [b5["mc_signal_probability"]], "kx", label="Monte Carlo")
     ax.set_xlabel("p (chance one sample is correct)")
     ax.set_ylabel("P(group has mixed rewards)")
+    ax.set_title("a group gives signal only if its rewards differ")
     ax.legend(fontsize=8)
     keep(fig, "worked-b5-signal-probability.png")
 
@@ -195,8 +330,9 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     ax.semilogx(b10["ks"], b10["pass_at_k_rl"], label="after RL")
     if b10["crossover_k"] is not None:
         ax.axvline(b10["crossover_k"], color="gray", ls=":", label=f"crossover k = {b10['crossover_k']}")
-    ax.set_xlabel("k")
+    ax.set_xlabel("k (samples per problem)")
     ax.set_ylabel("pass@k (two-problem mean)")
+    ax.set_title("toy pass@k: base vs after RL")
     ax.legend(fontsize=8)
     keep(fig, "worked-b10-passk-toy.png")
 
@@ -208,12 +344,14 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     ax_c.plot(it, b14["share_all_correct"], lw=0.8, label="share of all-correct groups")
     ax_c.plot(it, b14["share_all_wrong"], lw=0.8, label="share of all-wrong groups")
     ax_c.set_xlabel("iteration")
+    ax_c.set_ylabel("share")
+    ax_c.set_title("accuracy and groups with no signal")
     ax_c.legend(fontsize=8)
     image = ax_h.imshow(np.array(b14["p_per_prompt"]).T, aspect="auto", origin="lower", vmin=0, vmax=1,
                         cmap="viridis")
     ax_h.set_xlabel("iteration")
     ax_h.set_ylabel("prompt j (harder upward)")
-    ax_h.set_title("p_j")
+    ax_h.set_title("success rate p_j of each prompt")
     fig.colorbar(image, ax=ax_h)
     keep(fig, "worked-b14-demo.png")
     return written

@@ -8,14 +8,14 @@ verdicts and the Markdown and HTML pages.
 
 from __future__ import annotations
 
-import base64
-import html
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from rlvr.config import ConfigError
+from rlvr.render import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
 from rlvr.stats import mean_ci
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
@@ -274,33 +274,6 @@ def _cell(v: tuple) -> str:
     return f"{mean:.3g}"
 
 
-# ---------------------------------------------------------------------------------------------
-# Rendering
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _html_table(header: list[str], rows: list[list[str]], cls: str, row_classes: list[str] | None = None) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = []
-    for i, r in enumerate(rows):
-        rc = f' class="{row_classes[i]}"' if row_classes else ""
-        body.append(f"<tr{rc}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-
-
-CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}
-tr.reproduced td:nth-child(6){background:#d9f2d9}tr.differs td:nth-child(6){background:#f8d7d7}
-tr.cited td:nth-child(6){background:#eee}tr.inconclusive td:nth-child(6){background:#fdf3c4}tr.missing td:nth-child(6){background:#fde9b6}
-figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:11px;color:#555}
-code{font-size:12px}"""
-
-
 def bench_rows(bench: dict) -> list[list]:
     """`rlvr bench` figures as table rows: benchmark, measured, target, whether the target is met.
     Benchmarks not in the file are left out; a target of None means none was set."""
@@ -356,89 +329,173 @@ def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, l
     return summary, lists
 
 
-def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
-           bench: dict | None, problems: dict | None = None) -> tuple[str, str, dict]:
-    """(Markdown, self-contained HTML, counts) of the report.
+# ---------------------------------------------------------------------------------------------
+# The page: summary first, then the verdicts by chapter, the variants, the figures, the details
 
-    rows: `evaluate_claims`' output; figures: [{"name", "footer", "png": bytes}] in display order;
-    samples: the hack stage's sample tables (or None); bench: reports/benchmarks.json (or None);
-    problems: reports/passk-counts.json (or None).
+CHAPTERS = {"A": "Chapter A: reasoning RL, RLVR and GRPO", "B": "Chapter B: RLVR and GRPO"}
+VERDICT_ORDER = ("differs", "inconclusive", "missing", "reproduced", "cited")
+
+
+def book_text(claim: dict) -> str:
+    """What the book states: a number, a range, a bound, or "—" where it gives only a direction."""
+    kind, book = claim["kind"], claim["book"]
+    if kind == "range":
+        return f"{_num(claim['lo'])} – {_num(claim['hi'])}"
+    if kind in ("greater", "less", "close") and (book == 0 or "other" in claim):
+        return "—"
+    if kind == "greater":
+        return f"> {_num(book)}"
+    if kind == "less":
+        return f"< {_num(book)}"
+    return _num(book)
+
+
+def reason(row: dict) -> str:
+    """One mechanical line on why a claim differs or is inconclusive: where the interval it was
+    decided on lies against the region the claim allows."""
+    tested, ev = row.get("tested"), row.get("evidence")
+    what = f"Ours − {row['other'][1]}" if "other" in row else "Our interval"
+    if row["verdict"] == "missing":
+        return f"No value: {row.get('error', 'metric missing')}"
+    if tested is None or tested.value is None:
+        return f"Undefined ({ev.source if ev else 'no evidence'})"
+    if tested.lo is None:
+        undefined = sum(_is_missing(v) for v in (tested.per_seed or ev.per_seed or []))
+        return (f"{undefined} seed(s) give no value; the other seeds' mean {_num(tested.value)}"
+                + (" satisfies the claim" if row["verdict"] == "inconclusive" else " does not satisfy it"))
+    low, _, high, _ = region(row)
+    span = f"{what} [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source})"
+    if row["verdict"] == "differs":
+        side = f"below {_num(low)}" if tested.hi <= low else f"above {_num(high)}"
+        return f"{span} lies wholly {side}"
+    bound = low if tested.lo < low <= tested.hi else high
+    return f"{span} straddles the bound {_num(bound)}: more seeds or problems would decide it"
+
+
+def _summary_line(counts: dict, total: int) -> str:
+    parts = [f"**{counts[v]} {v if v != 'differs' else 'differ'}**" for v in ("reproduced", "differs", "inconclusive", "cited")]
+    missing = f", **{counts['missing']} missing**" if counts["missing"] else ""
+    return ", ".join(parts) + missing + f" of {total} claims."
+
+
+def _claim_table(rows: list[dict], cls: str) -> Table:
+    return Table(["id", "claim", "book", "ours [95% interval]", "verdict"],
+                 [[r["id"], r["quote"], book_text(r), ours_text(r), r["verdict"]] for r in rows], cls,
+                 [r["verdict"] for r in rows],
+                 [f"rule: {rule_text(r, r)} · why: {r['why']} · source: "
+                  + (f"`{r['metric'][0]}` `{r['metric'][1]}`" if "metric" in r else "the chapter") for r in rows],
+                 "rule, why, source")
+
+
+def _figure_blocks(figures: list[dict]) -> list:
+    return [Figure(f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png")) for f in figures]
+
+
+def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
+          bench: dict | None, problems: dict | None = None) -> list:
+    """The report as blocks (rlvr.render).
+
+    rows: `evaluate_claims`' output; figures: [{"name", "png": bytes, "caption", "provenance",
+    "chapter": "A"/"B", "kind": "curves"/"result"}] in display order; samples: the hack stage's
+    sample tables (or None); bench: reports/benchmarks.json (or None); problems:
+    reports/passk-counts.json (or None).
     """
     counts = summary_counts(rows)
-    header = ["id", "chapter", "claim", "book", "ours", "verdict", "rule", "why / tolerance", "source"]
-    table = [[r["id"], r["chapter"], r["quote"], _num(r["book"]), ours_text(r), r["verdict"], rule_text(r, r),
-              r["why"], f"{r['metric'][0]}:{r['metric'][1]}" if "metric" in r else "–"] for r in rows]
-    vrows = variant_rows(metrics)
-    vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
-    vtable = [[v["variant"], v["task"], v["seeds"], *[_cell(v[h]) for h in vheader[3:]]] for v in vrows]
-    sample_header = ["prompt", "answer", "response", "substring reward", "exact"]
-    sample_tables = {}  # step -> rows, seed 0 only: one seed's samples are what a reader scans
+    blocks: list = [Heading("rlvr-repro report", 1),
+                    Para("Every number of the two chapters that a program can compute or measure, beside our "
+                         "value and a verdict. " + _summary_line(counts, len(rows)), "counts"),
+                    Contents(3),  # a compact, three-column list
+                    Heading("Summary", 2, "summary")]
+    headline = [r for r in rows if r.get("headline")]
+    blocks += [Para("The chapters' headline results. **reproduced**: the whole 95% interval satisfies the claim; "
+                    "**differs**: none of it does; **inconclusive**: it straddles the claim's bound."),
+               Table(["claim", "book", "ours [95% interval]", "verdict"],
+                     [[f"**{r['id']}** {r['quote']}", book_text(r), ours_text(r), r["verdict"]] for r in headline],
+                     "headline", [r["verdict"] for r in headline])]
+    off = sorted((r for r in rows if r["verdict"] in ("differs", "inconclusive", "missing")),
+                 key=lambda r: (VERDICT_ORDER.index(r["verdict"]), r["id"]))
+    if off:
+        blocks += [Para("**Where we differ, or cannot tell:**"),
+                   Bullets([f"[{r['id']}](#{_anchor(r['id'])}) ({r['verdict']}): {r['quote']}. {reason(r)}."
+                            for r in off])]
+    blocks += [Heading("Verdicts", 2, "verdicts"),
+               Para("Grouped by chapter, the claims that differ first. Open a row's details for the rule it was "
+                    "decided by, why that tolerance, and the metrics file and key (`rlvr provenance <file>` says "
+                    "which stage, params and MLflow runs produced it).")]
+    for chapter, title in CHAPTERS.items():
+        mine = sorted((r for r in rows if r["chapter"] == chapter), key=lambda r: VERDICT_ORDER.index(r["verdict"]))
+        c = summary_counts(mine)
+        blocks += [Heading(title, 3, f"verdicts-{chapter.lower()}"),
+                   Para(", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c[v])),
+                   _anchored_claims(mine, f"verdicts {chapter.lower()}")]
+    blocks += _variant_blocks(metrics, figures)
+    for chapter, title in CHAPTERS.items():
+        result = [f for f in figures if f["chapter"] == chapter and f["kind"] == "result"]
+        if result:
+            blocks += [Heading(f"Figures: {title}", 2, f"figures-{chapter.lower()}"), *_figure_blocks(result)]
+    if problems:
+        blocks += _problem_blocks(problems, metrics.get("passk.json", {}))
     if samples:
-        for step, rows_s in samples["samples"][next(iter(samples["samples"]))].items():
-            sample_tables[step] = [[s["prompt"], s["answer"], repr(s["response"]), s["substring_reward"], s["exact"]]
-                                   for s in rows_s]
-
-    pp_header = ["variant", "seeds", "never solved (seed mean)", "solved by SFT, never by the variant",
-                 "solved by the variant, never by SFT"]
-    pp_summary, pp_lists = problem_tables(problems, metrics.get("passk.json", {})) if problems else ([], {})
-    pp_list_header = ["solved by", "problem", "SFT correct of n", "variant correct, per seed"]
-    summary = (f"{counts['reproduced']} reproduced, {counts['differs']} differ, {counts['inconclusive']} inconclusive, "
-               f"{counts['cited']} cited"
-               + (f", {counts['missing']} missing" if counts["missing"] else "") + f" ({len(rows)} claims)")
-    md = [f"# rlvr-repro report\n\n**{summary}**\n",
-          "Each value is read from the metrics file named in the last column; `rlvr provenance <file>` "
-          "says which stage, params and MLflow runs produced it.\n",
-          "## Verdicts\n", _md_table(header, table), "\n## GRPO variants (mean ± 95% t-interval half-width over seeds)\n",
-          _md_table(vheader, vtable)]
-    for chapter, title in (("A", "Chapter A: reasoning RL, RLVR and GRPO"), ("B", "Chapter B: RLVR and GRPO")):
-        md.append(f"\n## Figures: {title}\n")
-        for f in figures:
-            if _figure_chapter(f["name"]) == chapter:
-                md.append(f"![{f['name']}](report-figures/{f['name']})\n\n<sub>{f['footer']}</sub>\n")
-    if pp_summary:
-        md.append("\n## Per-problem picture (chapter B, held-out problems)\n\nEvery count is out of "
-                  f"{problems['n']} samples per problem. \"Never\" means no correct sample in any seed.\n\n"
-                  + _md_table(pp_header, pp_summary))
-        if pp_lists.get("grpo"):
-            md.append("\n**grpo**: the problems only one side solves\n\n" + _md_table(pp_list_header, pp_lists["grpo"]))
-    if sample_tables:
-        md.append("\n## Reward hacking: sampled responses (seed 0)\n")
-        for step, srows in sample_tables.items():
-            md.append(f"\n**step {step}**\n\n" + _md_table(sample_header, srows))
-    bheader = ["benchmark", "measured", "target", "met"]
+        blocks += _sample_blocks(samples)
     btable = bench_rows(bench) if bench else []
     if btable:
-        md.append("\n## Benchmarks (`rlvr bench`, reports/benchmarks.json)\n\n" + _md_table(bheader, btable))
-
-    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>rlvr-repro report</title><style>{CSS}</style>"
-            f"</head><body><h1>rlvr-repro report</h1><p id='summary'><b>{html.escape(summary)}</b></p>",
-            "<h2>Verdicts</h2>", _html_table(header, table, "verdicts", [r["verdict"] for r in rows]),
-            "<h2>GRPO variants (mean ± 95% CI half-width over seeds)</h2>", _html_table(vheader, vtable, "variants")]
-    for chapter, title in (("A", "Chapter A"), ("B", "Chapter B")):
-        page.append(f"<h2>Figures: {title}</h2>")
-        for f in figures:
-            if _figure_chapter(f["name"]) == chapter:
-                data = base64.b64encode(f["png"]).decode()
-                page.append(f"<figure><img alt='{html.escape(f['name'])}' src='data:image/png;base64,{data}'>"
-                            f"<figcaption>{html.escape(f['footer'])}</figcaption></figure>")
-    if pp_summary:
-        page.append("<h2>Per-problem picture (chapter B, held-out problems)</h2>"
-                    + _html_table(pp_header, pp_summary, "problems"))
-        if pp_lists.get("grpo"):
-            page.append("<h3>grpo: the problems only one side solves</h3>"
-                        + _html_table(pp_list_header, pp_lists["grpo"], "problem-list"))
-    if sample_tables:
-        page.append("<h2>Reward hacking: sampled responses (seed 0)</h2>")
-        for step, srows in sample_tables.items():
-            page.append(f"<h3>step {html.escape(step)}</h3>" + _html_table(sample_header, srows, "samples"))
-    if btable:
-        page.append("<h2>Benchmarks (rlvr bench)</h2>" + _html_table(bheader, btable, "benchmarks"))
-    page.append("</body></html>")
-    return "\n".join(md) + "\n", "\n".join(page), counts
+        blocks += [Heading("Benchmarks", 2, "benchmarks"),
+                   Para("`rlvr bench` figures from `reports/benchmarks.json` (measured on demand, not by the pipeline)."),
+                   Table(["benchmark", "measured", "target", "met"], btable, "benchmarks")]
+    return blocks
 
 
-def _figure_chapter(name: str) -> str:
-    """Which chapter section a figure belongs in, by its name."""
-    if name.startswith(("worked-a", "hack", "sft-single")):
-        return "A"
-    return "B"
+def _anchor(claim_id: str) -> str:
+    return "claim-" + re.sub(r"[^\w-]", "-", claim_id)
+
+
+def _anchored_claims(rows: list[dict], cls: str) -> Table:
+    """The claims table, each row a link target (the summary links to it)."""
+    t = _claim_table(rows, cls)
+    return Table(t.header, t.rows, t.cls, t.row_classes, t.details, t.details_label, [_anchor(r["id"]) for r in rows])
+
+
+def _variant_blocks(metrics: dict[str, Any], figures: list[dict]) -> list:
+    vrows = variant_rows(metrics)
+    vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
+    blocks = [Heading("GRPO variants", 2, "variants"),
+              Para("Final values, seed mean ± the half-width of the 95% t-interval over seeds; pass@1 and pass@64 "
+                   "from the `passk` stage (chapter B's held-out problems, seed mean). `rlvr diff A B` compares two."),
+              Table(vheader, [[v["variant"], v["task"], str(v["seeds"]), *[_cell(v[h]) for h in vheader[3:]]]
+                              for v in vrows], "variants")]
+    curves = [f for f in figures if f["kind"] == "curves"]
+    if curves:
+        blocks += [Heading("Learning curves", 3, "learning-curves"), *_figure_blocks(curves)]
+    return blocks
+
+
+def _problem_blocks(problems: dict, passk: dict) -> list:
+    pp_summary, pp_lists = problem_tables(problems, passk)
+    blocks = [Heading("Per-problem picture (chapter B)", 2, "problems"),
+              Para(f"Held-out problems, {problems['n']} samples each. \"Never\" means no correct sample in any seed."),
+              Table(["variant", "seeds", "never solved (seed mean)", "solved by SFT, never by the variant",
+                     "solved by the variant, never by SFT"], [[str(c) for c in r] for r in pp_summary], "problems")]
+    if pp_lists.get("grpo"):
+        blocks.append(Details("grpo: the problems only one side solves",
+                              [Table(["solved by", "problem", "SFT correct of n", "grpo correct, per seed"],
+                                     pp_lists["grpo"], "problem-list")]))
+    return blocks
+
+
+def _sample_blocks(samples: dict) -> list:
+    seed = next(iter(samples["samples"]))
+    inner = []
+    for step, rows_s in samples["samples"][seed].items():
+        inner += [Para(f"**step {step}**"),
+                  Table(["prompt", "answer", "response", "substring reward", "exact"],
+                        [[s["prompt"], s["answer"], repr(s["response"]), str(s["substring_reward"]), str(s["exact"])]
+                         for s in rows_s], "samples")]
+    return [Heading("Reward hacking: sampled responses", 2, "hack-samples"),
+            Details(f"seed {seed}: responses at the start and the end of training", inner)]
+
+
+def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
+           bench: dict | None, problems: dict | None = None) -> tuple[str, str, dict]:
+    """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
+    blocks = build(rows, figures, metrics, samples, bench, problems)
+    return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

@@ -72,6 +72,18 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
     return write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
+    return json.loads(path.read_text())
+
+
+def read_heldout(path: str | Path) -> list[dict]:
+    """The held-out problems a data stage wrote (rows of a, b, prompt, answer)."""
+    return read_json(path)["problems"]
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():

@@ -33,8 +33,13 @@ def repo_root() -> Path:
     return Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
 
 
+def default_tracking_uri() -> str:
+    """This checkout's own store: an SQLite file at the repository root."""
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
 def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
 
 
 def check_reachable(uri: str) -> None:
@@ -66,6 +71,8 @@ class Run:
     def __init__(self, client, run_id: str) -> None:
         self.client, self.run_id = client, run_id
         self._pending: list = []
+        self.tags: dict[str, str] = {}
+        self.artifact_uri: str | None = None
 
     def log_params(self, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
@@ -83,6 +90,13 @@ class Run:
         if len(self._pending) >= _BATCH:
             self.flush()
 
+    def log_steps(self, series: dict[str, list[tuple[int, float]]]) -> None:
+        """Whole series at once: {metric: [(step, value), ...]} (e.g. pass@k with step = k)."""
+        for name, points in series.items():
+            for step, value in points:
+                self.log_step(step, {name: value})
+        self.flush()
+
     def log_metrics(self, metrics: dict[str, float]) -> None:
         """Final (step-less) metrics; non-numbers are skipped."""
         nums = {k: v for k, v in flatten(metrics).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -98,10 +112,15 @@ class Run:
         self.client.log_artifact(self.run_id, str(path), subdir)
 
     @contextmanager
-    def child(self, name: str, tags: dict[str, Any]) -> Iterator["Run"]:
-        """A nested run (e.g. one seed inside a variant's stage)."""
-        with _run(self.client, self._experiment_id, name, {**tags, "mlflow.parentRunId": self.run_id}) as run:
+    def child(self, name: str, tags: dict[str, Any], params: dict[str, Any] | None = None) -> Iterator["Run"]:
+        """A nested run (e.g. one seed inside a variant's stage): the parent's tags (dvc.stage,
+        git.commit, params.hash...) with the caller's on top, and its own params."""
+        inherited = {k: v for k, v in self.tags.items() if not k.startswith("mlflow.")}
+        with _run(self.client, self._experiment_id, name,
+                  {**inherited, **tags, "mlflow.parentRunId": self.run_id}) as run:
             run._experiment_id = self._experiment_id
+            if params:
+                run.log_params(params)
             yield run
 
 
@@ -113,6 +132,8 @@ def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
 def _run(client, experiment_id: str, name: str, tags: dict[str, Any]) -> Iterator[Run]:
     info = client.create_run(experiment_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
     run = Run(client, info.info.run_id)
+    run.tags = {k: str(v) for k, v in tags.items()}
+    run.artifact_uri = info.info.artifact_uri
     status = "FAILED"
     try:
         yield run
@@ -125,6 +146,29 @@ def _run(client, experiment_id: str, name: str, tags: dict[str, Any]) -> Iterato
             run.flush()  # keep every step logged so far, even on a crash
         finally:
             client.set_terminated(run.run_id, status=status)
+
+
+KIND_TAG = "mlflow.experimentKind"
+KIND = "custom_model_development"  # the MLflow 3 UI then opens on training runs, not GenAI traces
+
+
+def _experiment(client, uri: str) -> str:
+    """The id of experiment `rlvr-repro`, made if missing. In the default store (this checkout's
+    `mlflow.db`) its artifacts live in this checkout's `mlartifacts/`. MLflow records that folder as
+    an absolute path, so a checkout that was copied or moved would write into the original's: then
+    the old experiment is renamed (its runs stay, under "rlvr-repro (moved from ...)") and a new one
+    is made here."""
+    local = uri == default_tracking_uri()
+    here = (repo_root() / "mlartifacts").as_uri()
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    if exp is not None and local and not exp.artifact_location.startswith(here):
+        client.rename_experiment(exp.experiment_id, f"{EXPERIMENT} (moved from {exp.artifact_location})"[:250])
+        exp = None
+    if exp is None:
+        return client.create_experiment(EXPERIMENT, artifact_location=here if local else None, tags={KIND_TAG: KIND})
+    if exp.tags.get(KIND_TAG) != KIND:
+        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
+    return exp.experiment_id
 
 
 @contextmanager
@@ -141,22 +185,18 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
 
     try:
         client = MlflowClient(uri)
-        exp = client.get_experiment_by_name(EXPERIMENT)
-        if exp is None:
-            artifacts = (repo_root() / "mlartifacts").as_uri() if uri.startswith("sqlite:") else None
-            experiment_id = client.create_experiment(EXPERIMENT, artifact_location=artifacts)
-        else:
-            experiment_id = exp.experiment_id
+        experiment_id = _experiment(client, uri)
     except Exception as exc:  # any failure to open the store is a configuration problem
         raise TrackingError(f"MLflow tracking store {uri} cannot be used: {str(exc).splitlines()[0]}") from None
 
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
-        "dvc.exp": os.environ.get("DVC_EXP_NAME", ""),
         "git.commit": git_commit(repo_root()),
         "params.hash": params_hash,
         **tags,
     }
+    if os.environ.get("DVC_EXP_NAME"):  # only inside `dvc exp run`
+        all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with _run(client, experiment_id, stage, all_tags) as run:

@@ -28,21 +28,25 @@ def repo(tmp_path_factory):
     d = tmp_path_factory.mktemp("repo")
     shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("dvc.yaml", "pyproject.toml", ".gitignore", "reports/benchmarks.json"):
+    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json"):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d),
            "RLVR_RECORD_READS": str(d / "reads.jsonl")}
     env.pop("MLFLOW_TRACKING_URI", None)
+    sh(f"{sys.executable} -m rlvr pipeline --write", d, env)  # dvc.yaml's plots name the tiny variants
     sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", d, env)
     sh("dvc init -q && dvc config core.analytics false", d, env)
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots")  # the plot templates dvc.yaml names
     return d, env
 
 
 def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     d, env = repo
-    sh("dvc repro", d, env)
+    first = sh("dvc repro", d, env)
+    assert "is empty" not in first  # chapter A's task has no held-out split: its file still holds JSON
+    assert json.loads((d / "data/single_digit/heldout.json").read_text()) == {"task": "single_digit", "problems": []}
     lock = yaml.safe_load((d / "dvc.lock").read_text())
     for name, entry in lock["stages"].items():
         for out in entry.get("outs", []):
@@ -73,6 +77,71 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     second = sh("dvc repro", d, env)
     assert "Running stage" not in second
     assert "up to date" in sh("dvc status", d, env)
+
+
+def _mlflow_runs(d: Path) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{d / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("rlvr-repro")
+    return client, exp, client.search_runs([exp.experiment_id], max_results=5000)
+
+
+def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifacts(repo):
+    """After the first `dvc repro`: every stage that ran has exactly one top-level run tagged with
+    its DVC stage name; seed runs carry the stage's params, its tags and their seed; each GRPO seed
+    run holds its curves and checkpoint; pass@k curves are step series (step = k)."""
+    d, _ = repo
+    client, exp, runs = _mlflow_runs(d)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on training runs
+    lock = yaml.safe_load((d / "dvc.lock").read_text())["stages"]
+    top = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    stages = sorted(r.data.tags["dvc.stage"] for r in top)
+    assert stages == sorted(lock)  # data@*, worked and report included, none twice
+    assert all("dvc.exp" not in r.data.tags for r in runs)  # only set inside `dvc exp run`
+    grpo = next(r for r in top if r.data.tags["dvc.stage"] == "grpo@grpo")
+    seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == grpo.info.run_id]
+    assert sorted(r.data.tags["seed"] for r in seeds) == ["0", "1"]
+    for r in seeds:
+        assert r.data.tags["dvc.stage"] == "grpo@grpo" and len(r.data.tags["git.commit"]) >= 7
+        assert r.data.params["variants.grpo.task"] == "two_digit" and r.data.params["seed"] == r.data.tags["seed"]
+        files = {a.path for a in client.list_artifacts(r.info.run_id, "seed")}
+        s = r.data.tags["seed"]
+        assert files == {f"seed/seed{s}.tsv", f"seed/seed{s}-eval.tsv", f"seed/seed{s}.pt"}
+    passk = next(r for r in top if r.data.tags["dvc.stage"] == "passk")
+    history = client.get_metric_history(passk.info.run_id, "pass_at_k.sft")
+    assert sorted(m.step for m in history) == [1, 2, 3, 4]  # n = 4
+
+
+def test_dvc_plots_overlay_each_variant_without_combs(repo):
+    """`dvc plots show --json`: the chapter B accuracy chart overlays one curve per variant, coloured
+    by file, with a value in every row (an empty cell would be drawn as 0, a comb)."""
+    d, env = repo
+    charts = json.loads(sh("dvc plots show --json 2>/dev/null", d, env))["data"]
+    assert {"grpo-accuracy-chapter-b", "grpo-accuracy-chapter-a", "passk", "sft-loss", "hack"} <= set(charts)
+    spec = charts["grpo-accuracy-chapter-b"][0]["content"]
+    rows = spec["data"]["values"]
+    assert {r["filename"] for r in rows} == {"grpo.tsv", "dapo.tsv"}
+    assert all(r["eval_acc"] != "" and 0 <= float(r["eval_acc"]) <= 1 for r in rows)
+    assert sorted(int(r["step"]) for r in rows if r["filename"] == "grpo.tsv") == [0, 1, 2]  # eval_every 1
+    assert spec["encoding"]["color"]["field"] == "series"  # one colour per file, not per revision
+    assert "hack-samples" not in json.dumps(list(charts))
+
+
+def test_a_moved_checkout_logs_into_its_own_artifact_folder(repo, tmp_path):
+    """MLflow records the artifact folder as an absolute path; a copy of the checkout must not write
+    into the original's."""
+    d, env = repo
+    copy = tmp_path / "moved"
+    shutil.copytree(d, copy, symlinks=True)
+    before = sorted(p.relative_to(d) for p in (d / "mlartifacts").rglob("*"))
+    sh("dvc repro -f -s worked", copy, {**env, "PYTHONPATH": str(copy), "RLVR_RECORD_READS": str(tmp_path / "r.jsonl")})
+    assert sorted(p.relative_to(d) for p in (d / "mlartifacts").rglob("*")) == before
+    client, exp, runs = _mlflow_runs(copy)
+    assert exp.artifact_location == (copy / "mlartifacts").as_uri()
+    worked = max((r for r in runs if r.data.tags.get("dvc.stage") == "worked"), key=lambda r: r.info.start_time)
+    assert worked.info.artifact_uri.startswith((copy / "mlartifacts").as_uri())
+    assert any((copy / "mlartifacts").rglob("worked.json"))
 
 
 def test_every_stage_depends_on_every_params_key_it_read(repo):

@@ -1,4 +1,4 @@
-"""Claims registry, verdict logic, report rendering, provenance and diff."""
+"""Claims registry, verdict logic, report rendering and provenance (diff: tests/test_diff.py)."""
 
 import json
 import shutil
@@ -119,25 +119,6 @@ def test_provenance_of_an_unknown_path_lists_what_it_can_explain():
         explain(ROOT, "reports/figures/nope.png", check_stale=False)
 
 
-def test_diff_cli_prints_a_table_and_json(capsys):
-    from rlvr.cli import main
-
-    import os
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        assert main(["diff", "grpo", "dr_grpo"]) == 0
-        table = capsys.readouterr().out
-        assert "eval_acc_final" in table and "pass_at_1" in table and "Wilcoxon" in table
-        assert main(["diff", "grpo", "dr_grpo", "--json"]) == 0
-        d = json.loads(capsys.readouterr().out)
-        assert d["a"] == "grpo" and "pvalue" in d["paired_test_pass_at_1"]
-        assert main(["diff", "grpo", "nope"]) == 2
-        assert "variant 'nope': no reports/metrics/grpo-nope.json" in capsys.readouterr().err
-    finally:
-        os.chdir(cwd)
-
-
 def test_report_figures_carry_provenance_in_png_metadata():
     from PIL import Image
 
@@ -152,14 +133,24 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it)")
 def test_report_html_renders_in_headless_chromium(tmp_path):
-    """The page loads with no console errors, every image decodes, one verdict row per claim.
+    """At 1280 px the page loads with no console errors and no horizontal overflow; the table of
+    contents is visible and the summary comes before the first table; every image decodes and every
+    figure has a caption; one verdict row per claim.
 
     A copy of the page gets a probe script that writes what it finds into the DOM, which chromium
     dumps once loading (and virtual time) has settled."""
     probe = """<script>window.addEventListener('load', () => {
       const imgs = [...document.images];
+      const top = el => el ? el.getBoundingClientRect().top : null;
+      const toc = document.querySelector('nav.toc');
+      const figs = [...document.querySelectorAll('figure')];
       const r = {images: imgs.length, decoded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
-                 rows: document.querySelectorAll('table.verdicts tbody tr').length};
+                 rows: document.querySelectorAll('table.verdicts tbody tr').length,
+                 width: document.documentElement.scrollWidth, viewport: window.innerWidth,
+                 toc: toc ? toc.querySelectorAll('a').length : 0, toc_height: toc ? toc.offsetHeight : 0,
+                 summary_top: top(document.getElementById('summary')), table_top: top(document.querySelector('table')),
+                 figures: figs.length,
+                 captioned: figs.filter(f => (f.querySelector('figcaption')?.innerText || '').trim().length > 20).length};
       const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(r);
       document.body.appendChild(pre);
     });</script>"""
@@ -168,7 +159,8 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           "--disable-quic", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-                          "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                          "--v=0", "--window-size=1280,900", "--virtual-time-budget=5000", "--dump-dom",
+                          page.as_uri()],
                          capture_output=True, text=True, timeout=180)
     dom = out.stdout
     assert '<pre id="probe">' in dom, out.stderr[-2000:]
@@ -176,6 +168,10 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     result = json.loads(dom[start: dom.index("</pre>", start)].replace("&quot;", '"'))
     assert result["rows"] == len(load_claims(CLAIMS))
     assert result["images"] >= 8 and result["decoded"] == result["images"]
+    assert result["viewport"] == 1280 and result["width"] <= result["viewport"], result
+    assert result["toc"] >= 8 and result["toc_height"] > 0
+    assert result["summary_top"] < result["table_top"]
+    assert result["figures"] == result["images"] and result["captioned"] == result["figures"]
     console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console
 

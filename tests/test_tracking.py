@@ -17,13 +17,33 @@ def test_finished_run_has_tags_params_and_step_metrics(mlflow_store):
         run.log_metrics({"final_loss": 0.2, "note": "skipped"})
     client, (r,) = runs(mlflow_store)
     assert r.info.status == "FINISHED"
-    for key in ("dvc.stage", "dvc.exp", "git.commit", "params.hash", "task", "seed"):
+    for key in ("dvc.stage", "git.commit", "params.hash", "task", "seed"):
         assert key in r.data.tags
+    assert "dvc.exp" not in r.data.tags  # set only inside `dvc exp run`, never as an empty string
     assert r.data.tags["params.hash"] == "abc" and r.data.tags["seed"] == "3"
     assert r.data.params == {"sft.lr": "0.1"}
     history = client.get_metric_history(r.info.run_id, "loss")
     assert [m.step for m in history] == [0, 1, 2, 3, 4]
     assert r.data.metrics["final_loss"] == 0.2
+
+
+def test_dvc_exp_tag_names_the_experiment_inside_dvc_exp_run(mlflow_store, monkeypatch):
+    monkeypatch.setenv("DVC_EXP_NAME", "lr-sweep-1")
+    with stage_run("sft@x", {}, {}, "h"):
+        pass
+    _, (r,) = runs(mlflow_store)
+    assert r.data.tags["dvc.exp"] == "lr-sweep-1"
+
+
+def test_child_runs_inherit_the_stage_tags_and_carry_their_params(mlflow_store):
+    with stage_run("grpo@v", {"variants.v.lr": 0.1}, {"variant": "v"}, "h") as run:
+        with run.child("grpo@v/seed3", {"seed": 3}, {"variants.v.lr": 0.1, "seed": 3}):
+            pass
+    client, found = runs(mlflow_store)
+    child = next(r for r in found if "mlflow.parentRunId" in r.data.tags)
+    assert child.data.tags["dvc.stage"] == "grpo@v" and child.data.tags["variant"] == "v"
+    assert child.data.tags["params.hash"] == "h" and child.data.tags["seed"] == "3"
+    assert child.data.params == {"variants.v.lr": "0.1", "seed": "3"}
 
 
 def test_stage_that_raises_leaves_a_failed_run_with_its_steps(mlflow_store):

@@ -19,8 +19,9 @@ import torch
 from tqdm import tqdm
 
 from rlvr.config import Params, recording
+from rlvr.curves import split_curve
 from rlvr.pipeline import config_hash, instance_params
-from rlvr.runtime import set_determinism
+from rlvr.runtime import set_determinism, write_tsv
 from rlvr.tracking import Run, stage_run
 
 
@@ -35,6 +36,12 @@ def tracked(stage: str, key: str | None, params: Params, tags: dict) -> Iterator
     with stage_run(run_name(stage, key), instance_params(stage, key, params), tags,
                    config_hash(stage, key, params)) as run:
         yield run
+
+
+def write_curves(curve_path, eval_path, curve: list[dict]) -> list:
+    """A seed's curve as two tables with no empty cells: every training step, every evaluation."""
+    train, evals = split_curve(curve)
+    return [write_tsv(curve_path, train), write_tsv(eval_path, evals)]
 
 
 def log_row(run: Run) -> Callable[[dict], None]:
@@ -81,18 +88,19 @@ def _each_seed(fn: Callable[..., SeedResult], seeds: list[int], args: tuple, wor
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def over_seeds(run: Run, seeds: list[int], workers: int, name: str, tags: dict, fn: Callable[..., SeedResult],
-               args: tuple, progress: bool = True) -> Iterator[tuple[int, SeedResult, str]]:
+def over_seeds(run: Run, seeds: list[int], workers: int, name: str, tags: dict, params: dict,
+               fn: Callable[..., SeedResult], args: tuple, progress: bool = True) -> Iterator[tuple[int, SeedResult, Run]]:
     """Train every seed (`fn(seed, *args) -> SeedResult`, a module-level function so that workers can
-    import it) and log each to its own nested MLflow run: its curve as per-step metrics, then its
-    summary. Yields (seed, result, child run id) in seed order."""
+    import it) and log each to its own nested MLflow run, which carries the stage's params and tags
+    and its seed: its curve as per-step metrics, then its summary. Yields (seed, result, the open
+    child run: the stage logs the seed's files to it) in seed order."""
     bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
     for seed, result in zip(seeds, _each_seed(fn, seeds, args, workers), strict=True):  # runs the pool to its end
         bar.update(1)
-        with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}) as child:
+        with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}, {**params, "seed": seed}) as child:
             log = log_row(child)
             for row in result.curve:
                 log(row)
             child.log_metrics(result.summary)
-        yield seed, result, child.run_id
+            yield seed, result, child
     bar.close()

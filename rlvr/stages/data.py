@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from rlvr.config import Params
 from rlvr.paths import DataPaths
-from rlvr.runtime import write_jsonl
+from rlvr.runtime import write_json, write_jsonl
 from rlvr.sft import author_solve_rates, sft_rows
+from rlvr.stages.common import tracked
 from rlvr.tasks import problem_rows, split
 
 
 def run(params: Params, name: str, paths: DataPaths, progress: bool = True) -> dict:  # noqa: ARG001
     cfg = params.sft_run(name)
-    train, held = split(cfg.task, params.task(cfg.task).heldout, params.seed)
-    rows = sft_rows(train, cfg.noise, cfg.repeats, params.seed)
-    write_jsonl(paths.rows, rows)
-    write_jsonl(paths.heldout, problem_rows(held))
-    author = author_solve_rates(held or train, cfg.noise, params.seed)  # what a perfect fit would score
-    return {"rows": len(rows), "train_problems": len(train), "heldout_problems": len(held),
-            "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
-            "author_pass_at_1": sum(author) / len(author),
-            "author_pass_at_64": sum(1 - (1 - a) ** 64 for a in author) / len(author),
-            "author_never_solved_expected_of_64": sum((1 - a) ** 64 for a in author)}
+    with tracked("data", name, params, {"task": cfg.task, "sft_run": name}) as mlrun:
+        train, held = split(cfg.task, params.task(cfg.task).heldout, params.seed)
+        rows = sft_rows(train, cfg.noise, cfg.repeats, params.seed)
+        write_jsonl(paths.rows, rows)
+        write_json(paths.heldout, {"task": cfg.task, "problems": problem_rows(held)})
+        author = author_solve_rates(held or train, cfg.noise, params.seed)  # what a perfect fit would score
+        summary = {"rows": len(rows), "train_problems": len(train), "heldout_problems": len(held),
+                   "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
+                   "author_pass_at_1": sum(author) / len(author),
+                   "author_pass_at_64": sum(1 - (1 - a) ** 64 for a in author) / len(author),
+                   "author_never_solved_expected_of_64": sum((1 - a) ** 64 for a in author)}
+        mlrun.log_metrics(summary)
+    return summary

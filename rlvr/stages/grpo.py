@@ -6,11 +6,12 @@ import torch
 
 from rlvr import checkpoint
 from rlvr.config import GRPOConfig, Params
+from rlvr.curves import curve_band, split_curve
 from rlvr.grpo import seed_summary, train_grpo
 from rlvr.paths import GRPOPaths
-from rlvr.pipeline import config_hash
-from rlvr.runtime import read_jsonl, thread_budget, write_json, write_tsv
-from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked
+from rlvr.pipeline import config_hash, instance_params
+from rlvr.runtime import read_heldout, read_jsonl, thread_budget, write_json, write_tsv
+from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked, write_curves
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -30,7 +31,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
     cfg = params.variant(name)
     task = params.task(cfg.task)
     train = problems_of(read_jsonl(paths.start.data.rows), cfg.task)
-    held = problems_of(read_jsonl(paths.start.data.heldout), cfg.task)
+    held = problems_of(read_heldout(paths.start.data.heldout), cfg.task)
     evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
     tok = Tokenizer()
     start = {"path": paths.start.checkpoint, "run": run_name("sft", cfg.sft),
@@ -38,17 +39,22 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
     model = checkpoint.load(tok=tok, **start)  # fail before any training if it is not the one
     tags = {"task": cfg.task, "variant": name}
     own_hash = config_hash("grpo", name, params)
-    per_seed, run_ids = {}, {}
+    per_seed, run_ids, eval_curves = {}, {}, {}
     with tracked("grpo", name, params, tags) as mlrun:
-        for seed, result, run_id in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), run_name("grpo", name), tags,
-                                               train_seed, (cfg, task.max_new_tokens, train, evals, start), progress):
+        for seed, result, child in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), run_name("grpo", name),
+                                              tags, instance_params("grpo", name, params), train_seed,
+                                              (cfg, task.max_new_tokens, train, evals, start), progress):
             model.load_state_dict(result.state)
             checkpoint.save(paths.checkpoint(seed), model, tok, f"{run_name('grpo', name)}/seed{seed}", own_hash)
-            write_tsv(paths.curve(seed), result.curve)
-            per_seed[seed], run_ids[seed] = result.summary, run_id
+            for path in (*write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve), paths.checkpoint(seed)):
+                child.log_artifact(path, "seed")
+            per_seed[seed], run_ids[seed], eval_curves[seed] = result.summary, child.run_id, split_curve(result.curve)[1]
         metrics = {"variant": name, "task": cfg.task, "sft": cfg.sft, "seeds": cfg.seeds, **seed_metrics(per_seed),
                    "mlflow_run_id": mlrun.run_id, "mlflow_seed_run_ids": {str(s): r for s, r in run_ids.items()},
                    "params_hash": own_hash}
         write_json(paths.metrics, metrics)
+        write_tsv(paths.eval_mean, curve_band(list(eval_curves.values()), "eval_acc"))
         mlrun.log_metrics({k: v for k, v in metrics.items() if k not in ("ci95", "per_seed")})
+        for path in (paths.metrics, paths.eval_mean):
+            mlrun.log_artifact(path)
     return {k: metrics[k] for k in ("variant", "eval_acc_start", "eval_acc_final", "mlflow_run_id") if k in metrics}

@@ -12,9 +12,9 @@ from rlvr.config import GRPOConfig, HackConfig, Params
 from rlvr.grpo import train_grpo
 from rlvr.hack import hack_metrics, hack_summary
 from rlvr.paths import HackPaths
-from rlvr.pipeline import config_hash
-from rlvr.runtime import read_jsonl, thread_budget, write_json, write_tsv
-from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked
+from rlvr.pipeline import config_hash, instance_params
+from rlvr.runtime import read_jsonl, thread_budget, write_json
+from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked, write_curves
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -51,11 +51,13 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
     finals, tables = {}, {}
     with tracked("hack", None, params, tags) as mlrun:
-        for seed, result, _ in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), "hack", tags, train_seed,
-                                          (cfg, grpo_cfg, train, start), progress):
+        for seed, result, child in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), "hack", tags,
+                                              instance_params("hack", None, params), train_seed,
+                                              (cfg, grpo_cfg, train, start), progress):
             model.load_state_dict(result.state)
             checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", own_hash)
-            write_tsv(paths.curve(seed), result.curve)
+            for path in write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve):
+                child.log_artifact(path, "seed")
             finals[seed], tables[seed] = result.summary, result.extra
         rose = sum(f["digits_per_response_end"] > f["digits_per_response_start"] for f in finals.values())
         metrics = {**seed_metrics(finals), "seeds": cfg.seeds, "seeds_digits_rose": rose,

@@ -11,7 +11,7 @@ from rlvr.passk import summarise_counts
 from rlvr.paths import PassKPaths
 from rlvr.pipeline import config_hash
 from rlvr.rollout import correct_counts
-from rlvr.runtime import read_jsonl, set_determinism, thread_budget, write_json, write_tsv
+from rlvr.runtime import read_heldout, set_determinism, thread_budget, write_json, write_tsv
 from rlvr.stages.common import run_name, tracked
 from rlvr.tasks import problems_of
 from rlvr.tokenizer import Tokenizer
@@ -23,7 +23,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:  # no
     seeds = {v: params.variant(v).seeds for v in variants}
     task_name = params.sft_run(cfg.sft).task
     task = params.task(task_name)
-    problems = problems_of(read_jsonl(paths.start.data.heldout), task_name)
+    problems = problems_of(read_heldout(paths.start.data.heldout), task_name)
     tok = Tokenizer()
     models = [("sft", paths.start.checkpoint, run_name("sft", cfg.sft), config_hash("sft", cfg.sft, params)),
               (cfg.contrast, paths.contrast.checkpoint, run_name("sft", cfg.contrast),
@@ -42,9 +42,11 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:  # no
         metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
         write_json(paths.counts, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
         write_json(paths.metrics, metrics)
-        write_tsv(paths.curve, curves)
-        figures = [plots.passk_curves(curves, cfg.n, paths.figure_curves),
-                   plots.passk_scatter(counts, cfg.n, paths.figure_scatter),
+        for model, rows in curves.items():
+            write_tsv(paths.curves / f"{model}.tsv", rows)
+            mlrun.log_steps({f"pass_at_k.{model}": [(r["k"], r["pass_at_k"]) for r in rows]})
+        figures = [plots.passk_curves(curves, cfg.n, cfg.contrast, paths.figure_curves),
+                   plots.passk_scatter(counts, seeds.get("grpo", []), cfg.n, paths.figure_scatter),
                    plots.passk_solve_rates(counts, seeds, cfg.n, cfg.contrast, paths.figure_solve_rates)]
         mlrun.log_metrics({"sft_pass_at_1": metrics["sft"]["pass_at_1"], "sft_pass_at_n": metrics["sft"]["pass_at_n"],
                            **{f"{v}_{k}": x for v, d in metrics["variants"].items() for k, x in d.items()

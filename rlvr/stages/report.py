@@ -1,9 +1,11 @@
 """Stage `report`: every claim of experiments/claims.yaml beside our value and a verdict, the
-figures with their provenance, the variant table, the reward-hacking samples and the benchmarks.
+figures with captions and provenance, the GRPO learning curves, the variant table, the reward-hacking
+samples and the benchmarks.
 
 Each figure is copied into `reports/report-figures/` with its provenance (stage, params from
 dvc.lock, input hashes, MLflow run ids, git commit) written into PNG text chunks, so a figure taken
-out of the page still says where it came from.
+out of the page still says where it came from. The learning-curve figures are drawn here, from the
+curves the GRPO stages wrote, because each overlays every variant of a chapter.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from pathlib import Path
 
 import yaml
 
-from rlvr.config import Params
-from rlvr.paths import ReportPaths
+from rlvr import plots
+from rlvr.config import ConfigError, Params
+from rlvr.paths import GRPO_CURVES, ReportPaths
 from rlvr.provenance import explain, footer, load_lock
 from rlvr.report import check_claims, evaluate_claims, render, verdict_record
 from rlvr.runtime import atomic_write, read_json_dir, write_json, write_text
+from rlvr.stages.common import tracked
+
+CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
 
 
 def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
@@ -35,21 +41,59 @@ def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
     return dst
 
 
+def caption(name: str) -> tuple[str, str]:
+    """(chapter, caption) of a figure; a figure without one is an error, not a bare image."""
+    if name not in plots.CAPTIONS:
+        raise ConfigError(f"figure {name}: no caption; add it to rlvr/plots.py CAPTIONS")
+    return plots.CAPTIONS[name]
+
+
+def learning_curve_runs(metrics: dict[str, dict], task: str) -> dict[str, dict]:
+    """variant -> {"train": [seed rows...], "eval": [seed rows...]} for the variants of `task` (their
+    task and seeds as each variant's metrics file records them)."""
+    runs = {}
+    for m in (m for f, m in sorted(metrics.items()) if f.startswith("grpo-") and m["task"] == task):
+        folder = GRPO_CURVES / m["variant"]
+        runs[m["variant"]] = {"train": [plots.read_tsv(folder / f"seed{s}.tsv") for s in m["seeds"]],
+                              "eval": [plots.read_tsv(folder / f"seed{s}-eval.tsv") for s in m["seeds"]]}
+    return runs
+
+
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
     metrics = read_json_dir(paths.metrics)
     rows = evaluate_claims(claims, metrics)
-    figures, lock = [], load_lock(root)
-    for png in sorted(paths.figures.glob("*.png")):
-        info = explain(root, png.as_posix(), check_stale=False, check_mlflow=False, lock=lock)
-        copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
-        figures.append({"name": png.name, "footer": footer(info), "png": copy.read_bytes()})
-    samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
-    problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
-    bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
-    markdown, page, counts = render(rows, figures, metrics, samples, bench, problems)
-    write_text(paths.markdown, markdown)
-    write_text(paths.html, page)
-    write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})
+    lock = load_lock(root)
+    with tracked("report", None, params, {}) as mlrun:
+        figures = []
+        for chapter, task in CHAPTER_TASKS.items():
+            runs = learning_curve_runs(metrics, task)
+            if not runs:
+                continue
+            name = f"grpo-curves-chapter-{chapter.lower()}.png"
+            png = plots.learning_curves(runs, f"Chapter {chapter}: GRPO learning curves ({task})",
+                                        paths.figure_copies / name)
+            infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, check_mlflow=False, lock=lock)
+                     for v in runs]
+            prov = (f"drawn by stage `report` from `{GRPO_CURVES.as_posix()}/<variant>/seed<n>.tsv` and "
+                    f"`seed<n>-eval.tsv`; " + " | ".join(footer(i) for i in infos))
+            figures.append({"name": name, "png": png.read_bytes(), "caption": caption(name)[1], "provenance": prov,
+                            "chapter": chapter, "kind": "curves"})
+        for png in sorted(paths.figures.glob("*.png")):
+            info = explain(root, png.as_posix(), check_stale=False, check_mlflow=False, lock=lock)
+            copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
+            chapter, text = caption(png.name)
+            figures.append({"name": png.name, "png": copy.read_bytes(), "caption": text, "provenance": footer(info),
+                            "chapter": chapter, "kind": "result"})
+        samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
+        problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
+        bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
+        markdown, page, counts = render(rows, figures, metrics, samples, bench, problems)
+        write_text(paths.markdown, markdown)
+        write_text(paths.html, page)
+        write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})
+        mlrun.log_metrics({f"claims_{k}": v for k, v in counts.items()})
+        for path in (paths.markdown, paths.html, paths.verdicts):
+            mlrun.log_artifact(path)
     return counts

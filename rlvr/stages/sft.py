@@ -12,7 +12,7 @@ from rlvr.model import TinyLM
 from rlvr.paths import SFTPaths
 from rlvr.pipeline import config_hash
 from rlvr.rollout import accuracy, correct_counts
-from rlvr.runtime import read_jsonl, set_determinism, thread_budget, write_json, write_tsv
+from rlvr.runtime import read_heldout, read_jsonl, set_determinism, thread_budget, write_json, write_tsv
 from rlvr.sft import encode_sft, train_sft
 from rlvr.stages.common import log_row, run_name, tracked
 from rlvr.stats import mean_ci
@@ -23,7 +23,7 @@ from rlvr.tokenizer import Tokenizer
 def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> dict:
     cfg = params.sft_run(name)
     task = params.task(cfg.task)
-    rows, held_rows = read_jsonl(paths.data.rows), read_jsonl(paths.data.heldout)
+    rows, held_rows = read_jsonl(paths.data.rows), read_heldout(paths.data.heldout)
     set_determinism(params.seed, thread_budget(params.threads))
     tok = Tokenizer()
     with tracked("sft", name, params, {"task": cfg.task, "seed": params.seed, "sft_run": name}) as mlrun:

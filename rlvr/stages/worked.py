@@ -7,12 +7,17 @@ from rlvr import plots
 from rlvr.config import Params
 from rlvr.paths import WorkedPaths
 from rlvr.runtime import set_determinism, thread_budget, write_json
+from rlvr.stages.common import tracked
 from rlvr.worked import worked_metrics
 
 
 def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # noqa: ARG001
     set_determinism(params.worked.seed, thread_budget(params.threads))
-    metrics = worked_metrics(params.worked)
-    write_json(paths.metrics, metrics)
-    plots.worked_figures(metrics, {p.name: p for p in paths.figures})
+    with tracked("worked", None, params, {}) as mlrun:
+        metrics = worked_metrics(params.worked)
+        write_json(paths.metrics, metrics)
+        figures = plots.worked_figures(metrics, {p.name: p for p in paths.figures})
+        mlrun.log_metrics(metrics)  # every numeric leaf, as "A2.advantage_correct_1_of_8" ...
+        for path in (paths.metrics, *figures):
+            mlrun.log_artifact(path)
     return {"examples": sorted(metrics)}

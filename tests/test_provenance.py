@@ -1,0 +1,125 @@
+"""`rlvr provenance` on a tiny fake repository: a git checkout with a hand-written dvc.lock of three
+chained stages (data@x -> sft@x -> passk, passk reading sft@x's checkpoint through a folder dep)."""
+
+import hashlib
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from rlvr.cli import main
+from rlvr.provenance import ProvenanceError, explain, format_explain
+
+FIGURE = "reports/figures/passk-curves.png"
+CKPT = "data/ckpt/x/sft.pt"  # DVC-cached (git-ignored), inside the folder passk depends on
+
+
+def md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+FILES = {
+    "data/x/sft.jsonl": '{"prompt": "1+1=", "answer": "2"}\n',
+    CKPT: "weights",
+    "reports/metrics/sft-x.json": '{"eval_acc": 0.5}',
+    FIGURE: "png bytes",
+    "reports/metrics/passk.json": '{"mlflow_run_id": "run123"}',
+    "rlvr/sft.py": "# sft\n",
+    "rlvr/passk.py": "# passk\n",
+    "params.yaml": "seed: 0\n",
+}
+
+
+def entry(path: str) -> dict:
+    return {"path": path, "hash": "md5", "md5": md5(FILES[path]), "size": len(FILES[path])}
+
+
+LOCK = {"schema": "2.0", "stages": {
+    "data@x": {"cmd": "python -m rlvr.stages data --run x",
+               "deps": [entry("rlvr/sft.py")],
+               "params": {"params.yaml": {"seed": 0, "sft.x.noise": {"kind": "slips", "alpha": 1.4}}},
+               "outs": [entry("data/x/sft.jsonl")]},
+    "sft@x": {"cmd": "python -m rlvr.stages sft --run x",
+              "deps": [entry("data/x/sft.jsonl"), entry("rlvr/sft.py")],
+              "params": {"params.yaml": {"seed": 0, "sft.x": {"epochs": 12, "lr": 0.003}}},
+              "outs": [entry(CKPT), entry("reports/metrics/sft-x.json")]},
+    "passk": {"cmd": "python -m rlvr.stages passk",
+              "deps": [{"path": "data/ckpt", "hash": "md5", "md5": "0123456789abcdef0123456789abcdef.dir"},
+                       entry("rlvr/passk.py")],
+              "params": {"params.yaml": {"passk": {"n": 64}}},
+              "outs": [entry(FIGURE), entry("reports/metrics/passk.json")]},
+}}
+
+
+def git(root, *args):
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    for path, text in FILES.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    (tmp_path / "data/ckpt/.gitignore").write_text("/x\n")
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(LOCK, sort_keys=False))
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "results")
+    return tmp_path
+
+
+def test_upstream_params_are_found_through_a_folder_dep(repo):
+    info = explain(repo, FIGURE, check_stale=False, check_mlflow=False)
+    assert info["stage"] == "passk" and info["params"] == {"params.yaml": {"passk": {"n": 64}}}
+    assert list(info["upstream"]) == ["sft@x", "data@x"]  # nearest first; rlvr/*.py are no stage's outs
+    assert info["upstream"]["sft@x"]["params.yaml"]["sft.x"] == {"epochs": 12, "lr": 0.003}
+    assert info["upstream"]["data@x"]["params.yaml"]["sft.x.noise"]["alpha"] == 1.4
+    assert info["mlflow_runs"] == {"stage": "run123"}
+    # the keys the report stage reads are still there
+    assert {"path", "stage", "cmd", "params", "deps", "out", "mlflow_runs", "git_commit"} <= set(info)
+    assert explain(repo, "data/x/sft.jsonl", check_stale=False, check_mlflow=False)["upstream"] == {}
+
+
+def test_dirty_flags_follow_git_and_dvc_hashes(repo):
+    info = explain(repo, FIGURE, check_stale=False, check_mlflow=False)
+    assert info["dirty"] == {"file": False, "code": False, "code_changes": []}
+    assert explain(repo, CKPT, check_stale=False, check_mlflow=False)["dirty"]["file"] is False
+
+    (repo / FIGURE).write_text("other png bytes")
+    (repo / CKPT).write_text("other weights")
+    (repo / "rlvr/passk.py").write_text("# passk, edited\n")
+    dirty = explain(repo, FIGURE, check_stale=False, check_mlflow=False)["dirty"]
+    assert dirty["file"] is True and dirty["code"] is True
+    assert [c[3:] for c in dirty["code_changes"]] == ["rlvr/passk.py"]
+    assert explain(repo, CKPT, check_stale=False, check_mlflow=False)["dirty"]["file"] is True  # md5 vs dvc.lock
+    assert explain(repo, "data/x/sft.jsonl", check_stale=False, check_mlflow=False)["dirty"]["file"] is False
+
+
+def test_text_output_names_the_upstream_stages_and_params(repo):
+    text = format_explain(explain(repo, FIGURE, check_stale=False, check_mlflow=False))
+    assert "stage     passk" in text and 'passk={"n": 64}' in text
+    assert "  sft@x: " in text and "  data@x: " in text
+    assert 'sft.x={"epochs": 12, "lr": 0.003}' in text
+    assert "as above: seed" in text.splitlines()[-3]  # data@x repeats sft@x's seed: named, not repeated
+    assert "file: as committed" in text and "code: clean" in text and "stage=run123" in text
+
+
+def test_cli_prints_text_by_default_and_json_on_request(repo, monkeypatch, capsys):
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr("rlvr.provenance._mlflow_status", lambda ids: {k: "FINISHED" for k in ids})
+    assert main(["provenance", FIGURE, "--no-status"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"path      {FIGURE}") and "stage=run123 (FINISHED)" in out and "sft@x" in out
+    assert main(["provenance", FIGURE, "--no-status", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert set(info["upstream"]) == {"sft@x", "data@x"} and info["dirty"]["file"] is False  # JSON: keys sorted
+
+
+def test_an_unknown_path_is_a_one_line_error(repo, capsys, monkeypatch):
+    with pytest.raises(ProvenanceError, match=r"reports/figures/nope\.png: not an output of any stage") as err:
+        explain(repo, "reports/figures/nope.png", check_stale=False, check_mlflow=False)
+    assert "\n" not in str(err.value) and FIGURE in str(err.value)
+    monkeypatch.chdir(repo)
+    assert main(["provenance", "reports/figures/nope.png", "--no-status"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -1,0 +1,111 @@
+"""What readers see: the report's document model, its summary and book column, the curve tables
+(no empty cells, bands inside the range), the pass@k curves and the figure captions."""
+
+import numpy as np
+import pytest
+
+from rlvr.curves import curve_band, split_curve
+from rlvr.passk import pass_at_k_curve, summarise_counts
+from rlvr.render import Bullets, Contents, Figure, Heading, Para, Table, html_page, inline_html, markdown
+from rlvr.report import Evidence, book_text, reason
+
+
+def test_inline_html_escapes_everything_but_bold_code_and_anchor_links():
+    assert inline_html("<b>x</b> & **y** `a<b` [go](#summary)") == (
+        "&lt;b&gt;x&lt;/b&gt; &amp; <b>y</b> <code>a&lt;b</code> <a href=\"#summary\">go</a>")
+    assert inline_html("[out](https://x.org)") == "[out](https://x.org)"  # only in-page links are links
+
+
+def test_one_document_two_outputs_with_contents_captions_and_collapsed_details():
+    blocks = [Heading("Report", 1), Contents(2), Heading("Summary", 2, "summary"), Para("**3** claims"),
+              Table(["id", "verdict"], [["A1", "differs"]], "verdicts", ["differs"], ["rule: x <= 1"], "rule"),
+              Heading("Figures", 2, "figures"), Figure("f.png", b"\x89PNG", "What it shows.", "stage `x`"),
+              Bullets(["one", "two"])]
+    md, page = markdown(blocks, "figs"), html_page(blocks, "t")
+    assert "- [Summary](#summary)\n- [Figures](#figures)" in md
+    assert "| id | verdict | rule |" in md and "| A1 | differs | rule: x <= 1 |" in md
+    assert "![f.png](figs/f.png)\n\n*What it shows.*" in md
+    assert '<nav class="toc" id="contents"><b>Contents</b><ul><li><a href="#summary">' in page
+    assert '<td class="verdict">differs</td><td><details><summary>rule</summary>rule: x &lt;= 1</details></td>' in page
+    assert "<figcaption>What it shows.<details><summary>provenance</summary>stage <code>x</code>" in page
+    assert page.index('id="summary"') < page.index("<table")
+
+
+@pytest.mark.parametrize("claim, shown", [
+    ({"kind": "exact", "book": 0.57, "tol": 0.05}, "0.57"),
+    ({"kind": "range", "book": 0.5, "lo": 0.0, "hi": 0.5}, "0 – 0.5"),
+    ({"kind": "greater", "book": 0.0, "other_value": 0.0}, "—"),  # "rises": a direction, not the number 0
+    ({"kind": "greater", "book": 0.0, "other": ["f.json", "k"]}, "—"),
+    ({"kind": "close", "book": 0.0, "other": ["f.json", "k"], "tol": 0.05}, "—"),
+    ({"kind": "greater", "book": 0.8, "other_value": 0.8}, "> 0.8"),
+    ({"kind": "less", "book": 0.5, "other_value": 0.5}, "< 0.5"),
+])
+def test_book_column_shows_a_dash_where_the_book_gives_only_a_direction(claim, shown):
+    assert book_text(claim) == shown
+
+
+def test_reason_says_where_the_decisive_interval_lies():
+    claim = {"kind": "exact", "book": 0.57, "tol": 0.05}
+    above = Evidence(0.93, 0.92, 0.94, "6 seeds")
+    assert reason({**claim, "verdict": "differs", "tested": above, "evidence": above}) == (
+        "Our interval [0.92, 0.94] (6 seeds) lies wholly above 0.62")
+    straddle = Evidence(0.52, 0.50, 0.54, "4 seeds")
+    assert reason({**claim, "verdict": "inconclusive", "tested": straddle, "evidence": straddle}).startswith(
+        "Our interval [0.5, 0.54] (4 seeds) straddles the bound 0.52")
+    undefined = Evidence(44.0, None, None, "4 seeds, 2 undefined", [40, None, 48, None])
+    assert reason({**claim, "verdict": "differs", "tested": undefined, "evidence": undefined}).startswith(
+        "2 seed(s) give no value")
+
+
+def test_a_curve_splits_into_tables_without_empty_cells():
+    curve = [{"step": 0, "eval_acc": 0.5, "eval_kl_exact_nats": 0.0},
+             {"step": 1, "reward_mean": 0.4}, {"step": 2, "reward_mean": 0.6, "eval_acc": 0.7, "eval_kl_exact_nats": 0.1}]
+    train, evals = split_curve(curve)
+    assert train == [{"step": 1, "reward_mean": 0.4}, {"step": 2, "reward_mean": 0.6}]
+    assert evals == [{"step": 0, "eval_acc": 0.5, "eval_kl_exact_nats": 0.0},
+                     {"step": 2, "eval_acc": 0.7, "eval_kl_exact_nats": 0.1}]
+
+
+def test_seed_band_is_the_t_interval_cut_to_the_range():
+    from scipy import stats
+
+    seeds = [[{"step": 0, "acc": 0.02}], [{"step": 0, "acc": 0.0}], [{"step": 0, "acc": 0.04}]]
+    (row,) = curve_band(seeds, "acc")
+    half = stats.t.ppf(0.975, 2) * np.std([0.02, 0.0, 0.04], ddof=1) / np.sqrt(3)
+    assert row["acc"] == pytest.approx(0.02) and row["acc_hi"] == pytest.approx(0.02 + half)
+    assert row["acc_lo"] == 0.0 and 0.02 - half < 0  # cut at 0, not negative
+    (single,) = curve_band([[{"step": 3, "acc": 0.5}]], "acc")
+    assert single == {"step": 3, "acc": 0.5, "acc_lo": 0.5, "acc_hi": 0.5, "seeds": 1}
+
+
+def test_passk_curves_cover_every_k_with_the_difference_from_sft():
+    rng = np.random.default_rng(0)
+    n, P = 8, 30
+    counts = {"sft": rng.integers(0, n + 1, P).tolist(), "base2": rng.integers(0, n + 1, P).tolist(),
+              **{f"v/seed{s}": rng.integers(0, n + 1, P).tolist() for s in (0, 1, 2)}}
+    _, curves = summarise_counts(counts, {"v": [0, 1, 2]}, n, [1, 8], 50, 0, contrast="base2")
+    assert set(curves) == {"sft", "base2", "v"}
+    assert [r["k"] for r in curves["v"]] == list(range(1, n + 1))
+    _, sft = pass_at_k_curve(counts["sft"], n, np.arange(1, n + 1))
+    per_seed = [pass_at_k_curve(counts[f"v/seed{s}"], n, np.arange(1, n + 1))[1] for s in (0, 1, 2)]
+    for i, row in enumerate(curves["v"]):
+        assert row["pass_at_k"] == pytest.approx(np.mean([c[i] for c in per_seed]))
+        assert row["minus_sft"] == pytest.approx(row["pass_at_k"] - sft[i])
+        assert row["minus_sft_lo"] <= row["minus_sft"] <= row["minus_sft_hi"]
+    assert all(r["ci95_lo"] <= r["pass_at_k"] <= r["ci95_hi"] for r in curves["sft"])
+
+
+def test_every_figure_the_pipeline_writes_has_a_caption():
+    from rlvr import paths, plots
+    from rlvr.stages.report import caption
+
+    written = [*paths.WORKED_FIGURES, paths.hack("x").figure.name, "grpo-curves-chapter-a.png",
+               "grpo-curves-chapter-b.png",
+               *(f.name for f in (lambda x: (x.figure_curves, x.figure_scatter, x.figure_solve_rates))(
+                   paths.passk("a", "b")))]
+    assert sorted(written) == sorted(plots.CAPTIONS)
+    assert all(chapter in "AB" and len(text) > 40 for chapter, text in plots.CAPTIONS.values())
+    from rlvr.config import ConfigError
+
+    with pytest.raises(ConfigError, match="no caption"):
+        caption("new-figure.png")
