@@ -26,7 +26,10 @@ def _stage(args) -> dict:
 
 
 def _check(args) -> dict:
+    from rlvr.tasks import check_params
+
     params = load_params(args.params)
+    check_params(params)
     return {"ok": True, "sft_runs": list(params.sft), "variants": list(params.variants)}
 
 
@@ -55,6 +58,24 @@ def _diff(args):
     for w in d["warnings"]:
         print(f"rlvr: warning: {w}", file=sys.stderr)
     return d
+
+
+def _summary(args):
+    from rlvr import paths
+    from rlvr.summary import summary
+
+    return Text(summary(paths.REPORTS))
+
+
+def _sweep_report(args) -> dict:
+    import subprocess
+
+    from rlvr.sweep import sweep_report
+
+    shown = subprocess.run([sys.executable, "-m", "dvc", "exp", "show", "--json"], capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise UserError(f"dvc exp show failed: {(shown.stderr.strip().splitlines() or ['?'])[-1]}")
+    return sweep_report(json.loads(shown.stdout), Path(args.out))
 
 
 def _bench(args) -> dict:
@@ -101,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("b")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(fn=_diff)
+    s = sub.add_parser("summary", help="verdict counts and one line per GRPO variant, in one terminal screen")
+    s.set_defaults(fn=_summary)
+    s = sub.add_parser("sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments")
+    s.add_argument("--out", default="reports/sweep", help="folder for sweep.md and sweep.png")
+    s.set_defaults(fn=_sweep_report)
     s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
     s.add_argument("--out", default="reports/benchmarks.json")
     s.add_argument("--only", nargs="*", default=None, help="names of benchmarks to run (default: all)")
@@ -115,5 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a failed write or read the user can fix: name the file
+        print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rlvr: interrupted", file=sys.stderr)
+        return 130
     print(result if isinstance(result, Text) else json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
 
-import yaml
 
 
 class UserError(Exception):
@@ -520,16 +519,24 @@ def parse_params(raw: Any) -> Params:
     return params
 
 
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file by the YAML 1.2 rules, the ones DVC applies to params.yaml: `2e-4` is a
+    float and `no` a string (PyYAML's YAML 1.1 reads them as a string and False), so that `rlvr
+    check`, the stages and `dvc repro` read every value alike."""
+    from ruamel.yaml import YAML, YAMLError
+
+    try:
+        return YAML(typ="safe", pure=True).load(Path(path).read_text())
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml. A missing file or bad YAML is a ConfigError too."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found (run from the repo root or pass --params)")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    return parse_params(raw)
+    return parse_params(read_yaml(path))
 
 
 def lookup_raw(raw: dict, key: str) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from rlvr.config import read_yaml
 from rlvr.pipeline import STAGES, plot_views, template
 
 PACKAGE = Path(__file__).resolve().parent  # rlvr/
@@ -112,7 +113,7 @@ def stage_entry(name: str) -> dict:
 def render(params_path: Path = ROOT / "params.yaml") -> str:
     """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
     after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
-    raw = yaml.safe_load(params_path.read_text())
+    raw = read_yaml(params_path)
     doc = {"stages": {name: stage_entry(name) for name in STAGES}, "plots": plot_views(raw)}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 

@@ -22,6 +22,23 @@ PARAMS = Path("params.yaml")
 
 
 @dataclass(frozen=True)
+class CheckPaths:
+    """`check`: params.yaml in, a marker out that every other stage depends on. The marker's bytes
+    never change, so a valid edit reruns only the stages whose own params changed; an invalid one
+    stops `dvc repro` here, before DVC removes any other stage's outputs."""
+
+    params: Path
+    marker: Path
+
+
+CHECKED = DATA / "params.checked"
+
+
+def check() -> CheckPaths:
+    return CheckPaths(PARAMS, CHECKED)
+
+
+@dataclass(frozen=True)
 class DataPaths:
     """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task."""
 

@@ -56,6 +56,11 @@ class Stage:
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("check", None, "params.yaml validated (`rlvr check`) before DVC touches any other stage's outputs",
+          paths=lambda key, item, p: paths.check(),
+          params=lambda key, item, p: [],
+          deps=lambda x: [x.params],
+          outs=lambda x: {x.marker: {}}),
     Stage("data", "sft", "the task's train/held-out split and the noisy SFT labels of run ${key}",
           paths=lambda key, item, p: paths.data(key),
           params=lambda key, item, p: ["seed", f"tasks.{item.task}.heldout", f"sft.{key}.task",
@@ -159,7 +164,8 @@ def template(name: str) -> tuple[Any, dict]:
     s = stage(name)
     key, item = (Ref("key"), Ref("item")) if s.foreach else (None, None)
     x = s.paths(key, item, Ref(""))
-    return x, {"params": s.params(key, item, Ref("")), "deps": s.deps(x), "outs": s.outs(x),
+    checked = [] if name == "check" else [paths.CHECKED]  # every stage waits for params.yaml to pass
+    return x, {"params": s.params(key, item, Ref("")), "deps": checked + s.deps(x), "outs": s.outs(x),
                "metrics": s.metrics(x)}
 
 

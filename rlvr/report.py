@@ -301,6 +301,10 @@ def bench_rows(bench: dict) -> list[list]:
         ("pass@k, one model (300 x 64)", get("passk_model", "seconds_per_model", "median"), "s",
          get("passk_model", "target_seconds"), "<="),
         ("SFT throughput", get("sft", "tokens_per_second", "median"), "tokens/s", None, ">="),
+        ("two experiments back to back (`dvc exp run`, threads from params)", get("queue", "back_to_back_seconds"),
+         "s", None, "<="),
+        ("the same two queued, `dvc queue start -j 2`, RLVR_THREADS=1", get("queue", "queue_j2_seconds"), "s",
+         get("queue", "back_to_back_seconds"), "<="),
     ]
     fmt = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"  # noqa: E731
     rows = []

@@ -9,8 +9,10 @@ A single logging call costs ~10 ms on SQLite, so per-step metrics are buffered a
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -43,7 +45,15 @@ def tracking_uri() -> str:
 
 
 def check_reachable(uri: str) -> None:
-    """Fail fast, in one line naming the URI, when a tracking server does not answer."""
+    """Fail fast, in one line naming the URI, when a tracking server does not answer or a local
+    store's folder is missing or not writable (rather than wait on the database driver)."""
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri.removeprefix("sqlite:///")).parent  # sqlite:////abs/x.db -> /abs; sqlite:///rel/x.db -> rel
+        if not folder.is_dir():
+            raise TrackingError(f"MLflow tracking store {uri}: folder {folder} does not exist; create it or "
+                                f"unset MLFLOW_TRACKING_URI to use this checkout's mlflow.db")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise TrackingError(f"MLflow tracking store {uri}: folder {folder} is not writable")
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
@@ -171,6 +181,35 @@ def _experiment(client, uri: str) -> str:
     return exp.experiment_id
 
 
+PID_TAG, HOST_TAG = "rlvr.pid", "rlvr.host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def close_dead_runs(client, experiment_id: str, stage: str) -> list[str]:
+    """Mark KILLED the runs of `stage` still RUNNING whose process, on this host, is gone (killed
+    with SIGKILL, or the machine lost power: nothing could mark them). Their seed runs too.
+    Returns the ids closed. Runs on other hosts are left alone: their process cannot be seen."""
+    host = socket.gethostname()
+    stale = client.search_runs([experiment_id], f"tags.`dvc.stage` = '{stage}' and attributes.status = 'RUNNING'",
+                               max_results=1000)
+    closed = []
+    for r in stale:
+        pid = r.data.tags.get(PID_TAG)
+        if r.data.tags.get(HOST_TAG) == host and pid and pid.isdigit() and not _pid_alive(int(pid)):
+            client.set_terminated(r.info.run_id, status="KILLED")
+            closed.append(r.info.run_id)
+    return closed
+
+
 @contextmanager
 def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_hash: str) -> Iterator[Run]:
     """The MLflow run of one stage execution. Raises TrackingError before yielding if unusable.
@@ -183,11 +222,17 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     from mlflow.tracking import MlflowClient  # slow import (~1.5 s): only stages that log pay it
 
+    quiet = {name: logging.getLogger(name).level for name in ("mlflow", "alembic")}
+    for name in quiet:  # the one-line error below says it; MLflow's own traceback log would not
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         client = MlflowClient(uri)
         experiment_id = _experiment(client, uri)
     except Exception as exc:  # any failure to open the store is a configuration problem
         raise TrackingError(f"MLflow tracking store {uri} cannot be used: {str(exc).splitlines()[0]}") from None
+    finally:
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
 
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
@@ -195,6 +240,8 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
         "params.hash": params_hash,
         **tags,
     }
+    close_dead_runs(client, experiment_id, all_tags["dvc.stage"])
+    all_tags.update({PID_TAG: os.getpid(), HOST_TAG: socket.gethostname()})
     if os.environ.get("DVC_EXP_NAME"):  # only inside `dvc exp run`
         all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)

@@ -53,7 +53,7 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
             assert (d / out["path"]).exists(), f"{name}: missing {out['path']}"
     raw = tiny_raw()
     expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]}
-    expected |= {f"grpo@{v}" for v in raw["variants"]} | {"worked", "passk", "hack", "report"}
+    expected |= {f"grpo@{v}" for v in raw["variants"]} | {"check", "worked", "passk", "hack", "report"}
     assert set(lock["stages"]) == expected
     grpo = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())
     assert grpo["seeds"] == [0, 1] and len(grpo["per_seed"]["eval_acc_final"]) == 2
@@ -153,7 +153,7 @@ def test_every_stage_depends_on_every_params_key_it_read(repo):
     d, _ = repo
     params = parse_params(tiny_raw())
     records = [json.loads(line) for line in (d / "reads.jsonl").read_text().splitlines()]
-    assert {r["stage"] for r in records} == {"data", "sft", "grpo", "passk", "hack", "worked", "report"}
+    assert {r["stage"] for r in records} == {"check", "data", "sft", "grpo", "passk", "hack", "worked", "report"}
     for r in records:
         assert uncovered_reads(r["stage"], r["key"], params, r["reads"]) == [], r
     grpo = next(r for r in records if r["stage"] == "grpo" and r["key"] == "grpo")

@@ -109,3 +109,32 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
 
     with pytest.raises(ConfigError, match="no caption"):
         caption("new-figure.png")
+
+
+def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
+    import json
+
+    from rlvr.config import ConfigError
+    from rlvr.summary import summary
+
+    with pytest.raises(ConfigError, match="report.json: not found"):
+        summary(tmp_path)
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "report.json").write_text(json.dumps({
+        "counts": {"reproduced": 2, "differs": 1, "inconclusive": 0, "cited": 1, "missing": 0},
+        "claims": {"A": {"verdict": "reproduced"}, "B": {"verdict": "differs"}, "C": {"verdict": "reproduced"}}}))
+    for v in ("grpo", "a_very_long_variant_name"):
+        (tmp_path / "metrics" / f"grpo-{v}.json").write_text(json.dumps({
+            "variant": v, "task": "two_digit", "seeds": [0, 1], "eval_acc_final": 0.84,
+            "ci95": {"eval_acc_final": [0.82, 0.86]}, "kl_exact_nats_final": 0.8, "step_seconds_median": 0.1}))
+    (tmp_path / "metrics" / "passk.json").write_text(json.dumps(
+        {"variants": {"grpo": {"pass_at_1_rl": 0.846, "pass_at_n_rl": 0.986, "never_solved_rl": 4.25}}}))
+    text = summary(tmp_path)
+    assert text.splitlines()[0].startswith("claims: 2 reproduced, 1 differ, 1 cited")
+    assert "  differs: B" in text
+    grpo = next(line for line in text.splitlines() if line.startswith("grpo "))
+    assert grpo.split()[:9] == ["grpo", "two_digit", "2", "0.840", "±", "0.020", "0.846", "0.986", "4.25"]
+    assert max(len(line) for line in text.splitlines()[1:] if not line.startswith("a_very")) <= 100
+    (tmp_path / "report.json").write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        summary(tmp_path)

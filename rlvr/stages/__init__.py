@@ -17,10 +17,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
+from pathlib import Path
 
+from rlvr import guard
 from rlvr.config import ConfigError, UserError, load_params, record_reads
 from rlvr.pipeline import STAGES, instance_paths, stage
+from rlvr.tasks import check_params
 
 
 def run_stage(name: str, key: str | None, params_file: str = "params.yaml", progress: bool = True) -> dict:
@@ -30,11 +34,15 @@ def run_stage(name: str, key: str | None, params_file: str = "params.yaml", prog
         raise ConfigError(f"stage {name}: " + (f"name one entry of `{spec.foreach}` in params.yaml"
                                                if spec.foreach else "takes no instance name"))
     params = load_params(params_file)
+    check_params(params)  # what the stage would reject later, rejected before any work
     module = importlib.import_module(f"rlvr.stages.{name}")
+    paths = instance_paths(name, key, params)
+    outputs = [Path(p) for p in (*spec.outs(paths), *spec.metrics(paths))]
+    guard.preflight(outputs)
 
     def call() -> dict:
-        paths = instance_paths(name, key, params)
-        return module.run(*((params, key, paths) if spec.foreach else (params, paths)), progress=progress)
+        with guard.outputs_or_nothing(outputs):
+            return module.run(*((params, key, paths) if spec.foreach else (params, paths)), progress=progress)
 
     record_to = os.environ.get("RLVR_RECORD_READS")
     if not record_to:
@@ -46,6 +54,10 @@ def run_stage(name: str, key: str | None, params_file: str = "params.yaml", prog
     return result
 
 
+def _interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -55,10 +67,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
+    guard.ignore_file_size_signal()
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: runs marked KILLED, outputs cleaned
+    guard.watch_dvc()
     try:
         result = run_stage(args.stage, args.key, args.params, progress=not args.quiet)
     except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a failed write (disk full, file too large, read-only): name the file
+        print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rlvr: stage {args.stage}{'@' + args.key if args.key else ''} interrupted; its MLflow run is "
+              "marked KILLED and its partial outputs removed", file=sys.stderr)
+        return 130
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0

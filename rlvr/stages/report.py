@@ -41,6 +41,15 @@ def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
     return dst
 
 
+def merged_info(infos: list[dict]) -> dict:
+    """One provenance record for a figure drawn from several stages' outputs (the learning curves)."""
+    return {"stage": "report, from " + ", ".join(i["stage"] for i in infos),
+            "params": {i["stage"]: i["params"] for i in infos},
+            "deps": {p: h for i in infos for p, h in i["deps"].items()},
+            "mlflow_runs": {f"{i['stage']}:{k}": v for i in infos for k, v in i["mlflow_runs"].items()},
+            "git_commit": infos[0]["git_commit"]}
+
+
 def caption(name: str) -> tuple[str, str]:
     """(chapter, caption) of a figure; a figure without one is an error, not a bare image."""
     if name not in plots.CAPTIONS:
@@ -78,6 +87,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                      for v in runs]
             prov = (f"drawn by stage `report` from `{GRPO_CURVES.as_posix()}/<variant>/seed<n>.tsv` and "
                     f"`seed<n>-eval.tsv`; " + " | ".join(footer(i) for i in infos))
+            figure_with_metadata(png, png, merged_info(infos))
             figures.append({"name": name, "png": png.read_bytes(), "caption": caption(name)[1], "provenance": prov,
                             "chapter": chapter, "kind": "curves"})
         for png in sorted(paths.figures.glob("*.png")):

@@ -1,0 +1,274 @@
+"""Faults: each ends in one line and loses nothing.
+
+Damaged, foreign and stale checkpoints are covered in test_checkpoint.py, a truncated metrics file
+in `rlvr diff` in test_diff.py; everything else a fault run against the CLI found is here.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, tiny_raw
+from rlvr import guard
+from rlvr.config import ConfigError, load_params
+from rlvr.tasks import check_params
+
+BIN = Path(sys.executable).parent
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _write_params(tmp_path: Path, raw: dict | str) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _checked(path: Path):
+    params = load_params(path)
+    check_params(params)
+    return params
+
+
+# ------------------------------------------------------------------ rlvr check rejects what a stage would
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r["tasks"]["two_digit"].update(heldout=9000), r"tasks.two_digit.heldout = 9000: must lie in \[0, 8099\]"),
+    (lambda r: r["model"].update(max_len=8), r"model.max_len = 8: run two_digit needs \d+ positions"),
+    (lambda r: r["tasks"]["two_digit"].update(max_new_tokens=2), r"tasks.two_digit.max_new_tokens = 2: an answer"),
+    (lambda r: r["variants"]["grpo"].update(seeds=[]), r"variants.grpo.seeds"),
+    (lambda r: r["hack"].pop("seeds"), r"hack.seeds: missing"),
+])
+def test_check_rejects_what_a_stage_would_reject(tmp_path, mutate, message):
+    raw = tiny_raw()
+    mutate(raw)
+    with pytest.raises(ConfigError, match=message):
+        _checked(_write_params(tmp_path, raw))
+
+
+def test_params_are_read_by_yaml_1_2_as_dvc_reads_them(tmp_path):
+    """`lr: 2e-4` is a float to DVC (YAML 1.2) and was a string to PyYAML (YAML 1.1)."""
+    text = yaml.safe_dump(tiny_raw(), sort_keys=False)
+    text = text.replace("variants:\n", "variants:\n  lr_test: {task: two_digit, sft: two_digit, lr: 2e-4}\n", 1)
+    params = _checked(_write_params(tmp_path, text))
+    assert params.variant("lr_test").lr == 2e-4
+
+
+def test_the_cli_check_exits_2_with_one_line(tmp_path):
+    raw = tiny_raw()
+    raw["model"]["max_len"] = 8
+    out = subprocess.run([sys.executable, "-m", "rlvr", "--params", str(_write_params(tmp_path, raw)), "check"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("rlvr: error: model.max_len")
+
+
+# ------------------------------------------------------------------ nothing lost
+
+@pytest.fixture(scope="module")
+def small_repo(tmp_path_factory):
+    """A git + DVC repo with tiny params in which `dvc repro worked` has run (check + worked)."""
+    d = tmp_path_factory.mktemp("faults")
+    shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", ".gitignore"):
+        shutil.copy(ROOT / name, d / name)
+    _write_params(d, tiny_raw())
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    for cmd in (f"{sys.executable} -m rlvr pipeline --write", "git init -q", "dvc init -q",
+                "dvc config core.analytics false", "dvc repro worked"):
+        out = subprocess.run(cmd, shell=True, cwd=d, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, f"{cmd}: {out.stderr[-2000:]}"
+    return d, env
+
+
+def _lock_outputs(d: Path) -> dict[str, str]:
+    lock = yaml.safe_load((d / "dvc.lock").read_text())["stages"]
+    return {o["path"]: o.get("md5") for s in lock.values() for o in s.get("outs", [])}
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_a_typo_in_params_stops_repro_before_any_output_is_removed(small_repo):
+    d, env = small_repo
+    outputs = _lock_outputs(d)
+    assert "reports/metrics/worked.json" in outputs
+    before = {p: _md5(d / p) for p in outputs if (d / p).is_file() and p != "data/params.checked"}
+    good = (d / "params.yaml").read_text()
+    (d / "params.yaml").write_text(good.replace("kl_samples:", "kl_sample:"))
+    try:
+        out = subprocess.run("dvc repro worked", shell=True, cwd=d, env=env, capture_output=True, text=True)
+    finally:
+        (d / "params.yaml").write_text(good)
+    assert out.returncode != 0
+    assert "rlvr: error: worked.kl_sample: unknown key" in out.stderr
+    assert "Running stage 'worked'" not in out.stdout  # stopped at `check`
+    assert {p: _md5(d / p) for p in before} == before  # every output still there, unchanged
+    again = subprocess.run("dvc repro worked", shell=True, cwd=d, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "Running stage 'worked'" not in again.stdout  # the marker is back, same bytes
+
+
+def test_an_unwritable_output_fails_before_any_work(small_repo, tmp_path):
+    """reports/metrics is a file, not a folder: the stage stops in one line before it trains or writes."""
+    d, env = small_repo
+    work = tmp_path / "w"
+    shutil.copytree(d, work, symlinks=True)
+    shutil.rmtree(work / "reports" / "metrics")
+    (work / "reports" / "metrics").write_text("in the way")
+    figure = work / "reports/figures/worked-a8-memory.png"
+    stamp = figure.stat().st_mtime_ns
+    out = subprocess.run([sys.executable, "-m", "rlvr.stages", "worked"], cwd=work, capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": str(work)})
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "rlvr: error: reports/metrics/worked.json: cannot be written: reports/metrics is not a folder"]
+    assert figure.stat().st_mtime_ns == stamp  # nothing was redrawn
+
+
+def test_a_stage_that_fails_part_way_removes_what_it_wrote(tmp_path):
+    ckpt, metrics = tmp_path / "sft.pt", tmp_path / "metrics.json"
+    ckpt.write_text("old weights")
+    metrics.write_text("old metrics")
+    with pytest.raises(RuntimeError):
+        with guard.outputs_or_nothing([ckpt, metrics]):
+            ckpt.write_text("new weights")  # the checkpoint is replaced, then the stage dies
+            raise RuntimeError("disk full")
+    assert not ckpt.exists() and not metrics.exists()  # never new weights beside old metrics
+    metrics.write_text("old metrics")
+    with pytest.raises(RuntimeError):
+        with guard.outputs_or_nothing([ckpt, metrics]):
+            raise RuntimeError("failed before writing")
+    assert metrics.read_text() == "old metrics"  # nothing written, nothing removed
+
+
+@pytest.mark.skipif(IS_ROOT, reason="root may write into a read-only folder")
+def test_a_read_only_folder_is_named_before_any_work(tmp_path):
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(guard.OutputError, match="no write permission"):
+            guard.preflight([folder / "x.json"])
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_failed_write_is_one_line_naming_the_file_not_a_hang(small_repo, tmp_path):
+    """`ulimit -f` (a disk-full stand-in): the write fails with EFBIG, named, within seconds."""
+    d, env = small_repo
+    work = tmp_path / "w"
+    shutil.copytree(d, work, symlinks=True)
+    start = time.monotonic()
+    out = subprocess.run(f"ulimit -f 64 && {sys.executable} -m rlvr.stages worked", shell=True, cwd=work,
+                         capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(work)})
+    assert time.monotonic() - start < 90
+    assert out.returncode == 2, out.stderr[-2000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("rlvr: error:")]
+    assert len(errors) == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "too large" in errors[0] or "File too large" in errors[0] or "cannot be used" in errors[0]
+
+
+# ------------------------------------------------------------------ tracking: no hangs, no stale runs
+
+def test_a_missing_store_folder_fails_at_once_naming_it(tmp_path, monkeypatch):
+    from rlvr.tracking import TrackingError, stage_run
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/missing/dir/x.db")
+    start = time.monotonic()
+    with pytest.raises(TrackingError, match=f"folder {tmp_path}/missing/dir does not exist"):
+        with stage_run("sft@x", {}, {}, "h"):
+            pass
+    assert time.monotonic() - start < 5
+
+
+def test_a_run_left_running_by_a_killed_stage_is_marked_killed(mlflow_store, tmp_path):
+    script = textwrap.dedent("""
+        import time
+        from rlvr.tracking import stage_run
+        with stage_run("sft@x", {}, {}, "h") as run:
+            print(run.run_id, flush=True)
+            time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
+    run_id = proc.stdout.readline().strip()
+    proc.send_signal(signal.SIGKILL)  # nothing can mark its run
+    proc.wait()
+    from mlflow.tracking import MlflowClient
+
+    from rlvr.tracking import stage_run
+
+    client = MlflowClient(mlflow_store)
+    assert client.get_run(run_id).info.status == "RUNNING"
+    with stage_run("sft@x", {}, {}, "h"):
+        pass
+    assert client.get_run(run_id).info.status == "KILLED"
+
+
+# ------------------------------------------------------------------ orphans and interrupts
+
+def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
+    """A parent named `dvc` starts a stage-like child through a shell, as DVC does, and is killed with
+    SIGKILL: the child stops within seconds and never writes its output."""
+    output = tmp_path / "late-output.txt"
+    child = (f"import time, pathlib; from rlvr import guard; assert guard.watch_dvc(0.2); time.sleep(8); "
+             f"pathlib.Path({str(output)!r}).write_text('written behind dvc')")
+    fake_dvc = tmp_path / "bin" / "dvc"
+    fake_dvc.parent.mkdir()
+    fake_dvc.write_text(textwrap.dedent(f"""
+        import subprocess, sys, time
+        p = subprocess.Popen(["/bin/sh", "-c", {f"{sys.executable} -c {child!r}; echo done"!r}])
+        print(p.pid, flush=True)
+        time.sleep(60)
+    """))
+    parent = subprocess.Popen([sys.executable, str(fake_dvc)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    shell_pid = int(parent.stdout.readline())
+    time.sleep(2)  # the child is up and watching
+    parent.kill()
+    parent.wait()
+    time.sleep(10)  # longer than the child would have slept before writing
+    assert not output.exists()
+    try:
+        os.kill(shell_pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_no_watchdog_without_dvc(tmp_path):
+    assert guard.dvc_ancestor() is None  # pytest was not started by dvc
+
+
+def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
+    import rlvr.stages as stages
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stages, "run_stage", interrupted)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # leave pytest's own handlers alone
+    assert stages.main(["sft", "two_digit"]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err
+
+
+def test_report_json_of_a_failed_stage_is_not_left_half_written(tmp_path):
+    """Every stage output goes through an atomic rename: a reader sees the old file or the new one."""
+    from rlvr.runtime import write_json
+
+    path = tmp_path / "m.json"
+    write_json(path, {"a": 1})
+    with pytest.raises(TypeError):
+        write_json(path, {"a": object()})  # fails while serialising
+    assert json.loads(path.read_text()) == {"a": 1} and list(tmp_path.iterdir()) == [path]

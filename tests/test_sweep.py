@@ -1,0 +1,46 @@
+"""`rlvr sweep-report` on what `dvc exp show --json` prints: the grid's axes, one row per experiment."""
+
+import pytest
+
+from rlvr.config import ConfigError
+from rlvr.sweep import experiments, sweep_report, sweep_rows, varied
+
+
+def _exp(name, beta, steps, pass1, pass64, never, cross):
+    params = {"variants": {"grpo": {"task": "two_digit", "beta": beta, "steps": steps}}, "seed": 0}
+    passk = {"sft": {"pass_at_1": 0.52, "pass_at_n": 0.987, "never_solved": 4},
+             "variants": {"grpo": {"pass_at_1_rl": pass1, "pass_at_n_rl": pass64, "never_solved_rl": never,
+                                   "crossover_k": cross}}}
+    return {"rev": name * 8, "name": name,
+            "data": {"params": {"params.yaml": {"data": params}},
+                     "metrics": {"reports/metrics/passk.json": {"data": passk}}}}
+
+
+def show():
+    base = _exp("workspace", 0.04, 100, 0.846, 0.986, 4.25, 44.0)
+    head = {**_exp("abc1234", 0.04, 100, 0.846, 0.986, 4.25, 44.0), "name": None,
+            "experiments": [{"revs": [_exp("sweep-b0", 0.0, 100, 0.85, 0.981, 5.75, 20.0)]},
+                            {"revs": [_exp("sweep-b1", 0.1, 50, 0.80, 0.990, 3.0, None)]}]}
+    return [base, head]
+
+
+def test_experiments_and_axes_come_from_dvc_exp_show():
+    exps = experiments(show())
+    assert [e["name"] for e in exps] == ["workspace", "abc1234", "sweep-b0", "sweep-b1"]
+    assert varied(exps) == ["variants.grpo.beta", "variants.grpo.steps"]
+
+
+def test_rows_say_where_rl_narrows():
+    header, rows = sweep_rows(experiments(show()))
+    assert header[1:3] == ["variants.grpo.beta", "variants.grpo.steps"]
+    by_name = {r[0]: r for r in rows}
+    assert by_name["sweep-b0"][3:] == ["0.520 → 0.850", "0.987 / 0.981", "4 / 5.75", "20", "yes"]
+    assert by_name["sweep-b1"][-2:] == ["none", "no"]
+
+
+def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
+    out = sweep_report(show(), tmp_path)
+    assert out["experiments"] == 4 and (tmp_path / "sweep.md").read_text().count("\n|") >= 5
+    assert (tmp_path / "sweep.png").stat().st_size > 1000
+    with pytest.raises(ConfigError, match="fewer than two experiments"):
+        sweep_report(show()[:1], tmp_path)

@@ -1,0 +1,322 @@
+"""Team mode, for real: a shared MLflow server and a shared DVC remote, as README "Working as a team" says.
+
+One tiny repo (the real dvc.yaml on `conftest.tiny_raw()` params) runs `dvc repro` against a live
+`mlflow server` (SQLite backend, proxied artifact root in a temp folder) and then plays "clone A":
+it commits its results and pushes them, with the run-cache, to a DVC remote (a local folder stands
+in for S3/GCS/SSH). Clones B then get the results without training anything with A's `dvc.lock`
+(`dvc pull`); without it, from the run-cache alone, only the stages DVC run-caches come back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, tiny_raw
+
+BIN = Path(sys.executable).parent
+MLFLOW = BIN / "mlflow"
+SERVER_START_S = 60  # ~15-30 s here on 2 busy cores
+SERVER_STOP_S = 20
+
+
+# ---------------------------------------------------------------- shell and files
+
+
+def sh(cmd: str, cwd: Path, env: dict) -> str:
+    """Run a shell command; fail the test with the tail of its output when it fails."""
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
+    assert out.returncode == 0, f"{cmd} failed in {cwd}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out.stdout + out.stderr
+
+
+def git_commit(d: Path, env: dict, message: str, *paths: str) -> None:
+    """Commit `paths` (everything not ignored when none are named) with a throw-away identity."""
+    add = " ".join(shlex.quote(p) for p in paths) if paths else "-A"
+    sh(f"git add {add} && git -c user.name=t -c user.email=t@t commit -qm {shlex.quote(message)}", d, env)
+
+
+def md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def lock_stages(d: Path) -> dict:
+    """The `stages:` of a repo's dvc.lock."""
+    return yaml.safe_load((d / "dvc.lock").read_text())["stages"]
+
+
+def output_md5s(d: Path, lock: dict) -> dict[str, str]:
+    """{path: md5} of every file the stages of `lock` wrote in repo `d` (directory outputs file by
+    file): what two clones must agree on, byte for byte."""
+    found = {}
+    for entry in lock.values():
+        for out in entry.get("outs", []):
+            top = d / out["path"]
+            for f in sorted(top.rglob("*")) if top.is_dir() else [top]:
+                if f.is_file():
+                    found[str(f.relative_to(d))] = md5(f)
+    return found
+
+
+def run_cache_stages(d: Path) -> set[str]:
+    """The stages of repo `d` with an entry in its own run-cache (.dvc/cache/runs: one YAML file per
+    run, holding the stage's cmd, deps, params and outs), i.e. what `dvc push --run-cache` sends."""
+    by_cmd = {entry["cmd"]: name for name, entry in lock_stages(d).items()}
+    entries = [yaml.safe_load(p.read_text()) for p in (d / ".dvc/cache/runs").rglob("*") if p.is_file()]
+    return {by_cmd[e["cmd"]] for e in entries}
+
+
+def fully_cached_stages(d: Path) -> set[str]:
+    """The stages of repo `d` whose every output is DVC-cached: the only ones a clone can restore from
+    a remote's run-cache. DVC 3 run-caches a stage only when its outputs other than metrics and plots
+    are cached (`Stage.run`), and `dvc push --run-cache` sends the run records and the workspace's
+    cached files, never the `cache: false` files a record names."""
+    from dvc.repo import Repo as DvcRepo
+
+    with DvcRepo(str(d)) as repo:
+        return {s.name for s in repo.index.stages if all(o.use_cache for o in s.outs)}
+
+
+# ---------------------------------------------------------------- the MLflow server
+
+
+@dataclass
+class Server:
+    uri: str  # http://127.0.0.1:PORT, what teammates put in MLFLOW_TRACKING_URI
+    artifacts: Path  # --artifacts-destination: where the server stores what clients upload
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_command(folder: Path, port: int) -> list[str]:
+    """A team server in miniature: SQL backend store, artifacts proxied by the server into a folder
+    (clients upload over HTTP and never see the folder, as they would not see an S3 bucket).
+    One worker: this machine has two cores."""
+    return [str(MLFLOW), "server",
+            "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+            "--artifacts-destination", str(folder / "artifacts"), "--serve-artifacts",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+
+
+def wait_healthy(uri: str, proc: subprocess.Popen, log: Path, timeout: float = SERVER_START_S) -> None:
+    """Poll `/health` until the server answers; fail with its log if it exits or stays silent."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"mlflow server exited with {proc.returncode} before answering:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"mlflow server did not answer {uri}/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop the server and every process it started (uvicorn and its workers share its process
+    group): SIGTERM, then SIGKILL for whatever is still there after SERVER_STOP_S."""
+    pgid = proc.pid  # started with start_new_session: the group id is the leader's pid
+    if group_alive(pgid):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + SERVER_STOP_S
+    while group_alive(pgid) and time.monotonic() < deadline:
+        proc.poll()  # reap the leader so that it does not linger as a zombie
+        time.sleep(0.2)
+    if group_alive(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """A live `mlflow server` on 127.0.0.1 and a free port, stopped (whole process group) at teardown
+    even when a test or the start itself fails. Job execution (GenAI scorer workers) is switched off:
+    nothing here uses it and it would start seven more processes on two cores."""
+    if not MLFLOW.exists():
+        pytest.skip(f"no `mlflow` executable beside {sys.executable}: the MLflow CLI is not installed")
+    folder = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    command = server_command(folder, port)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    log = folder / "server.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, cwd=folder, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        uri = f"http://127.0.0.1:{port}"
+        wait_healthy(uri, proc, log)
+        yield Server(uri, folder / "artifacts")
+    finally:
+        stop_group(proc)
+
+
+# ---------------------------------------------------------------- clone A: the tiny repo
+
+
+def team_env(d: Path, tracking_uri: str) -> dict:
+    """A teammate's shell in repo `d`: this venv first on PATH, the repo's code importable, the shared
+    tracking server set, no DVC stage variables leaking in from an outer run."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d),
+           "MLFLOW_TRACKING_URI": tracking_uri}
+    for name in ("DVC_ROOT", "DVC_STAGE", "DVC_EXP_NAME", "RLVR_RECORD_READS"):
+        env.pop(name, None)
+    return env
+
+
+def own_cache(d: Path, env: dict) -> None:
+    """Give repo `d` a DVC cache of its own (in .dvc/config.local, not committed): a global
+    `cache.dir` shared by the clones would let B find A's files without pulling anything."""
+    sh(f"dvc cache dir --local {shlex.quote(str(d / '.dvc' / 'cache'))}", d, env)
+
+
+def build_tiny_repo(d: Path, env: dict) -> None:
+    """This checkout's code, experiments and pipeline with tiny params, as a git + DVC repo whose
+    first commit holds everything a clone needs to run `dvc repro` (.dvc/ included)."""
+    shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "experiments", d / "experiments")
+    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json"):
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, d / name)
+    (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
+    sh(f"{sys.executable} -m rlvr pipeline --write", d, env)  # dvc.yaml's plots name the tiny variants
+    sh("git init -q && dvc init -q && dvc config core.analytics false", d, env)
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots")  # the plot templates dvc.yaml names
+    own_cache(d, env)
+    git_commit(d, env, "code, params and pipeline")
+
+
+@dataclass
+class Repo:
+    path: Path
+    env: dict  # its teammate's shell (team_env)
+
+
+@pytest.fixture(scope="module")
+def clone_a(tmp_path_factory, mlflow_server) -> Repo:
+    """The tiny repo after `dvc repro` with every stage logging to the shared server."""
+    d = tmp_path_factory.mktemp("clone-a")
+    env = team_env(d, mlflow_server.uri)
+    build_tiny_repo(d, env)
+    sh("dvc repro", d, env)
+    return Repo(d, env)
+
+
+@pytest.fixture(scope="module")
+def published(clone_a, tmp_path_factory) -> str:
+    """Clone A shares its work: the remote's URL committed to `.dvc/config` (every teammate then gets
+    it with `git clone`; credentials would go to `.dvc/config.local`), then the results (dvc.lock and
+    the small `cache: false` outputs) committed, then the DVC-cached outputs and the run-cache pushed.
+    The remote is $RLVR_DVC_REMOTE when set, else a temp folder. Returns the remote's URL."""
+    d, env = clone_a.path, clone_a.env
+    url = os.environ.get("RLVR_DVC_REMOTE") or str(tmp_path_factory.mktemp("dvc-remote"))
+    sh(f"dvc remote add -d team {shlex.quote(url)}", d, env)
+    git_commit(d, env, "team remote", ".dvc/config")
+    git_commit(d, env, "results of dvc repro")
+    sh("dvc push --run-cache", d, env)
+    return url
+
+
+def clone_b(a: Repo, where: Path) -> Repo:
+    """`git clone` of A with its own DVC cache: no data yet, only what git holds."""
+    sh(f"git clone -q {shlex.quote(str(a.path))} {shlex.quote(str(where))}", where.parent, a.env)
+    env = {**a.env, "PYTHONPATH": str(where)}
+    own_cache(where, env)
+    assert not (where / "data/two_digit/sft.pt").exists()
+    return Repo(where, env)
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_repro_logs_every_stage_to_the_server_and_its_artifact_root(clone_a, mlflow_server):
+    """Experiment rlvr-repro lives on the server; each stage in dvc.lock has exactly
+    one top-level run tagged with its name; the files the stages logged (a GRPO seed's checkpoint, the
+    report page) are in the server's artifact root, identical to the repo's; the repo keeps no MLflow
+    store of its own."""
+    from mlflow.tracking import MlflowClient
+
+    d = clone_a.path
+    client = MlflowClient(mlflow_server.uri)
+    exp = client.get_experiment_by_name("rlvr-repro")
+    assert exp is not None, f"no experiment rlvr-repro on {mlflow_server.uri}"
+    assert exp.artifact_location.startswith("mlflow-artifacts:")  # proxied by the server, not a local path
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    top = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert sorted(r.data.tags["dvc.stage"] for r in top) == sorted(lock_stages(d))
+    assert {r.info.status for r in runs} == {"FINISHED"}
+
+    seed0 = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())["mlflow_seed_run_ids"]["0"]
+    report = next(r.info.run_id for r in top if r.data.tags["dvc.stage"] == "report")
+    for run_id, name, local in ((seed0, "seed0.pt", "data/grpo/grpo/seed0.pt"),
+                                (report, "report.html", "reports/report.html")):
+        stored = [p for p in mlflow_server.artifacts.rglob(name) if run_id in p.parts]
+        assert len(stored) == 1, f"{name} of run {run_id} not under {mlflow_server.artifacts}"
+        assert md5(stored[0]) == md5(d / local)
+    assert not (d / "mlartifacts").exists() and not (d / "mlflow.db").exists()
+
+
+def test_clone_with_the_lock_pulls_every_output_and_reruns_nothing(clone_a, published, tmp_path):
+    """B = git clone of A: `dvc pull` fetches the DVC-cached outputs, `dvc repro` then runs nothing,
+    and every output file (checkpoints, metrics, curves, figures, report) matches A's."""
+    b = clone_b(clone_a, tmp_path / "b")
+    sh("dvc pull --run-cache", b.path, b.env)
+    out = sh("dvc repro", b.path, b.env)
+    assert "Running stage" not in out, out
+    assert "up to date" in sh("dvc status", b.path, b.env)
+    lock = lock_stages(clone_a.path)
+    assert md5(b.path / "data/two_digit/sft.pt") == md5(clone_a.path / "data/two_digit/sft.pt")
+    assert output_md5s(b.path, lock) == output_md5s(clone_a.path, lock)
+
+
+def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_all_cached(clone_a, published, tmp_path):
+    """B checks out the commit before A's results (code, params, dvc.yaml; no dvc.lock, no metrics).
+    `dvc repro --pull` fetches the run-cache and, for a stage found there, its outputs; it restores
+    the stages whose outputs are all DVC-cached (data@*, check) without running them, with A's lock
+    entries. A stage with `cache: false` outputs (every training stage: metrics, curves, figures)
+    cannot come back that way: DVC does not run-cache it, and `dvc push --run-cache` would not send
+    those files anyway; a dry run shows it would train again."""
+    a = clone_a.path
+    restorable = fully_cached_stages(a)
+    assert restorable and restorable <= run_cache_stages(a)
+    computed = {s for s in lock_stages(a) if s.split("@")[0] in ("sft", "grpo", "passk", "hack", "worked", "report")}
+    assert computed and not computed & run_cache_stages(a), "model stages are run-cached now: update README"
+
+    b = clone_b(clone_a, tmp_path / "b")
+    sh("git reset -q --hard HEAD~1", b.path, b.env)  # back to "team remote": A's results are not here
+    assert not (b.path / "dvc.lock").exists() and not (b.path / "reports/metrics").exists()
+    out = sh(f"dvc repro --pull {' '.join(sorted(restorable))}", b.path, b.env)
+    assert "Running stage" not in out, out
+    assert out.count("is cached - skipping run") == len(restorable), out
+    lock = {name: entry for name, entry in lock_stages(a).items() if name in restorable}
+    assert lock_stages(b.path) == lock
+    assert output_md5s(b.path, lock) == output_md5s(a, lock)
+    assert "Running stage 'sft@two_digit'" in sh("dvc repro --dry sft@two_digit", b.path, b.env)
