@@ -79,3 +79,22 @@ def _threads():
     import torch
 
     torch.set_num_threads(int(os.environ.get("RLVR_TEST_THREADS", "2")))
+
+
+def tiny_checkout(d: Path, env: dict) -> None:
+    """This checkout's code, claims and pipeline in `d`, with tiny params and the dvc.yaml they give
+    (its plots name the tiny variants). The caller makes it a git + DVC repo and copies
+    `.dvc/plots` (the plot templates) after `dvc init`."""
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "experiments", d / "experiments")
+    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json"):
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, d / name)
+    (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
+    subprocess.run([sys.executable, "-m", "rlvr", "pipeline", "--write"], cwd=d, env=env, check=True,
+                   capture_output=True)
+

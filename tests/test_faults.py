@@ -119,6 +119,22 @@ def test_a_typo_in_params_stops_repro_before_any_output_is_removed(small_repo):
     assert again.returncode == 0 and "Running stage 'worked'" not in again.stdout  # the marker is back, same bytes
 
 
+def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(small_repo):
+    """A param changed while the MLflow server is down: `check` (which opens a run) fails first."""
+    d, env = small_repo
+    before = {p: _md5(d / p) for p in _lock_outputs(d) if (d / p).is_file() and p != "data/params.checked"}
+    good = (d / "params.yaml").read_text()
+    (d / "params.yaml").write_text(good.replace("kl_samples: 500", "kl_samples: 600"))
+    try:
+        out = subprocess.run("dvc repro worked", shell=True, cwd=d, capture_output=True, text=True,
+                             env={**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}, timeout=300)
+    finally:
+        (d / "params.yaml").write_text(good)
+    assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+    assert "rlvr: error: MLflow tracking server http://127.0.0.1:9 is unreachable" in out.stderr
+    assert {p: _md5(d / p) for p in before} == before
+
+
 def test_an_unwritable_output_fails_before_any_work(small_repo, tmp_path):
     """reports/metrics is a file, not a folder: the stage stops in one line before it trains or writes."""
     d, env = small_repo

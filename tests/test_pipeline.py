@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, tiny_raw
+from conftest import ROOT, tiny_checkout, tiny_raw
 
 BIN = Path(sys.executable).parent
 
@@ -26,16 +26,10 @@ def sh(cmd, cwd, env):
 def repo(tmp_path_factory):
     """A temp git + dvc repo holding this checkout's code, pipeline and tiny params."""
     d = tmp_path_factory.mktemp("repo")
-    shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json"):
-        (d / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, d / name)
-    (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d),
            "RLVR_RECORD_READS": str(d / "reads.jsonl")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    sh(f"{sys.executable} -m rlvr pipeline --write", d, env)  # dvc.yaml's plots name the tiny variants
+    tiny_checkout(d, env)
     sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", d, env)
     sh("dvc init -q && dvc config core.analytics false", d, env)
     shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots")  # the plot templates dvc.yaml names

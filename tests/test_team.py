@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, tiny_raw
+from conftest import ROOT, tiny_checkout
 
 BIN = Path(sys.executable).parent
 MLFLOW = BIN / "mlflow"
@@ -201,13 +201,7 @@ def own_cache(d: Path, env: dict) -> None:
 def build_tiny_repo(d: Path, env: dict) -> None:
     """This checkout's code, experiments and pipeline with tiny params, as a git + DVC repo whose
     first commit holds everything a clone needs to run `dvc repro` (.dvc/ included)."""
-    shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json"):
-        (d / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, d / name)
-    (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
-    sh(f"{sys.executable} -m rlvr pipeline --write", d, env)  # dvc.yaml's plots name the tiny variants
+    tiny_checkout(d, env)
     sh("git init -q && dvc init -q && dvc config core.analytics false", d, env)
     shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots")  # the plot templates dvc.yaml names
     own_cache(d, env)
