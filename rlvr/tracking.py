@@ -181,6 +181,24 @@ def _experiment(client, uri: str) -> str:
     return exp.experiment_id
 
 
+@contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """One process at a time creates or migrates a local SQLite store: two stages starting together
+    (`dvc queue start -j 2` on a fresh checkout) would otherwise both build its tables, and one
+    fails ("duplicate column name"). A lock file beside the database; a no-op for servers."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    with open(Path(uri.removeprefix("sqlite:///")).with_suffix(".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 PID_TAG, HOST_TAG = "rlvr.pid", "rlvr.host"
 
 
@@ -226,8 +244,9 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
     for name in quiet:  # the one-line error below says it; MLflow's own traceback log would not
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        client = MlflowClient(uri)
-        experiment_id = _experiment(client, uri)
+        with _store_lock(uri):
+            client = MlflowClient(uri)
+            experiment_id = _experiment(client, uri)
     except Exception as exc:  # any failure to open the store is a configuration problem
         raise TrackingError(f"MLflow tracking store {uri} cannot be used: {str(exc).splitlines()[0]}") from None
     finally:

@@ -288,3 +288,17 @@ def test_report_json_of_a_failed_stage_is_not_left_half_written(tmp_path):
     with pytest.raises(TypeError):
         write_json(path, {"a": object()})  # fails while serialising
     assert json.loads(path.read_text()) == {"a": 1} and list(tmp_path.iterdir()) == [path]
+
+
+def test_stages_starting_together_on_a_fresh_store_both_log(tmp_path):
+    """`dvc queue start -j 2` on a fresh checkout: two stages create the SQLite store at once."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    script = "from rlvr.tracking import stage_run\nwith stage_run('sft@x', {}, {}, 'h'):\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "MLFLOW_TRACKING_URI": uri}) for _ in range(3)]
+    errors = [p.communicate(timeout=180)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [e[-500:] for e in errors]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    assert len(client.search_runs([client.get_experiment_by_name("rlvr-repro").experiment_id])) == 3
