@@ -19,26 +19,48 @@ from typing import Any
 from rlvr.config import ConfigError
 
 PASSK = "reports/metrics/passk.json"
+FOOTNOTE = ("Seed means of the variant's seeds, on the held-out problems (64 samples each). \"narrows?\": the "
+            "seed-mean pass@64 is below the SFT start's; a point comparison, no interval (`rlvr diff` gives one "
+            "for two variants of one workspace).\n")
 
 
 def experiments(show: list[dict]) -> list[dict]:
     """Flatten `dvc exp show --json`: [{"name", "rev", "params": {dotted: value}, "passk": {...}}] for
-    the workspace, each commit and each of its experiments that has pass@k results."""
+    each commit (the baseline) and each of its experiments that ran to the end and has pass@k
+    results. Failed experiments are left out (DVC shows them with their baseline's numbers); so is
+    the workspace, when it is its commit unchanged. A variant's setting it takes from
+    `grpo.defaults` is filled in (`variants.grpo.beta` = `grpo.defaults.beta` unless it sets it)."""
     out = []
 
     def add(entry: dict, name: str) -> None:
         data = entry.get("data") or {}
         passk = ((data.get("metrics") or {}).get(PASSK) or {}).get("data")
         params = ((data.get("params") or {}).get("params.yaml") or {}).get("data")
-        if passk and params:
-            out.append({"name": name, "rev": entry.get("rev"), "params": _flatten(params), "passk": passk})
+        if passk and params and not entry.get("error"):
+            out.append({"name": name, "rev": entry.get("rev"), "params": _effective(params), "passk": passk})
 
     for top in show:
         add(top, top.get("name") or top.get("rev", "?")[:7])
         for group in top.get("experiments") or []:
             for rev in group.get("revs") or []:
                 add(rev, rev.get("name") or rev.get("rev", "?")[:7])
+    if len(out) > 1 and out[0]["rev"] == "workspace" and _same(out[0], out[1]):
+        out.pop(0)
     return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a["params"] == b["params"] and a["passk"] == b["passk"]
+
+
+def _effective(params: dict) -> dict[str, Any]:
+    """Flat params with every variant's inherited `grpo.defaults` settings written out."""
+    flat = _flatten(params)
+    defaults = (params.get("grpo") or {}).get("defaults") or {}
+    for variant in params.get("variants") or {}:
+        for key, value in defaults.items():
+            flat.setdefault(f"variants.{variant}.{key}", value)
+    return flat
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -99,7 +121,8 @@ def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | 
             ax.plot(xs, [e["passk"]["variants"][variant][key] - e["passk"]["sft"][base] for e in sel], "o-", label=label)
     for ax, what in ((left, "pass@1"), (right, "pass@64")):
         ax.axhline(0, color="black", lw=0.8)
-        ax.set(xlabel=x_key, ylabel=f"{what}: RL minus SFT", title=f"{what} gain of {variant} (below 0: narrowing)")
+        note = " (below 0: RL narrows)" if what == "pass@64" else ""
+        ax.set(xlabel=x_key, ylabel=f"{what}: RL minus SFT (seed mean)", title=f"{what} gain of {variant}{note}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return save(fig, path)
@@ -116,7 +139,7 @@ def sweep_report(show: list[dict], out: Path) -> dict:
                       + ["| " + " | ".join(r) + " |" for r in rows])
     from rlvr.runtime import write_text
 
-    write_text(out / "sweep.md", "# Sweep: where GRPO narrows\n\n" + table + "\n")
+    write_text(out / "sweep.md", "# Sweep: where GRPO narrows\n\n" + table + "\n\n" + FOOTNOTE)
     figure = sweep_figure(exps, out / "sweep.png")
     return {"experiments": len(rows), "axes": varied(exps), "table": str(out / "sweep.md"),
             "figure": None if figure is None else str(figure)}

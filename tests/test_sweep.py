@@ -44,3 +44,15 @@ def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
     assert (tmp_path / "sweep.png").stat().st_size > 1000
     with pytest.raises(ConfigError, match="fewer than two experiments"):
         sweep_report(show()[:1], tmp_path)
+
+
+def test_failed_runs_are_left_out_and_inherited_settings_filled_in():
+    ok = _exp("sweep-ok", 0.0, 50, 0.8, 0.98, 5.0, 30.0)
+    failed = {**_exp("sweep-failed", 0.0, 100, 0.846, 0.986, 4.25, 44.0), "error": {"msg": "Experiment run failed"}}
+    base = _exp("abc1234", 0.0, 0, 0.846, 0.986, 4.25, 44.0)
+    base["data"]["params"]["params.yaml"]["data"] = {"grpo": {"defaults": {"beta": 0.04, "steps": 100}},
+                                                     "variants": {"grpo": {"task": "two_digit"}}}
+    workspace = {**base, "rev": "workspace", "name": None}
+    exps = experiments([workspace, {**base, "experiments": [{"revs": [ok]}, {"revs": [failed]}]}])
+    assert [e["name"] for e in exps] == ["abc1234", "sweep-ok"]  # workspace = its commit; failed run dropped
+    assert exps[0]["params"]["variants.grpo.beta"] == 0.04 and exps[0]["params"]["variants.grpo.steps"] == 100
