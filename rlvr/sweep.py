@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config import ConfigError
+from rlvr.tracking import flatten
 
 PASSK = "reports/metrics/passk.json"
 FOOTNOTE = ("Seed means of the variant's seeds, on the held-out problems (64 samples each). \"narrows?\": the "
@@ -55,21 +56,11 @@ def _same(a: dict, b: dict) -> bool:
 
 def _effective(params: dict) -> dict[str, Any]:
     """Flat params with every variant's inherited `grpo.defaults` settings written out."""
-    flat = _flatten(params)
+    flat = flatten(params)
     defaults = (params.get("grpo") or {}).get("defaults") or {}
     for variant in params.get("variants") or {}:
         for key, value in defaults.items():
             flat.setdefault(f"variants.{variant}.{key}", value)
-    return flat
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            flat.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            flat[f"{prefix}{k}"] = v
     return flat
 
 
