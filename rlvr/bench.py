@@ -12,13 +12,13 @@ import platform
 import resource
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from rlvr.config import Params, SFTConfig
+from rlvr.config import ModelConfig, Params, SFTConfig
 from rlvr.model import TinyLM, sample
 from rlvr.rollout import prompt_tensor
 from rlvr.runtime import set_determinism, write_json
@@ -35,28 +35,61 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def bench_sampling(params: Params, repeats: int = 5) -> dict:
-    """300 held-out prompts x 64 samples, up to 4 response tokens, default-size model.
+PEER_MISSING = "not installed"  # a peer figure when the `peer` extra is absent
+PEER_SKIPPED = "not run (rlvr bench --peer trl)"
+
+
+def _peer_note(peer: bool) -> str:
+    from rlvr import peer as peers
+
+    return PEER_SKIPPED if not peer else PEER_MISSING if not peers.available() else ""
+
+
+def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict:
+    """300 held-out prompts x 64 samples, up to 4 response tokens, default-size model; with
+    `peer`, HF `generate` on a GPT-2 of the same shape, run alternately with ours.
 
     An untrained model rarely emits <eos>, so every row runs the full 4 tokens: the worst case.
+    Our share of the machine's limit: our sampler's FLOPs (`flops.sampling_flops`) per second over
+    the fp32 GEMM rate at its decode batch (19,200 rows).
     """
+    from rlvr import flops
+
     tok = Tokenizer()
-    max_new_tokens = 4
+    max_new_tokens, n = 4, 64
     _, held = split("two_digit", 300, params.seed)
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
-    n = 64
-    rates = []
+    theirs = _hf_peer(params, tok) if peer else None
+    rates, peer_rates = [], []
     for r in range(repeats + 1):
         gen = torch.Generator().manual_seed(r)
         t0 = time.perf_counter()
         sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
+        seconds = time.perf_counter() - t0
+        if r == 0:
+            rss = _peak_rss_mb()  # ours alone: HF generate, run next, needs far more
+        hf = None if theirs is None else theirs.generate_seconds(theirs.model, prompts, n, max_new_tokens, tok, r)
         if r:  # the first run warms up allocators and kernels
-            rates.append(len(held) * n / (time.perf_counter() - t0))
-    return {"completions_per_second": _spread(rates), "completions": len(held) * n,
-            "max_new_tokens": max_new_tokens, "model_params": model.num_params(),
-            "peak_rss_mb": round(_peak_rss_mb(), 1), "target_completions_per_second": 20000,
-            "target_peak_rss_mb": 1536}
+            rates.append(len(held) * n / seconds)
+            if hf is not None:
+                peer_rates.append(len(held) * n / hf)
+    work = flops.sampling_flops(params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok))
+    limit = flops.gemm_rate(params.model, len(held) * n)
+    out = {"completions_per_second": _spread(rates), "completions": len(held) * n,
+           "max_new_tokens": max_new_tokens, "model_params": model.num_params(),
+           "peak_rss_mb": round(rss, 1), "target_completions_per_second": 20000,
+           "target_peak_rss_mb": 1536, "flops": work, "gemm_limit_flops_per_second": round(limit),
+           "share_of_gemm_limit": round(work * statistics.median(rates) / (len(held) * n) / limit, 3),
+           "target_share_of_gemm_limit": 0.75}
+    if peer_rates:
+        out["hf_generate"] = {"completions_per_second": _spread(peer_rates), **theirs.versions,
+                              "model_params": theirs.params}
+        out["speedup_vs_hf_generate"] = round(statistics.median(rates) / statistics.median(peer_rates), 2)
+        out["target_speedup_vs_hf_generate"] = 6.0
+    else:
+        out["hf_generate"] = _peer_note(peer)
+    return out
 
 
 def bench_sft(params: Params, steps: int = 30) -> dict:
@@ -81,36 +114,135 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
             "tokens_per_step": tokens.numel()}
 
 
-def bench_grpo_step(params: Params, steps: int = 30) -> dict:
-    """One GRPO step (sample 16 prompts x G = 8, score, one update) on a default-size model with
-    4-token answers, at beta = 0 (no reference forward) and beta = 0.04. Median seconds per step."""
+@dataclass
+class _Peer:
+    """The HF side of a benchmark: its module, a model of our shape, versions and size."""
+
+    module: object
+    model: object
+    versions: dict
+    params: int
+
+    def generate_seconds(self, *args):
+        return self.module.generate_seconds(*args)
+
+
+def _hf_peer(params: Params, tok: Tokenizer) -> _Peer:
+    from rlvr import peer
+
+    if not peer.available():
+        from rlvr.config import ConfigError
+
+        raise ConfigError("rlvr bench --peer trl needs TRL and transformers: pip install -e '.[peer]'")
+    peer.quiet()
+    model = peer.hf_model(params.model, tok)
+    return _Peer(peer, model, peer.versions(), sum(p.numel() for p in model.parameters()))
+
+
+def grpo_stepper(params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float,
+                 seed: int = 0) -> Callable[[], float]:
+    """A function that runs one GRPO step (sample P prompts x G, score, one update) of a fresh
+    model of shape `model` and returns its seconds. Rewards are drawn at random so every group is
+    mixed (an untrained model solves nothing); responses run up to `new_tokens`."""
     from rlvr.grpo import grpo_update, rollout_groups
 
     tok = Tokenizer()
-    max_new_tokens = 4
     train, _ = split("two_digit", 300, params.seed)
-    out = {}
+    cfg = replace(params.variant("grpo"), prompts_per_step=P, group_size=G, beta=beta)
+    torch.manual_seed(seed)
+    policy = TinyLM(model, len(tok))
+    ref = TinyLM(model, len(tok)).requires_grad_(False) if beta > 0 else None
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(seed)
+
+    def step() -> float:
+        problems = [train[i] for i in torch.randint(len(train), (P,), generator=gen).tolist()]
+        t0 = time.perf_counter()
+        batch = rollout_groups(policy, problems, cfg, new_tokens, tok, gen)
+        batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())  # mixed groups
+        grpo_update(policy, ref, opt, batch, cfg, new_tokens)
+        return time.perf_counter() - t0
+
+    return step
+
+
+WARMUP = 3  # steps dropped before timing: allocator, kernel selection, TRL's first-step set-up
+
+
+def _trl_prompts(params: Params, P: int) -> list[str]:
+    tok = Tokenizer()
+    train, _ = split("two_digit", 300, params.seed)
+    return [tok.decode(tok.prompt_ids(p.prompt)) for p in train[:P]]
+
+
+def _side_by_side(params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float,
+                  steps: int, peer: bool) -> dict:
+    """Median step seconds of ours and, with `peer`, of TRL's GRPOTrainer on the same workload,
+    our steps run between TRL's (one each, alternately) so both see the same machine state."""
+    ours = grpo_stepper(params, model, P, G, new_tokens, beta)
+    if not peer:
+        times = [ours() for _ in range(steps + WARMUP)][WARMUP:]
+        return {"step_seconds": _spread(times)}
+    from rlvr import peer as peers
+
+    tok = Tokenizer()
+    _hf_peer(params, tok)  # the clear error when the extra is missing
+    times: list[float] = []
+    trl = peers.grpo_trainer_steps(model, _trl_prompts(params, P), G, new_tokens, beta, steps + WARMUP,
+                                   params.variant("grpo").lr, tok, between=lambda: times.append(ours()))
+    ours_s, trl_s = _spread(times[WARMUP:]), _spread(trl[WARMUP:])
+    return {"step_seconds": ours_s, "trl_step_seconds": trl_s,
+            "speedup_vs_trl": round(trl_s["median"] / ours_s["median"], 2)}
+
+
+def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict:
+    """One GRPO step (sample 16 prompts x G = 8, score, one update) on a default-size model with
+    4-token answers, at beta = 0 (no reference forward) and beta = 0.04; with `peer`, TRL's
+    GRPOTrainer on a GPT-2 of the same shape, interleaved. Median seconds per step, and our
+    share of the fp32 GEMM limit at the step's batch (128 rows)."""
+    from rlvr import flops
+
+    tok = Tokenizer()
+    P, G, m = 16, 8, 4
+    prompt_len = len(tok.prompt_ids("37+48="))
+    limit = flops.gemm_rate(params.model, P * G)
+    out: dict = {}
     for beta in (0.0, 0.04):
-        cfg = replace(params.variant("grpo"), prompts_per_step=16, group_size=8, beta=beta)
-        torch.manual_seed(params.seed)
-        policy = TinyLM(params.model, len(tok))
-        ref = TinyLM(params.model, len(tok)).requires_grad_(False) if beta > 0 else None
-        opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
-        gen = torch.Generator().manual_seed(0)
-        times = []
-        for s in range(steps + 3):
-            problems = [train[i] for i in torch.randint(len(train), (16,), generator=gen).tolist()]
-            t0 = time.perf_counter()
-            batch = rollout_groups(policy, problems, cfg, max_new_tokens, tok, gen)
-            batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())  # mixed groups
-            grpo_update(policy, ref, opt, batch, cfg, max_new_tokens)
-            if s >= 3:
-                times.append(time.perf_counter() - t0)
-        out[f"beta_{beta}"] = {"step_seconds": _spread(times)}
-    out.update({"prompts": 16, "group_size": 8, "response_tokens": 4,
-                "target_step_seconds": {"beta_0.0": 0.045, "beta_0.04": 0.06},
-                "trl_grpotrainer_step_seconds_here": {"beta_0.0": 0.094, "beta_0.04": 0.12}})
+        row = _side_by_side(params, params.model, P, G, m, beta, steps, peer)
+        work = flops.grpo_step_flops(params.model, P, G, prompt_len, m, len(tok), beta)
+        row["share_of_gemm_limit"] = round(work / row["step_seconds"]["median"] / limit, 3)
+        out[f"beta_{beta}"] = row
+    out.update({"prompts": P, "group_size": G, "response_tokens": m, "gemm_limit_flops_per_second": round(limit),
+                "target_step_seconds": {"beta_0.0": 0.045, "beta_0.04": 0.06}, "target_speedup_vs_trl": 4.0})
+    if peer:
+        from rlvr import peer as peers
+
+        out["trl"] = peers.versions()
+    else:
+        out["trl"] = _peer_note(peer)
     return out
+
+
+SCALING = {"group_size": (4, 8, 16, 64), "response_tokens": (2, 4, 8), "d_model": (64, 128, 256)}
+SCALING_BASE = {"group_size": 8, "response_tokens": 4, "d_model": 128}
+TRL_SCALING_POINTS = {"group_size": (8, 64)}  # where TRL is measured too
+
+
+def bench_scaling(params: Params, steps: int = 10, peer: bool = False) -> dict:
+    """How a GRPO step's cost grows: seconds per step (16 prompts, beta = 0.04) as one of group
+    size, response length and model width moves from the base (G 8, 4 tokens, d_model 128) and the
+    others stay; TRL at two group sizes with `peer`. A user predicts a bigger run from these."""
+    rows = []
+    for axis, values in SCALING.items():
+        for value in values:
+            point = {**SCALING_BASE, axis: value}
+            model = replace(params.model, d_model=point["d_model"])
+            with_peer = peer and value in TRL_SCALING_POINTS.get(axis, ())
+            r = _side_by_side(params, model, 16, point["group_size"], point["response_tokens"], 0.04, steps, with_peer)
+            rows.append({"axis": axis, **point, "seconds": r["step_seconds"]["median"],
+                         "trl_seconds": r["trl_step_seconds"]["median"] if with_peer else None})
+    return {"prompts": 16, "beta": 0.04, "base": SCALING_BASE, "steps": steps, "rows": rows,
+            "trl": _peer_note(peer) or "measured at group_size " + ", ".join(map(str, TRL_SCALING_POINTS["group_size"]))}
 
 
 def bench_passk_model(params: Params, repeats: int = 3) -> dict:
@@ -138,9 +270,10 @@ def bench_passk_model(params: Params, repeats: int = 3) -> dict:
 
 
 def bench_pipeline(params: Params) -> dict:
-    """Seconds each stage took in the execution that produced the committed outputs: the MLflow run
-    named in the stage's metrics JSON (dvc.lock -> metrics -> run), start to end. Process start-up
-    and imports (~3.5 s a process) are not included."""
+    """Where the committed outputs' pipeline run spent its time, from the MLflow run each stage's
+    metrics name (dvc.lock -> metrics -> run): each stage's run, start to end (its work), and the
+    gap before it (the previous stage's exit, DVC's bookkeeping, this process's start-up and
+    imports). The gaps are the per-process overhead a pipeline of many small stages pays."""
     from mlflow.tracking import MlflowClient
 
     from rlvr.provenance import load_lock, mlflow_run_ids
@@ -148,16 +281,26 @@ def bench_pipeline(params: Params) -> dict:
 
     root = repo_root()
     client = MlflowClient(tracking_uri())
-    seconds = {}
+    spans = {}
     for name, stage in load_lock(root).items():
         rid = mlflow_run_ids(root, stage).get("stage")
         if rid:
             info = client.get_run(rid).info
-            seconds[name] = round((info.end_time - info.start_time) / 1000, 1)
+            spans[name] = (info.start_time / 1000, info.end_time / 1000)
+    order = sorted(spans, key=lambda n: spans[n][0])
+    seconds = {n: round(spans[n][1] - spans[n][0], 1) for n in order}
+    gaps = {n: round(spans[n][0] - spans[prev][1], 1) for prev, n in zip(order, order[1:])}
     grpo = sum(v for k, v in seconds.items() if k.startswith("grpo@"))
-    return {"stage_seconds": dict(sorted(seconds.items())), "grpo_matrix_seconds": round(grpo, 1),
-            "total_seconds": round(sum(seconds.values()), 1), "target_grpo_matrix_seconds": 360,
-            "target_total_seconds": 600}
+    by_kind: dict[str, float] = {}
+    for n, v in seconds.items():
+        by_kind[n.split("@")[0]] = round(by_kind.get(n.split("@")[0], 0.0) + v, 1)
+    contiguous = all(0 <= g < 120 for g in gaps.values())  # one `dvc repro`, not stages run at different times
+    return {"stage_seconds": dict(sorted(seconds.items())), "stage_seconds_by_kind": by_kind,
+            "grpo_matrix_seconds": round(grpo, 1), "total_seconds": round(sum(seconds.values()), 1),
+            "gap_seconds_before_stage": gaps if contiguous else "stages ran in separate dvc repro calls",
+            "overhead_seconds": round(sum(gaps.values()), 1) if contiguous else None,
+            "wall_seconds": round(spans[order[-1]][1] - spans[order[0]][0], 1) if contiguous else None,
+            "target_grpo_matrix_seconds": 360, "target_total_seconds": 600}
 
 
 VOLATILE = ("seconds", "per_second", "mlflow")  # metric keys that name a run or a duration
@@ -208,7 +351,7 @@ def compare_verdicts(committed: dict, fresh: dict) -> dict:
             "numbers_outside": drifts}
 
 
-def bench_fresh_clone(params: Params) -> dict:
+def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
     """Wall time of `dvc repro` in a fresh clone of HEAD: the whole default pipeline, every stage.
 
     The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
@@ -241,6 +384,10 @@ def bench_fresh_clone(params: Params) -> dict:
         differ = compare_outputs(root, fresh)
         report = Path("reports/report.json")
         verdicts = compare_verdicts(json.loads((root / report).read_text()), json.loads((fresh / report).read_text()))
+        if keep is not None:
+            import shutil
+
+            shutil.move(str(fresh), str(keep))
     return {"wall_seconds": round(wall, 1), "target_wall_seconds": 600, "stages_run": stages,
             "commit": git_commit(root), "working_tree_differs_from_commit": bool(dirty),
             "metrics_identical_to_committed": not differ, "metrics_differing": differ, **verdicts}
@@ -310,25 +457,53 @@ def bench_queue(params: Params) -> dict:
             "speedup": round(back_to_back / queued, 2)}
 
 
-BENCHMARKS: dict[str, Callable[[Params], dict]] = {"sampling": bench_sampling, "sft": bench_sft,
-                                                   "grpo_step": bench_grpo_step, "passk_model": bench_passk_model,
-                                                   "pipeline": bench_pipeline, "fresh_clone": bench_fresh_clone,
-                                                   "queue": bench_queue}
+BENCHMARKS: dict[str, Callable[..., dict]] = {"sampling": bench_sampling, "sft": bench_sft,
+                                              "grpo_step": bench_grpo_step, "passk_model": bench_passk_model,
+                                              "pipeline": bench_pipeline, "fresh_clone": bench_fresh_clone,
+                                              "queue": bench_queue, "scaling": bench_scaling}
+WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` adds TRL / HF figures to
+PEERS = ("trl",)
 
 
-def bench_all(params: Params, out: Path, only: list[str] | None = None) -> dict:
-    """Run the named benchmarks (default all) and merge their figures into `out`."""
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: str | None = None,
+              keep_clone: Path | None = None) -> dict:
+    """Run the named benchmarks (default all) and merge their figures into `out`. With peer="trl",
+    the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, interleaved."""
+    from rlvr.config import ConfigError
+
     names = only or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
-        from rlvr.config import ConfigError
-
         raise ConfigError(f"bench {unknown[0]!r}: unknown; known benchmarks: {', '.join(BENCHMARKS)}")
+    if peer is not None and peer not in PEERS:
+        raise ConfigError(f"--peer {peer!r}: unknown; known peers: {', '.join(PEERS)}")
+    if keep_clone is not None and keep_clone.exists():
+        raise ConfigError(f"--keep-clone {keep_clone}: already exists; name a new folder")
+    if peer is not None:
+        _hf_peer(params, Tokenizer())  # missing extra: one clear error before any benchmark runs
     set_determinism(params.seed, params.threads)
     results = json.loads(out.read_text()) if out.is_file() else {}
+    load_before = os.getloadavg()
     for name in names:
-        results[name] = BENCHMARKS[name](params)
-    results["machine"] = {"cpu_count": os.cpu_count(), "threads": params.threads, "torch": torch.__version__,
-                          "python": platform.python_version(), "processor": platform.processor() or platform.machine()}
+        kwargs = {"peer": peer is not None} if name in WITH_PEER else {}
+        if name == "fresh_clone" and keep_clone is not None:
+            kwargs["keep"] = keep_clone
+        results[name] = BENCHMARKS[name](params, **kwargs)
+    results["machine"] = {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "threads": params.threads,
+                          "torch": torch.__version__, "python": platform.python_version(),
+                          "processor": platform.processor() or platform.machine(),
+                          "load_average_1min": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
+                          "benchmarks_run": names}
     write_json(out, results)
     return {name: results[name] for name in names}

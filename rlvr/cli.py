@@ -81,7 +81,8 @@ def _sweep_report(args) -> dict:
 def _bench(args) -> dict:
     from rlvr.bench import bench_all
 
-    return bench_all(load_params(args.params), Path(args.out), only=args.only)
+    return bench_all(load_params(args.params), Path(args.out), only=args.only, peer=args.peer,
+                     keep_clone=Path(args.keep_clone) if args.keep_clone else None)
 
 
 STAGE_HELP = {
@@ -130,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
     s.add_argument("--out", default="reports/benchmarks.json")
     s.add_argument("--only", nargs="*", default=None, help="names of benchmarks to run (default: all)")
+    s.add_argument("--peer", default=None, metavar="trl",
+                   help="also measure TRL's GRPOTrainer and HF generate on the same workloads, interleaved "
+                        "(needs pip install -e '.[peer]')")
+    s.add_argument("--keep-clone", default=None, metavar="DIR",
+                   help="fresh_clone: move the clone and its results to DIR instead of deleting it")
     s.set_defaults(fn=_bench)
     return p
 

@@ -65,6 +65,8 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     "grpo-curves-chapter-b.png": ("B", "Chapter B's GRPO variants, seed mean with its 95% band: training reward, "
                                        "held-out accuracy, KL to the reference and policy entropy per step."),
 }
+SCALING_CAPTION = ("Seconds per GRPO step against group size, response length and model width, each moved alone "
+                   "from the base: predict a bigger run's cost from the slope (`rlvr bench --only scaling`).")
 
 
 def _floats(rows: list[dict], key: str) -> list[float]:
@@ -118,6 +120,33 @@ def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, pa
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, ncol=2, loc="lower right")
     fig.suptitle(title + ": seed mean, 95% band over seeds")
+    return save(fig, path)
+
+
+SCALING_AXES = {"group_size": "group size G", "response_tokens": "response tokens", "d_model": "model width d_model"}
+
+
+def bench_scaling(scaling: dict, path: Path) -> Path:
+    """Seconds per GRPO step as one workload dimension moves (the others at the base), ours as a
+    line, TRL's GRPOTrainer as points where it was measured; log-log, so a slope reads as a power.
+    scaling: `rlvr bench --only scaling`'s record in reports/benchmarks.json."""
+    fig = new_figure((12, 3.8))
+    axes = fig.subplots(1, len(SCALING_AXES))
+    for ax, (axis, label) in zip(axes, SCALING_AXES.items()):
+        rows = [r for r in scaling["rows"] if r["axis"] == axis]
+        x = [r[axis] for r in rows]
+        ax.plot(x, [r["seconds"] for r in rows], "o-", color="C0", label="rlvr (ours)")
+        peer = [(r[axis], r["trl_seconds"]) for r in rows if r.get("trl_seconds")]
+        if peer:
+            ax.plot(*zip(*peer), "s--", color="C3", label="TRL GRPOTrainer")
+        ax.set(xscale="log", yscale="log", xlabel=label, ylabel="seconds per step",
+               title=f"{label} (others at base)")
+        ax.set_xticks(x, [str(v) for v in x])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    base = ", ".join(f"{k} {v}" for k, v in scaling["base"].items())
+    fig.suptitle(f"Cost of one GRPO step ({scaling['prompts']} prompts, beta {scaling['beta']}; base: {base})")
     return save(fig, path)
 
 

@@ -274,30 +274,53 @@ def _cell(v: tuple) -> str:
     return f"{mean:.3g}"
 
 
+def _get(d, *keys):
+    """d[k1][k2]..., or None where a key is missing (a benchmark not run)."""
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
 def bench_rows(bench: dict) -> list[list]:
     """`rlvr bench` figures as table rows: benchmark, measured, target, whether the target is met.
-    Benchmarks not in the file are left out; a target of None means none was set."""
-    def get(*keys):
-        v = bench
-        for k in keys:
-            if not isinstance(v, dict) or k not in v:
-                return None
-            v = v[k]
-        return v
-
+    Benchmarks not in the file are left out; a target of None means none was set. A peer figure
+    (TRL, HF generate) that was not measured says why ("not installed", "not run ...")."""
+    get = lambda *keys: _get(bench, *keys)  # noqa: E731
     specs = [  # label, measured, unit, target, "<=" or ">="
         ("whole pipeline: `dvc repro` in a fresh clone, wall", get("fresh_clone", "wall_seconds"), "s",
          get("fresh_clone", "target_wall_seconds"), "<="),
         ("sum of stage run times (MLflow)", get("pipeline", "total_seconds"), "s", None, "<="),
+        ("between stages: process start-up, imports, DVC (MLflow gaps)", get("pipeline", "overhead_seconds"), "s",
+         None, "<="),
         ("GRPO matrix (all variants x seeds)", get("pipeline", "grpo_matrix_seconds"), "s",
          get("pipeline", "target_grpo_matrix_seconds"), "<="),
         ("sampling, 300 prompts x 64", get("sampling", "completions_per_second", "median"), "completions/s",
          get("sampling", "target_completions_per_second"), ">="),
+        ("sampling: HF `generate`, same workload, interleaved", get("sampling", "hf_generate", "completions_per_second",
+                                                                     "median") or get("sampling", "hf_generate"),
+         "completions/s", None, ">="),
+        ("sampling: ours / HF `generate`", get("sampling", "speedup_vs_hf_generate"), "x",
+         get("sampling", "target_speedup_vs_hf_generate"), ">="),
+        ("sampling: share of the fp32 GEMM limit", get("sampling", "share_of_gemm_limit"), "",
+         get("sampling", "target_share_of_gemm_limit"), ">="),
         ("peak RSS while sampling", get("sampling", "peak_rss_mb"), "MB", get("sampling", "target_peak_rss_mb"), "<="),
-        ("GRPO step, beta = 0", get("grpo_step", "beta_0.0", "step_seconds", "median"), "s",
-         get("grpo_step", "target_step_seconds", "beta_0.0"), "<="),
-        ("GRPO step, beta = 0.04", get("grpo_step", "beta_0.04", "step_seconds", "median"), "s",
-         get("grpo_step", "target_step_seconds", "beta_0.04"), "<="),
+    ]
+    for beta in ("0.0", "0.04"):
+        shown = "0" if beta == "0.0" else beta
+        specs += [
+            (f"GRPO step, beta = {shown}", get("grpo_step", f"beta_{beta}", "step_seconds", "median"), "s",
+             get("grpo_step", "target_step_seconds", f"beta_{beta}"), "<="),
+            (f"GRPO step, beta = {shown}: TRL GRPOTrainer, interleaved",
+             get("grpo_step", f"beta_{beta}", "trl_step_seconds", "median") or
+             (get("grpo_step", "trl") if isinstance(get("grpo_step", "trl"), str) else None), "s", None, "<="),
+            (f"GRPO step, beta = {shown}: TRL / ours", get("grpo_step", f"beta_{beta}", "speedup_vs_trl"), "x",
+             get("grpo_step", "target_speedup_vs_trl"), ">="),
+            (f"GRPO step, beta = {shown}: share of the fp32 GEMM limit",
+             get("grpo_step", f"beta_{beta}", "share_of_gemm_limit"), "", None, ">="),
+        ]
+    specs += [
         ("pass@k, one model (300 x 64)", get("passk_model", "seconds_per_model", "median"), "s",
          get("passk_model", "target_seconds"), "<="),
         ("SFT throughput", get("sft", "tokens_per_second", "median"), "tokens/s", None, ">="),
@@ -311,9 +334,23 @@ def bench_rows(bench: dict) -> list[list]:
     for label, value, unit, target, op in specs:
         if value is None:
             continue
+        if isinstance(value, str):  # a peer that was not measured, and why
+            rows.append([label, value, "–", "–"])
+            continue
         met = "–" if target is None else ("yes" if (value <= target if op == "<=" else value >= target) else "no")
-        rows.append([label, f"{fmt(value)} {unit}", "–" if target is None else f"{op} {fmt(target)} {unit}", met])
+        rows.append([label, f"{fmt(value)} {unit}".strip(), "–" if target is None else f"{op} {fmt(target)} {unit}".strip(),
+                     met])
     return rows
+
+
+def machine_line(bench: dict) -> str:
+    """Where the benchmarks ran: CPU, cores, torch threads, load average around the run."""
+    m = bench.get("machine", {})
+    load = m.get("load_average_1min", {})
+    parts = [m.get("cpu") or m.get("processor"), f"{m['cpu_count']} cores" if "cpu_count" in m else None,
+             f"{m['threads']} torch threads" if "threads" in m else None, f"torch {m['torch']}" if "torch" in m else None,
+             f"1-minute load {load['before']} before, {load['after']} after" if load else None]
+    return "Measured on " + ", ".join(p for p in parts if p) + "." if any(parts) else ""
 
 
 def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, list[list]]]:
@@ -396,13 +433,14 @@ def _figure_blocks(figures: list[dict]) -> list:
 
 
 def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
-          bench: dict | None, problems: dict | None = None) -> list:
+          bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None) -> list:
     """The report as blocks (rlvr.render).
 
     rows: `evaluate_claims`' output; figures: [{"name", "png": bytes, "caption", "provenance",
     "chapter": "A"/"B", "kind": "curves"/"result"}] in display order; samples: the hack stage's
     sample tables (or None); bench: reports/benchmarks.json (or None); problems:
-    reports/passk-counts.json (or None).
+    reports/passk-counts.json (or None); bench_figure: the scaling figure drawn from `bench` (a
+    figure dict as above, or None).
     """
     counts = summary_counts(rows)
     blocks: list = [Heading("rlvr-repro report", 1),
@@ -444,8 +482,17 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
     btable = bench_rows(bench) if bench else []
     if btable:
         blocks += [Heading("Benchmarks", 2, "benchmarks"),
-                   Para("`rlvr bench` figures from `reports/benchmarks.json` (measured on demand, not by the pipeline)."),
+                   Para("`rlvr bench` figures from `reports/benchmarks.json` (measured on demand, not by the pipeline; "
+                        "`rlvr bench --peer trl` adds TRL and HF `generate` on the same workloads). "
+                        + machine_line(bench)),
                    Table(["benchmark", "measured", "target", "met"], btable, "benchmarks")]
+        if bench_figure is not None:
+            blocks += _figure_blocks([bench_figure])
+        if _get(bench, "scaling", "rows"):
+            blocks += [Table(["axis", "G", "response tokens", "d_model", "ours, s/step", "TRL, s/step"],
+                             [[r["axis"], r["group_size"], r["response_tokens"], r["d_model"], f"{r['seconds']:.3g}",
+                               f"{r['trl_seconds']:.3g}" if r.get("trl_seconds") else "–"]
+                              for r in bench["scaling"]["rows"]], "scaling")]
     return blocks
 
 
@@ -499,7 +546,7 @@ def _sample_blocks(samples: dict) -> list:
 
 
 def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
-           bench: dict | None, problems: dict | None = None) -> tuple[str, str, dict]:
+           bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None) -> tuple[str, str, dict]:
     """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
-    blocks = build(rows, figures, metrics, samples, bench, problems)
+    blocks = build(rows, figures, metrics, samples, bench, problems, bench_figure)
     return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

@@ -68,6 +68,16 @@ def learning_curve_runs(metrics: dict[str, dict], task: str) -> dict[str, dict]:
     return runs
 
 
+def scaling_figure(bench: dict | None, path: Path) -> dict | None:
+    """The step-cost scaling figure from `rlvr bench --only scaling`'s record, when there is one."""
+    scaling = (bench or {}).get("scaling")
+    if not scaling:
+        return None
+    png = plots.bench_scaling(scaling, path)
+    prov = f"drawn by stage `report` from `reports/benchmarks.json` (`rlvr bench --only scaling`; {scaling['trl']})"
+    return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
+
+
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
@@ -99,7 +109,8 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
         problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
         bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
-        markdown, page, counts = render(rows, figures, metrics, samples, bench, problems)
+        bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
+        markdown, page, counts = render(rows, figures, metrics, samples, bench, problems, bench_figure)
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
         write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})

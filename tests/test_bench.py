@@ -1,0 +1,130 @@
+"""`rlvr bench`'s own logic: FLOP counts, the peer switch, the scaling record and how the report shows
+them. Timings are never asserted (benchmarks measure speed; tests check behaviour)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr import bench, flops, peer
+from rlvr.config import ConfigError, ModelConfig, load_params
+
+TINY = ModelConfig(d_model=8, n_layer=2, n_head=2, max_len=16)
+
+
+def test_token_flops_count_every_matrix_product_of_the_model():
+    # per layer 24 d^2 + 4 d ctx; LM head 2 d V: d 8, 2 layers, context 3, vocab 5
+    assert flops.token_flops(TINY, 3, 5) == 2 * (24 * 64 + 4 * 8 * 3) + 2 * 8 * 5
+    assert flops.token_flops(TINY, 3, 5, logits=False) == 2 * (24 * 64 + 4 * 8 * 3)
+    assert flops.sequence_flops(TINY, 2, 2, 5) == flops.token_flops(TINY, 3, 5) + flops.token_flops(TINY, 4, 5)
+
+
+def test_sampling_flops_encode_each_prompt_once_and_decode_every_row():
+    P, Tp, n, m, V = 3, 4, 5, 3, 7
+    prefill = P * (sum(flops.token_flops(TINY, t, V, logits=False) for t in range(1, Tp + 1)) + 2 * 8 * V)
+    decode = P * n * (flops.token_flops(TINY, Tp + 1, V) + flops.token_flops(TINY, Tp + 2, V))
+    assert flops.sampling_flops(TINY, P, Tp, n, m, V) == prefill + decode
+    # the reference forward is counted only when beta > 0: exactly one forward more
+    with_ref = flops.grpo_step_flops(TINY, P, n, Tp, m, V, 0.04)
+    without = flops.grpo_step_flops(TINY, P, n, Tp, m, V, 0.0)
+    assert (with_ref - without) * 3 == without - flops.sampling_flops(TINY, P, Tp, n, m, V)
+
+
+def test_gemm_rate_is_a_positive_flop_rate():
+    assert flops.gemm_rate(TINY, 64, repeats=2) > 0
+
+
+def test_unknown_peer_and_missing_peer_extra_fail_before_any_benchmark(tmp_path, monkeypatch):
+    from conftest import ROOT
+
+    params = load_params(ROOT / "params.yaml")
+    out = tmp_path / "benchmarks.json"
+    with pytest.raises(ConfigError, match="--peer 'vllm': unknown; known peers: trl"):
+        bench.bench_all(params, out, only=["sft"], peer="vllm")
+    monkeypatch.setattr(peer, "available", lambda: False)
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[peer\]'"):
+        bench.bench_all(params, out, only=["sft"], peer="trl")
+    assert not out.exists()  # nothing ran, nothing written
+
+
+def test_without_the_peer_switch_peer_figures_say_why_they_are_missing(monkeypatch):
+    assert bench._peer_note(False) == bench.PEER_SKIPPED
+    monkeypatch.setattr(peer, "available", lambda: False)
+    assert bench._peer_note(True) == bench.PEER_MISSING == "not installed"
+
+
+def test_scaling_moves_one_dimension_at_a_time_from_the_base(monkeypatch):
+    from conftest import ROOT
+
+    monkeypatch.setattr(bench, "SCALING", {"group_size": (2, 4), "response_tokens": (2,), "d_model": (16,)})
+    monkeypatch.setattr(bench, "WARMUP", 0)
+    out = bench.bench_scaling(load_params(ROOT / "params.yaml"), steps=1)
+    assert [(r["axis"], r["group_size"], r["response_tokens"], r["d_model"]) for r in out["rows"]] == [
+        ("group_size", 2, 4, 128), ("group_size", 4, 4, 128), ("response_tokens", 8, 2, 128), ("d_model", 8, 4, 16)]
+    assert all(r["seconds"] > 0 and r["trl_seconds"] is None for r in out["rows"])
+    assert out["trl"] == bench.PEER_SKIPPED
+
+
+def test_report_shows_peer_ratios_against_their_targets_and_why_a_peer_is_missing():
+    from rlvr.report import bench_rows, machine_line
+
+    bench_json = {
+        "sampling": {"completions_per_second": {"median": 30000.0}, "target_completions_per_second": 20000,
+                     "hf_generate": {"completions_per_second": {"median": 5000.0}}, "speedup_vs_hf_generate": 6.0,
+                     "target_speedup_vs_hf_generate": 6.0, "share_of_gemm_limit": 0.6,
+                     "target_share_of_gemm_limit": 0.75},
+        "grpo_step": {"beta_0.0": {"step_seconds": {"median": 0.03}, "speedup_vs_trl": 3.1,
+                                   "trl_step_seconds": {"median": 0.093}},
+                      "beta_0.04": {"step_seconds": {"median": 0.04}}, "trl": "not installed",
+                      "target_speedup_vs_trl": 4.0},
+        "machine": {"cpu": "AMD EPYC 9B14", "cpu_count": 2, "threads": 2, "torch": "2.13.0+cpu",
+                    "load_average_1min": {"before": 0.1, "after": 1.2}},
+    }
+    rows = {r[0]: r[1:] for r in bench_rows(bench_json)}
+    assert rows["sampling: ours / HF `generate`"] == ["6 x", ">= 6 x", "yes"]
+    assert rows["sampling: share of the fp32 GEMM limit"] == ["0.6", ">= 0.75", "no"]
+    assert rows["GRPO step, beta = 0: TRL / ours"] == ["3.1 x", ">= 4 x", "no"]
+    assert rows["GRPO step, beta = 0: TRL GRPOTrainer, interleaved"][0] == "0.093 s"
+    assert rows["GRPO step, beta = 0.04: TRL GRPOTrainer, interleaved"] == ["not installed", "–", "–"]
+    assert "GRPO step, beta = 0.04: TRL / ours" not in rows  # no ratio without the peer
+    assert machine_line(bench_json) == ("Measured on AMD EPYC 9B14, 2 cores, 2 torch threads, torch 2.13.0+cpu, "
+                                        "1-minute load 0.1 before, 1.2 after.")
+
+
+def test_report_draws_the_scaling_figure_with_its_caption(tmp_path):
+    from rlvr import plots
+    from rlvr.report import build
+    from rlvr.render import Figure, Table
+    from rlvr.stages.report import scaling_figure
+
+    scaling = {"prompts": 16, "beta": 0.04, "base": bench.SCALING_BASE, "trl": "measured at group_size 8, 64",
+               "rows": [{"axis": a, **{**bench.SCALING_BASE, a: v}, "seconds": 0.01 * v,
+                         "trl_seconds": 0.1 * v if a == "group_size" else None}
+                        for a, vs in bench.SCALING.items() for v in vs]}
+    assert scaling_figure({}, tmp_path / "x.png") is None
+    fig = scaling_figure({"scaling": scaling}, tmp_path / "bench-scaling.png")
+    assert fig["png"].startswith(b"\x89PNG") and fig["caption"] == plots.SCALING_CAPTION
+    blocks = build([], [], {}, None, {"scaling": scaling, "sft": {"tokens_per_second": {"median": 1.0}}}, None, fig)
+    assert any(isinstance(b, Figure) and b.caption == plots.SCALING_CAPTION for b in blocks)
+    table = next(b for b in blocks if isinstance(b, Table) and b.cls == "scaling")
+    assert len(table.rows) == sum(len(v) for v in bench.SCALING.values())
+
+
+@pytest.mark.skipif(not peer.available(), reason="the peer extra (pip install -e '.[peer]') is not installed")
+def test_peer_tokenizer_and_model_match_ours():
+    from rlvr.tokenizer import Tokenizer
+
+    tok = Tokenizer()
+    fast = peer.hf_tokenizer(tok)
+    text = tok.decode(tok.prompt_ids("12+34="))
+    assert fast(text, add_special_tokens=False)["input_ids"] == tok.prompt_ids("12+34=")
+    model = peer.hf_model(TINY, tok)
+    assert model.config.n_embd == 8 and model.config.n_layer == 2 and model.config.vocab_size == len(tok)
+
+
+def test_benchmarks_json_is_valid_and_names_its_machine():
+    from conftest import ROOT
+
+    data = json.loads((ROOT / "reports" / "benchmarks.json").read_text())
+    assert {"cpu_count", "threads", "torch"} <= set(data["machine"])
