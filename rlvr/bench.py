@@ -495,15 +495,17 @@ def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: st
     set_determinism(params.seed, params.threads)
     results = json.loads(out.read_text()) if out.is_file() else {}
     load_before = os.getloadavg()
-    for name in names:
+    for name in sorted(names, key=list(BENCHMARKS).index):  # one fixed order, whatever order they were named in
         kwargs = {"peer": peer is not None} if name in WITH_PEER else {}
         if name == "fresh_clone" and keep_clone is not None:
             kwargs["keep"] = keep_clone
-        results[name] = BENCHMARKS[name](params, **kwargs)
+        before = os.getloadavg()[0]
+        results[name] = {**BENCHMARKS[name](params, **kwargs),
+                         "load_average_1min": {"before": round(before, 2), "after": round(os.getloadavg()[0], 2)}}
     results["machine"] = {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "threads": params.threads,
                           "torch": torch.__version__, "python": platform.python_version(),
                           "processor": platform.processor() or platform.machine(),
                           "load_average_1min": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
-                          "benchmarks_run": names}
+                          "last_run": names}
     write_json(out, results)
     return {name: results[name] for name in names}
