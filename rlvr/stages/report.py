@@ -10,6 +10,7 @@ curves the GRPO stages wrote, because each overlays every variant of a chapter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import yaml
 
 from rlvr import plots
 from rlvr.config import ConfigError, Params
+from rlvr.gitinfo import git_commit
 from rlvr.paths import GRPO_CURVES, ReportPaths
 from rlvr.provenance import explain, footer, load_lock
 from rlvr.report import check_claims, evaluate_claims, render, verdict_record
@@ -74,7 +76,12 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
     if not scaling:
         return None
     png = plots.bench_scaling(scaling, path)
-    prov = f"drawn by stage `report` from `reports/benchmarks.json` (`rlvr bench --only scaling`; {scaling['trl']})"
+    source = "reports/benchmarks.json"
+    digest = hashlib.md5(json.dumps(scaling, sort_keys=True).encode()).hexdigest()
+    figure_with_metadata(png, png, {"stage": "report, from `rlvr bench --only scaling`", "params": {},
+                                    "deps": {f"{source}#scaling": digest}, "mlflow_runs": {},
+                                    "git_commit": git_commit(Path.cwd())})
+    prov = f"drawn by stage `report` from `{source}` (`rlvr bench --only scaling`; TRL {scaling['trl']})"
     return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
 
 
