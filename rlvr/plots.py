@@ -128,23 +128,33 @@ SCALING_AXES = {"group_size": "group size G", "response_tokens": "response token
 
 def bench_scaling(scaling: dict, path: Path) -> Path:
     """Seconds per GRPO step as one workload dimension moves (the others at the base), ours as a
-    line, TRL's GRPOTrainer as points where it was measured; log-log, so a slope reads as a power.
+    line, TRL's GRPOTrainer as points where it was measured; log-log with a shared y axis, so a
+    slope reads as a power and the panels compare. Each point is labelled with its seconds.
     scaling: `rlvr bench --only scaling`'s record in reports/benchmarks.json."""
-    fig = new_figure((12, 3.8))
-    axes = fig.subplots(1, len(SCALING_AXES))
+    fig = new_figure((12, 4.0))
+    axes = fig.subplots(1, len(SCALING_AXES), sharey=True)
+    values = [v for r in scaling["rows"] for v in (r["seconds"], r.get("trl_seconds")) if v]
+    nice = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20) if min(values) / 2 <= t <= max(values) * 2]
     for ax, (axis, label) in zip(axes, SCALING_AXES.items()):
         rows = [r for r in scaling["rows"] if r["axis"] == axis]
         x = [r[axis] for r in rows]
-        ax.plot(x, [r["seconds"] for r in rows], "o-", color="C0", label="rlvr (ours)")
-        peer = [(r[axis], r["trl_seconds"]) for r in rows if r.get("trl_seconds")]
-        if peer:
-            ax.plot(*zip(*peer), "s--", color="C3", label="TRL GRPOTrainer")
-        ax.set(xscale="log", yscale="log", xlabel=label, ylabel="seconds per step",
-               title=f"{label} (others at base)")
+        series = [("rlvr (ours)", [(r[axis], r["seconds"]) for r in rows], "o-", "C0"),
+                  ("TRL GRPOTrainer", [(r[axis], r["trl_seconds"]) for r in rows if r.get("trl_seconds")], "s--", "C3")]
+        for name, points, style, color in series:
+            if not points:
+                continue
+            ax.plot(*zip(*points), style, color=color, label=name)
+            for px, py in points:
+                ax.annotate(f"{py:.3g} s", (px, py), textcoords="offset points", xytext=(0, 7), ha="center",
+                            fontsize=7, color=color)
+        ax.set(xscale="log", yscale="log", xlabel=label, title=f"{label} (others at base)")
         ax.set_xticks(x, [str(v) for v in x])
-        ax.minorticks_off()
-        ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=8)
+        ax.set_xticks([], minor=True)
+        ax.set_yticks(nice, [f"{t:g}" for t in nice])
+        ax.set_yticks([], minor=True)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("seconds per step")
+    axes[0].legend(fontsize=8, loc="upper left")
     base = ", ".join(f"{k} {v}" for k, v in scaling["base"].items())
     fig.suptitle(f"Cost of one GRPO step ({scaling['prompts']} prompts, beta {scaling['beta']}; base: {base})")
     return save(fig, path)
