@@ -152,6 +152,20 @@ def test_an_unwritable_output_fails_before_any_work(small_repo, tmp_path):
     assert figure.stat().st_mtime_ns == stamp  # nothing was redrawn
 
 
+def test_a_stage_process_leaves_fast_with_its_whole_summary_printed(small_repo, tmp_path):
+    """`python -m rlvr.stages` skips the interpreter's teardown (os._exit): what it printed to a pipe
+    must still arrive whole, and its exit status be the stage's."""
+    d, env = small_repo
+    work = tmp_path / "w"
+    shutil.copytree(d, work, symlinks=True)
+    buffered = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}  # stdout to a pipe: block-buffered
+    out = subprocess.run([sys.executable, "-m", "rlvr.stages", "worked", "--quiet"], cwd=work, capture_output=True,
+                         text=True, env={**buffered, "PYTHONPATH": str(work)})
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)  # block-buffered to a pipe: lost without the flush before os._exit
+    assert isinstance(summary, dict) and summary
+
+
 def test_a_stage_that_fails_part_way_removes_what_it_wrote(tmp_path):
     ckpt, metrics = tmp_path / "sft.pt", tmp_path / "metrics.json"
     ckpt.write_text("old weights")

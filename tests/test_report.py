@@ -124,8 +124,10 @@ def test_report_figures_carry_provenance_in_png_metadata():
 
     pngs = sorted((ROOT / "reports/report-figures").glob("*.png"))
     assert pngs, "run `dvc repro` to build the report"
-    with Image.open(pngs[0]) as im:
-        assert im.text["rlvr:stage"] and json.loads(im.text["rlvr:params"])
+    for png in pngs:  # every figure copy, the benchmark's included
+        with Image.open(png) as im:
+            assert im.text["rlvr:stage"] and json.loads(im.text["rlvr:params"]), png.name
+            assert im.text["rlvr:git_commit"] and json.loads(im.text["rlvr:deps"]), png.name
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

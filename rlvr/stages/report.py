@@ -78,7 +78,9 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
     png = plots.bench_scaling(scaling, path)
     source = "reports/benchmarks.json"
     digest = hashlib.md5(json.dumps(scaling, sort_keys=True).encode()).hexdigest()
-    figure_with_metadata(png, png, {"stage": "report, from `rlvr bench --only scaling`", "params": {},
+    settings = {k: scaling[k] for k in ("prompts", "beta", "base", "steps") if k in scaling}
+    figure_with_metadata(png, png, {"stage": "report, from `rlvr bench --only scaling`",
+                                    "params": {"rlvr bench --only scaling": settings},
                                     "deps": {f"{source}#scaling": digest}, "mlflow_runs": {},
                                     "git_commit": git_commit(Path.cwd())})
     prov = f"drawn by stage `report` from `{source}` (`rlvr bench --only scaling`; TRL {scaling['trl']})"
