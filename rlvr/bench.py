@@ -40,9 +40,11 @@ PEER_SKIPPED = "not run (rlvr bench --peer trl)"
 
 
 def _peer_note(peer: bool) -> str:
+    """What a peer column says when it was not measured: the extra is missing, or it was not asked
+    for ("" when it was measured)."""
     from rlvr import peer as peers
 
-    return PEER_SKIPPED if not peer else PEER_MISSING if not peers.available() else ""
+    return PEER_MISSING if not peers.available() else "" if peer else PEER_SKIPPED
 
 
 def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict:

@@ -48,10 +48,12 @@ def test_unknown_peer_and_missing_peer_extra_fail_before_any_benchmark(tmp_path,
     assert not out.exists()  # nothing ran, nothing written
 
 
-def test_without_the_peer_switch_peer_figures_say_why_they_are_missing(monkeypatch):
-    assert bench._peer_note(False) == bench.PEER_SKIPPED
+def test_peer_figures_that_were_not_measured_say_why(monkeypatch):
+    monkeypatch.setattr(peer, "available", lambda: True)
+    assert bench._peer_note(False) == bench.PEER_SKIPPED  # installed, not asked for
+    assert bench._peer_note(True) == ""  # measured
     monkeypatch.setattr(peer, "available", lambda: False)
-    assert bench._peer_note(True) == bench.PEER_MISSING == "not installed"
+    assert bench._peer_note(False) == bench.PEER_MISSING == "not installed"
 
 
 def test_scaling_moves_one_dimension_at_a_time_from_the_base(monkeypatch):
@@ -63,7 +65,7 @@ def test_scaling_moves_one_dimension_at_a_time_from_the_base(monkeypatch):
     assert [(r["axis"], r["group_size"], r["response_tokens"], r["d_model"]) for r in out["rows"]] == [
         ("group_size", 2, 4, 128), ("group_size", 4, 4, 128), ("response_tokens", 8, 2, 128), ("d_model", 8, 4, 16)]
     assert all(r["seconds"] > 0 and r["trl_seconds"] is None for r in out["rows"])
-    assert out["trl"] == bench.PEER_SKIPPED
+    assert out["trl"] in (bench.PEER_SKIPPED, bench.PEER_MISSING)
 
 
 def test_report_shows_peer_ratios_against_their_targets_and_why_a_peer_is_missing():
