@@ -12,7 +12,7 @@ import platform
 import resource
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -62,7 +62,11 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
     _, held = split("two_digit", 300, params.seed)
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
-    theirs = _hf_peer(params, tok) if peer else None
+    if peer:
+        from rlvr import peer as peers
+
+        _require_peer()
+        theirs = peers.hf_model(params.model, tok)
     rates, peer_rates = [], []
     for r in range(repeats + 1):
         gen = torch.Generator().manual_seed(r)
@@ -71,7 +75,7 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
         seconds = time.perf_counter() - t0
         if r == 0:
             rss = _peak_rss_mb()  # ours alone: HF generate, run next, needs far more
-        hf = None if theirs is None else theirs.generate_seconds(theirs.model, prompts, n, max_new_tokens, tok, r)
+        hf = peers.generate_seconds(theirs, prompts, n, max_new_tokens, tok, r) if peer else None
         if r:  # the first run warms up allocators and kernels
             rates.append(len(held) * n / seconds)
             if hf is not None:
@@ -85,8 +89,8 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
            "share_of_gemm_limit": round(work * statistics.median(rates) / (len(held) * n) / limit, 3),
            "target_share_of_gemm_limit": 0.75}
     if peer_rates:
-        out["hf_generate"] = {"completions_per_second": _spread(peer_rates), **theirs.versions,
-                              "model_params": theirs.params}
+        out["hf_generate"] = {"completions_per_second": _spread(peer_rates), **peers.versions(),
+                              "model_params": sum(p.numel() for p in theirs.parameters())}
         out["speedup_vs_hf_generate"] = round(statistics.median(rates) / statistics.median(peer_rates), 2)
         out["target_speedup_vs_hf_generate"] = 6.0
     else:
@@ -116,20 +120,8 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
             "tokens_per_step": tokens.numel()}
 
 
-@dataclass
-class _Peer:
-    """The HF side of a benchmark: its module, a model of our shape, versions and size."""
-
-    module: object
-    model: object
-    versions: dict
-    params: int
-
-    def generate_seconds(self, *args):
-        return self.module.generate_seconds(*args)
-
-
-def _hf_peer(params: Params, tok: Tokenizer) -> _Peer:
+def _require_peer() -> None:
+    """The `peer` extra is importable (else one clear error), its chatter silenced."""
     from rlvr import peer
 
     if not peer.available():
@@ -137,8 +129,6 @@ def _hf_peer(params: Params, tok: Tokenizer) -> _Peer:
 
         raise ConfigError("rlvr bench --peer trl needs TRL and transformers: pip install -e '.[peer]'")
     peer.quiet()
-    model = peer.hf_model(params.model, tok)
-    return _Peer(peer, model, peer.versions(), sum(p.numel() for p in model.parameters()))
 
 
 def grpo_stepper(params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float,
@@ -188,7 +178,7 @@ def _side_by_side(params: Params, model: ModelConfig, P: int, G: int, new_tokens
     from rlvr import peer as peers
 
     tok = Tokenizer()
-    _hf_peer(params, tok)  # the clear error when the extra is missing
+    _require_peer()
     times: list[float] = []
     trl = peers.grpo_trainer_steps(model, _trl_prompts(params, P), G, new_tokens, beta, steps + WARMUP,
                                    params.variant("grpo").lr, tok, between=lambda: times.append(ours()))
@@ -221,7 +211,7 @@ def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict
 
         out["trl"] = peers.versions()
     else:
-        out["trl"] = _peer_note(peer)
+        out["trl"] = _peer_note(False)
     return out
 
 
@@ -513,7 +503,7 @@ def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: st
     if keep_clone is not None and keep_clone.exists():
         raise ConfigError(f"--keep-clone {keep_clone}: already exists; name a new folder")
     if peer is not None:
-        _hf_peer(params, Tokenizer())  # missing extra: one clear error before any benchmark runs
+        _require_peer()  # missing extra: one clear error before any benchmark runs
     set_determinism(params.seed, params.threads)
     results = json.loads(out.read_text()) if out.is_file() else {}
     load_before = os.getloadavg()

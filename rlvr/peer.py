@@ -28,9 +28,6 @@ import torch
 from rlvr.config import ModelConfig
 from rlvr.tokenizer import BOS, EOS, PAD, SPECIALS, Tokenizer
 
-NOT_INSTALLED = "not installed"
-
-
 def available() -> bool:
     """True when the `peer` extra (trl, transformers, datasets) is importable."""
     return all(importlib.util.find_spec(m) is not None for m in ("trl", "transformers", "datasets"))
@@ -123,8 +120,10 @@ def grpo_trainer_steps(cfg: ModelConfig, prompts: list[str], group_size: int, ma
                 between()
 
     with tempfile.TemporaryDirectory(prefix="rlvr-trl-") as out:
+        from transformers import GPT2LMHeadModel
+
         hf_model(cfg, tok).save_pretrained(f"{out}/model")  # TRL builds its reference model from a path
-        model = type(hf_model(cfg, tok)).from_pretrained(f"{out}/model")
+        model = GPT2LMHeadModel.from_pretrained(f"{out}/model")
         args = GRPOConfig(output_dir=out, per_device_train_batch_size=len(prompts) * group_size,
                           num_generations=group_size, max_completion_length=max_new_tokens, beta=beta,
                           learning_rate=lr, max_steps=steps, temperature=1.0, top_k=0, top_p=1.0,
