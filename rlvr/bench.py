@@ -20,9 +20,11 @@ import torch
 
 from rlvr.config import ModelConfig, Params, SFTConfig
 from rlvr.model import TinyLM, sample
+from rlvr.optim import AdamW
 from rlvr.rollout import prompt_tensor
 from rlvr.runtime import set_determinism, write_json
-from rlvr.sft import encode_sft, sft_loss, sft_rows
+from rlvr.noise import sft_rows
+from rlvr.sft import encode_sft, sft_loss
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
@@ -105,7 +107,7 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
     train, _ = split("two_digit", params.task("two_digit").heldout, params.seed)
     tokens, mask = encode_sft(sft_rows(train[: cfg.batch_size], cfg.noise, 1, params.seed), tok)
     model = TinyLM(params.model, len(tok))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    opt = AdamW(model.parameters(), lr=cfg.lr)
     times = []
     for s in range(steps + 3):
         t0 = time.perf_counter()
@@ -144,7 +146,7 @@ def grpo_stepper(params: Params, model: ModelConfig, P: int, G: int, new_tokens:
     torch.manual_seed(seed)
     policy = TinyLM(model, len(tok))
     ref = TinyLM(model, len(tok)).requires_grad_(False) if beta > 0 else None
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    opt = AdamW(policy.parameters(), lr=cfg.lr)
     gen = torch.Generator().manual_seed(seed)
 
     def step() -> float:

@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from rlvr.config import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
 from rlvr.model import TinyLM, grouped_response_logits
+from rlvr.optim import AdamW
 from rlvr.rollout import sample_scored
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
@@ -298,7 +299,7 @@ def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: torch.optim.Optimizer, batch: Groups,
+def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: AdamW, batch: Groups,
                 cfg: GRPOConfig, max_len: int) -> dict:
     """mu inner epochs of the GRPO loss on one batch of groups; returns the step's diagnostics.
 
@@ -382,7 +383,7 @@ def train_grpo(policy: TinyLM, cfg: GRPOConfig, max_new_tokens: int, train: list
     """
     ref = (ref if ref is not None else copy.deepcopy(policy)).eval().requires_grad_(False)
     eval_gen = torch.Generator().manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    opt = AdamW(policy.parameters(), lr=cfg.lr)  # Adam: no weight decay
     P = cfg.prompts_per_step
 
     def draw() -> Groups:

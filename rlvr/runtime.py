@@ -1,4 +1,8 @@
-"""Process set-up and atomic file output: the two things every stage does first and last."""
+"""Process set-up and atomic file output: the two things every stage does first and last.
+
+torch is imported inside the functions that use it: the check, data and report stages never do,
+and importing it costs about 2 s a process here.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
-
-import torch
 
 
 def thread_budget(threads: int) -> int:
@@ -29,6 +31,8 @@ def thread_budget(threads: int) -> int:
 
 def set_determinism(seed: int, threads: int) -> None:
     """Seed every RNG and fix the thread count: results are then bit-for-bit repeatable per machine."""
+    import torch
+
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     random.seed(seed)
@@ -39,6 +43,8 @@ def deterministic_ops() -> None:
     """`torch.use_deterministic_algorithms(True)` for eager ops. The public call also imports the
     inductor compiler to set its flag, about 2 s per process here; no stage compiles, so the
     compiler's flag is set only if it is already loaded."""
+    import torch
+
     if "torch._inductor.config" in sys.modules:
         torch.use_deterministic_algorithms(True)
     else:

@@ -11,7 +11,8 @@ from rlvr.config import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.grpo import Groups, dynamic_groups, grpo_update, rollout_groups, train_grpo
 from rlvr.model import TinyLM
 from rlvr.rollout import accuracy
-from rlvr.sft import encode_sft, noisy_rows, train_sft
+from rlvr.noise import noisy_rows
+from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 

@@ -1,7 +1,8 @@
 import pytest
 from scipy.stats import binomtest
 
-from rlvr.sft import encode_sft, noisy_rows
+from rlvr.noise import noisy_rows
+from rlvr.sft import encode_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
@@ -43,7 +44,7 @@ def test_loss_mask_covers_label_and_eos_only():
 def test_slip_rates_are_the_beta_quantiles_and_each_slip_digit_is_wrong():
     from scipy.stats import beta
 
-    from rlvr.sft import slip_table
+    from rlvr.noise import slip_table
 
     table = slip_table(1.4, 1.9, seed=0)
     assert len(table) == 100
@@ -55,7 +56,7 @@ def test_slip_rates_are_the_beta_quantiles_and_each_slip_digit_is_wrong():
 
 
 def test_a_slip_changes_only_the_last_digit_and_follows_its_facts_rate():
-    from rlvr.sft import fact, slip_rows, slip_table
+    from rlvr.noise import fact, slip_rows, slip_table
 
     train, _ = split("two_digit", 300, seed=0)
     table = slip_table(1.4, 1.9, seed=0)
@@ -80,7 +81,7 @@ def test_a_slip_changes_only_the_last_digit_and_follows_its_facts_rate():
 
 def test_author_solve_rate_is_one_minus_the_facts_slip_rate():
     from rlvr.config import SlipNoise, UniformNoise
-    from rlvr.sft import author_solve_rates, slip_table
+    from rlvr.noise import author_solve_rates, slip_table
 
     train, held = split("two_digit", 300, seed=0)
     rates = author_solve_rates(held, SlipNoise(kind="slips", alpha=1.4, beta=1.9), seed=0)

@@ -4,7 +4,8 @@ from conftest import make
 from rlvr.config import ModelConfig, SFTConfig
 from rlvr.model import TinyLM
 from rlvr.rollout import accuracy
-from rlvr.sft import encode_sft, noisy_rows, train_sft
+from rlvr.noise import noisy_rows
+from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 

@@ -50,3 +50,51 @@ def test_a_bad_thread_budget_is_one_line(tiny_repo, monkeypatch):
     monkeypatch.setenv("RLVR_THREADS", "two")
     with pytest.raises(ConfigError, match="RLVR_THREADS = 'two': must be a whole number >= 1"):
         run_stage("grpo", "a_grpo", progress=False)
+
+
+def _mark_started(seed: int, folder: str):
+    """A seed's work that only leaves a trace that it began."""
+    from pathlib import Path
+
+    from rlvr.stages.common import SeedResult
+
+    (Path(folder) / f"seed{seed}").write_text("started")
+    return SeedResult({"seed": seed}, [], {})
+
+
+def test_seed_workers_start_on_entry_before_any_result_is_asked_for(tmp_path):
+    """The stage opens its MLflow run (a ~3 s import) after entering `seed_results`: the workers
+    must already be training by then, not wait for the first result to be consumed."""
+    import time
+
+    from rlvr.stages.common import seed_results
+
+    with seed_results(_mark_started, [0, 1], (str(tmp_path),), workers=2) as results:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        started = sorted(p.name for p in tmp_path.iterdir())  # before anything was consumed
+        assert [r.summary["seed"] for r in results] == [0, 1]
+    assert started == ["seed0", "seed1"]
+
+
+def _slow_mark(seed: int, folder: str):
+    import time
+
+    time.sleep(60)
+    return _mark_started(seed, folder)
+
+
+def test_an_error_while_seed_workers_run_stops_them(tmp_path):
+    """An error in the stage (e.g. its MLflow run cannot be opened) terminates the workers at once:
+    no seed finishes, and nothing waits out their training."""
+    import time
+
+    from rlvr.stages.common import seed_results
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="store down"):
+        with seed_results(_slow_mark, [0, 1, 2], (str(tmp_path),), workers=2):
+            time.sleep(1)
+            raise RuntimeError("store down")
+    assert time.monotonic() - t0 < 50 and list(tmp_path.iterdir()) == []

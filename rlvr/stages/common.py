@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-import torch
 from tqdm import tqdm
 
 from rlvr.config import Params, recording
@@ -67,19 +66,32 @@ def _seeded(fn: Callable[..., SeedResult], seed: int, args: tuple) -> SeedResult
     return fn(seed, *args)
 
 
-def _each_seed(fn: Callable[..., SeedResult], seeds: list[int], args: tuple, workers: int) -> Iterator[SeedResult]:
-    """fn(seed, *args) for every seed, in seed order: in this process, or in `workers` spawned ones."""
+def _in_order(fn: Callable[..., SeedResult], seeds: list[int], args: tuple) -> Iterator[SeedResult]:
+    """The seeds one after the other in this process, its thread count restored afterwards."""
+    import torch  # here, not at the top: stages without seeds (check, data, report) never load torch
+    threads = torch.get_num_threads()
+    try:
+        for seed in seeds:
+            yield _seeded(fn, seed, args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextmanager
+def seed_results(fn: Callable[..., SeedResult], seeds: list[int], args: tuple,
+                 workers: int) -> Iterator[Iterator[SeedResult]]:
+    """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
+    yielded in seed order: in this process as they are consumed, or in `workers` spawned ones.
+
+    Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
+    and train while this process imports MLflow (~3 s a stage here). An error in the block stops
+    every worker; leaving it normally waits for the seeds already running."""
     if workers <= 1 or len(seeds) == 1 or recording():  # a worker's params reads would go unrecorded
-        threads = torch.get_num_threads()
-        try:
-            for seed in seeds:
-                yield _seeded(fn, seed, args)
-        finally:
-            torch.set_num_threads(threads)
+        yield _in_order(fn, seeds, args)
         return
     pool = ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=multiprocessing.get_context("spawn"))
     try:
-        yield from pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))
+        yield pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted now: workers start
     except BaseException:
         for proc in list(getattr(pool, "_processes", {}).values()):  # stop work nobody will collect
             proc.terminate()
@@ -88,14 +100,13 @@ def _each_seed(fn: Callable[..., SeedResult], seeds: list[int], args: tuple, wor
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def over_seeds(run: Run, seeds: list[int], workers: int, name: str, tags: dict, params: dict,
-               fn: Callable[..., SeedResult], args: tuple, progress: bool = True) -> Iterator[tuple[int, SeedResult, Run]]:
-    """Train every seed (`fn(seed, *args) -> SeedResult`, a module-level function so that workers can
-    import it) and log each to its own nested MLflow run, which carries the stage's params and tags
-    and its seed: its curve as per-step metrics, then its summary. Yields (seed, result, the open
-    child run: the stage logs the seed's files to it) in seed order."""
+def over_seeds(run: Run, seeds: list[int], results: Iterator[SeedResult], name: str, tags: dict, params: dict,
+               progress: bool = True) -> Iterator[tuple[int, SeedResult, Run]]:
+    """Log every seed's result (`seed_results`, in seed order) to its own nested MLflow run, which
+    carries the stage's params and tags and its seed: its curve as per-step metrics, then its
+    summary. Yields (seed, result, the open child run: the stage logs the seed's files to it)."""
     bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
-    for seed, result in zip(seeds, _each_seed(fn, seeds, args, workers), strict=True):  # runs the pool to its end
+    for seed, result in zip(seeds, results, strict=True):  # runs the pool to its end
         bar.update(1)
         with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}, {**params, "seed": seed}) as child:
             log = log_row(child)

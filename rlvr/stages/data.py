@@ -5,7 +5,7 @@ from __future__ import annotations
 from rlvr.config import Params
 from rlvr.paths import DataPaths
 from rlvr.runtime import write_json, write_jsonl
-from rlvr.sft import author_solve_rates, sft_rows
+from rlvr.noise import author_solve_rates, sft_rows
 from rlvr.stages.common import tracked
 from rlvr.tasks import problem_rows, split
 

@@ -11,7 +11,7 @@ from rlvr.grpo import seed_summary, train_grpo
 from rlvr.paths import GRPOPaths
 from rlvr.pipeline import config_hash, instance_params
 from rlvr.runtime import read_heldout, read_jsonl, thread_budget, write_json, write_tsv
-from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked, write_curves
+from rlvr.stages.common import SeedResult, over_seeds, run_name, seed_results, tracked, write_curves
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -40,10 +40,10 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
     tags = {"task": cfg.task, "variant": name}
     own_hash = config_hash("grpo", name, params)
     per_seed, run_ids, eval_curves = {}, {}, {}
-    with tracked("grpo", name, params, tags) as mlrun:
-        for seed, result, child in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), run_name("grpo", name),
-                                              tags, instance_params("grpo", name, params), train_seed,
-                                              (cfg, task.max_new_tokens, train, evals, start), progress):
+    with seed_results(train_seed, cfg.seeds, (cfg, task.max_new_tokens, train, evals, start),
+                      thread_budget(params.threads)) as results, tracked("grpo", name, params, tags) as mlrun:
+        for seed, result, child in over_seeds(mlrun, cfg.seeds, results, run_name("grpo", name), tags,
+                                              instance_params("grpo", name, params), progress):
             model.load_state_dict(result.state)
             checkpoint.save(paths.checkpoint(seed), model, tok, f"{run_name('grpo', name)}/seed{seed}", own_hash)
             for path in (*write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve), paths.checkpoint(seed)):

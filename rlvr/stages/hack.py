@@ -14,7 +14,7 @@ from rlvr.hack import hack_metrics, hack_summary
 from rlvr.paths import HackPaths
 from rlvr.pipeline import config_hash, instance_params
 from rlvr.runtime import read_jsonl, thread_budget, write_json
-from rlvr.stages.common import SeedResult, over_seeds, run_name, tracked, write_curves
+from rlvr.stages.common import SeedResult, over_seeds, run_name, seed_results, tracked, write_curves
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -50,10 +50,10 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
     own_hash = config_hash("hack", None, params)
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
     finals, tables = {}, {}
-    with tracked("hack", None, params, tags) as mlrun:
-        for seed, result, child in over_seeds(mlrun, cfg.seeds, thread_budget(params.threads), "hack", tags,
-                                              instance_params("hack", None, params), train_seed,
-                                              (cfg, grpo_cfg, train, start), progress):
+    with seed_results(train_seed, cfg.seeds, (cfg, grpo_cfg, train, start), thread_budget(params.threads)) as results, \
+            tracked("hack", None, params, tags) as mlrun:
+        for seed, result, child in over_seeds(mlrun, cfg.seeds, results, "hack", tags,
+                                              instance_params("hack", None, params), progress):
             model.load_state_dict(result.state)
             checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", own_hash)
             for path in write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve):
