@@ -80,3 +80,16 @@ def test_a_variant_read_counts_for_its_override_and_the_defaults():
 
 def test_every_stage_is_in_dvc_yaml():
     assert list(committed()["stages"]) == list(STAGES)
+
+
+@pytest.mark.parametrize("name", ["params.yaml", "dvc.yaml", "dvc.lock"])
+def test_dvc_reads_our_yaml_with_the_c_parser_and_it_reads_what_pure_python_reads(name):
+    """ruamel.yaml.clib is installed (a pinned dependency): DVC's many reads of dvc.lock per stage
+    take a quarter of the time. Both parsers, with ruamel's YAML 1.2 resolver, give the same data."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.main import CParser
+
+    fast = YAML(typ="safe")
+    assert CParser is not None and fast.Parser is CParser
+    text = (ROOT / name).read_text()
+    assert fast.load(text) == YAML(typ="safe", pure=True).load(text)
