@@ -186,7 +186,7 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
                           "peak_rss_mb": 700.0, "target_peak_rss_mb": 1536},
              "sft": {"tokens_per_second": {"median": 9e4}}}
     rows = {r[0]: r[1:] for r in bench_rows(bench)}
-    assert rows["whole pipeline: `dvc repro` in a fresh clone, wall"] == ["612 s", "<= 600 s", "no"]
+    assert rows["whole pipeline: `dvc repro --force` in a fresh clone, wall"] == ["612 s", "<= 600 s", "no"]
     assert rows["sampling, 300 prompts x 64"] == ["25,000 completions/s", ">= 20,000 completions/s", "yes"]
     assert rows["peak RSS while sampling"] == ["700 MB", "<= 1,536 MB", "yes"]
     assert rows["SFT throughput"][1:] == ["–", "–"]
