@@ -128,16 +128,22 @@ def _alive(pid: int) -> bool:
 def watch_dvc(interval: float = 1.0) -> int | None:
     """If a `dvc` process started this stage, stop the stage (SIGTERM to itself: the MLflow run is
     marked KILLED and no output is written) within `interval` seconds of that process dying.
-    Returns the watched pid (None: nothing to watch)."""
-    target = dvc_ancestor()
-    if target is None:
+    A stage forked by the warm-start server (`rlvr.warm`) is not DVC's child: it looks for DVC above
+    its client (the process DVC started), and stops as well if the client dies.
+    Returns dvc's pid (else the client's; None: nothing to watch)."""
+    client = int(os.environ.get("RLVR_WARM_CLIENT", "0")) or None
+    target = dvc_ancestor(client)
+    watched = [pid for pid in (target, client) if pid]
+    if not watched:
         return None
 
     def watch() -> None:
-        while _alive(target):
+        while all(_alive(pid) for pid in watched):
             time.sleep(interval)
-        print(f"rlvr: dvc (pid {target}) is gone; stopping this stage", file=sys.stderr)
+        dead = next(pid for pid in watched if not _alive(pid))
+        who = "dvc" if dead == target else "the process dvc started"
+        print(f"rlvr: {who} (pid {dead}) is gone; stopping this stage", file=sys.stderr)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="watch-dvc", daemon=True).start()
-    return target
+    return target or client
