@@ -5,7 +5,7 @@ import sys
 from rlvr import warm
 from rlvr.stages import main
 
-if __name__ == "__main__":  # not when a spawned worker imports this module
+if __name__ == "__main__":  # not when a worker process imports this module
     code = None
     if warm.wanted():  # under DVC: a process forked from the warm-start server runs the stage
         try:

@@ -1,15 +1,19 @@
 """What every stage does around its library calls: open its MLflow run, train once per seed.
 
 Seeds are independent runs, so a multi-seed stage trains them side by side: one worker process per
-core of the stage's thread budget (`runtime.thread_budget`: params.threads, or RLVR_THREADS) (spawned, so no OpenMP state is inherited), each training one seed at a time with one
-torch thread. A seed's numbers therefore never depend on how many workers ran: one thread, its own
-seed, its own generator. Workers compute and return; only the stage process writes files and logs
+core of the stage's thread budget (`runtime.thread_budget`: params.threads, or RLVR_THREADS), each
+training one seed at a time with one torch thread. A seed's numbers therefore never depend on how
+many workers ran: one thread, its own seed, its own generator. Workers are forked, so they start
+with torch already imported (spawned ones spent ~3 s a stage importing it again); a worker runs
+torch on one thread only, which is what makes a fork safe after the stage process used OpenMP
+(the rule torch's own DataLoader workers follow). Workers compute and return; only the stage process writes files and logs
 to MLflow, so a worker left behind by a killed stage never touches the outputs.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,11 +81,17 @@ def _in_order(fn: Callable[..., SeedResult], seeds: list[int], args: tuple) -> I
         torch.set_num_threads(threads)
 
 
+def _worker_signals() -> None:
+    """A forked worker inherits the stage's SIGTERM handler (raise KeyboardInterrupt, to mark the
+    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @contextmanager
 def seed_results(fn: Callable[..., SeedResult], seeds: list[int], args: tuple,
                  workers: int) -> Iterator[Iterator[SeedResult]]:
     """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
-    yielded in seed order: in this process as they are consumed, or in `workers` spawned ones.
+    yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
 
     Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
     and train while this process imports MLflow (~3 s a stage here). An error in the block stops
@@ -89,7 +99,8 @@ def seed_results(fn: Callable[..., SeedResult], seeds: list[int], args: tuple,
     if workers <= 1 or len(seeds) == 1 or recording():  # a worker's params reads would go unrecorded
         yield _in_order(fn, seeds, args)
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_signals)
     try:
         yield pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted now: workers start
     except BaseException:
