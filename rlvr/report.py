@@ -265,6 +265,54 @@ def variant_rows(metrics: dict[str, Any]) -> list[dict]:
     return rows
 
 
+SAMPLED_KEYS = ("eval_acc_final", "train_acc_final", "reward_final", "response_len_final")  # counts of samples
+
+
+def _same_gradient_reason(a: dict, b: dict) -> str | None:
+    """Why two variant configs train alike, when they provably do: the one case known here is GSPO's
+    sequence ratio against the token ratio at one gradient step per batch."""
+    differ = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    if (differ == {"ratio"} and {a["ratio"], b["ratio"]} == {"token", "sequence"}
+            and a.get("inner_epochs") == 1 and a.get("aggregation") == "seq_mean"):
+        return ("with `inner_epochs: 1` the policy being updated is the one that sampled, so every importance "
+                "ratio is exactly 1 when the gradient is taken; the sequence ratio exp(mean of token log-ratios) "
+                "then has the gradient of the mean token log-probability, which is also what token ratios averaged "
+                "per sequence (`seq_mean`) give. Same gradient, so the two part only by float rounding; a sequence "
+                "ratio changes training only with `inner_epochs` > 1")
+    return None
+
+
+def _largest_gap(a: dict, b: dict) -> float:
+    """The largest relative difference between two runs' per-seed numbers (timings left out)."""
+    gaps = [abs(x - y) / max(abs(x), abs(y)) for k in a.keys() & b.keys() if "seconds" not in k
+            for x, y in zip(a[k], b[k]) if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x != y]
+    return max(gaps, default=0.0)
+
+
+def twin_notes(metrics: dict[str, Any], configs: dict[str, dict]) -> list[str]:
+    """Pairs of variants (same task and seeds) whose sampled numbers are identical on every seed, with
+    the settings they differ in and, where it is known, why they cannot differ. configs: each
+    variant's settings as its stage ran them (grpo.defaults with the variant's overrides)."""
+    runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
+    notes = []
+    for i, a in enumerate(sorted(runs)):
+        for b in sorted(runs)[i + 1:]:
+            ma, mb = runs[a], runs[b]
+            if ma["task"] != mb["task"] or ma["seeds"] != mb["seeds"]:
+                continue
+            if any(ma["per_seed"].get(k) != mb["per_seed"].get(k) for k in SAMPLED_KEYS):
+                continue
+            ca, cb = configs.get(a, {}), configs.get(b, {})
+            differ = ", ".join(f"`{k}`: {ca.get(k)} vs {cb.get(k)}"
+                               for k in sorted(ca.keys() | cb.keys()) if ca.get(k) != cb.get(k) and k != "task")
+            why = _same_gradient_reason(ca, cb)
+            notes.append(f"`{a}` and `{b}` end with the same accuracy, reward and response length on every seed, "
+                         f"and their other per-seed numbers (KL, entropy...) agree within a relative "
+                         f"{_largest_gap(ma['per_seed'], mb['per_seed']):.1g} (they differ in "
+                         f"{differ or 'nothing recorded'})" + (f": {why}." if why else "."))
+    return notes
+
+
 def _cell(v: tuple) -> str:
     mean, ci = v
     if mean is None:
@@ -435,14 +483,15 @@ def _figure_blocks(figures: list[dict]) -> list:
 
 
 def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
-          bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None) -> list:
+          bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None,
+          configs: dict[str, dict] | None = None) -> list:
     """The report as blocks (rlvr.render).
 
     rows: `evaluate_claims`' output; figures: [{"name", "png": bytes, "caption", "provenance",
     "chapter": "A"/"B", "kind": "curves"/"result"}] in display order; samples: the hack stage's
     sample tables (or None); bench: reports/benchmarks.json (or None); problems:
     reports/passk-counts.json (or None); bench_figure: the scaling figure drawn from `bench` (a
-    figure dict as above, or None).
+    figure dict as above, or None); configs: each GRPO variant's settings (`twin_notes`).
     """
     counts = summary_counts(rows)
     blocks: list = [Heading("rlvr-repro report", 1),
@@ -472,7 +521,7 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
         blocks += [Heading(title, 3, f"verdicts-{chapter.lower()}"),
                    Para(", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c[v])),
                    _anchored_claims(mine, f"verdicts {chapter.lower()}")]
-    blocks += _variant_blocks(metrics, figures)
+    blocks += _variant_blocks(metrics, figures, configs or {})
     for chapter, title in CHAPTERS.items():
         result = [f for f in figures if f["chapter"] == chapter and f["kind"] == "result"]
         if result:
@@ -508,7 +557,7 @@ def _anchored_claims(rows: list[dict], cls: str) -> Table:
     return Table(t.header, t.rows, t.cls, t.row_classes, t.details, t.details_label, [_anchor(r["id"]) for r in rows])
 
 
-def _variant_blocks(metrics: dict[str, Any], figures: list[dict]) -> list:
+def _variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict]) -> list:
     vrows = variant_rows(metrics)
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
     blocks = [Heading("GRPO variants", 2, "variants"),
@@ -516,6 +565,9 @@ def _variant_blocks(metrics: dict[str, Any], figures: list[dict]) -> list:
                    "from the `passk` stage (chapter B's held-out problems, seed mean). `rlvr diff A B` compares two."),
               Table(vheader, [[v["variant"], v["task"], str(v["seeds"]), *[_cell(v[h]) for h in vheader[3:]]]
                               for v in vrows], "variants")]
+    twins = twin_notes(metrics, configs)
+    if twins:
+        blocks += [Para("**Variants that end alike.**"), Bullets(twins)]
     curves = [f for f in figures if f["kind"] == "curves"]
     if curves:
         blocks += [Heading("Learning curves", 3, "learning-curves"), *_figure_blocks(curves)]
@@ -548,7 +600,8 @@ def _sample_blocks(samples: dict) -> list:
 
 
 def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
-           bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None) -> tuple[str, str, dict]:
+           bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None,
+           configs: dict[str, dict] | None = None) -> tuple[str, str, dict]:
     """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
-    blocks = build(rows, figures, metrics, samples, bench, problems, bench_figure)
+    blocks = build(rows, figures, metrics, samples, bench, problems, bench_figure, configs)
     return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

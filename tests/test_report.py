@@ -225,3 +225,31 @@ def test_another_cpu_is_judged_by_verdicts_and_intervals_not_bits():
     out = compare_verdicts(committed, moved)
     assert out["verdict_flips"] == [{"claim": "b", "committed": "differs", "fresh": "inconclusive"}]
     assert [d["claim"] for d in out["numbers_outside"]] == ["a"]
+
+
+def _run(variant, acc, kl):
+    per_seed = {"eval_acc_final": acc, "train_acc_final": acc, "reward_final": acc, "response_len_final": [4, 4],
+                "kl_exact_nats_final": kl}
+    return {"variant": variant, "task": "two_digit", "seeds": [0, 1], "per_seed": per_seed}
+
+
+def test_variants_that_end_alike_are_named_with_what_they_differ_in():
+    from rlvr.report import twin_notes
+
+    base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
+    metrics = {"grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
+               "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
+               "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71])}   # one seed samples differently
+    configs = {"grpo": base, "gspo": {**base, "ratio": "sequence"}, "no_kl": {**base, "beta": 0.0}}
+    [note] = twin_notes(metrics, configs)
+    assert note.startswith("`grpo` and `gspo` end with the same accuracy") and "`ratio`: token vs sequence" in note
+    assert "agree within a relative 1e-07" in note  # measured: 0.7 vs 0.7000001
+    assert "every importance ratio is exactly 1" in note  # the known reason: one gradient step per batch
+    configs["gspo"] = {**base, "ratio": "sequence", "inner_epochs": 4}  # the ratio acts: no reason to give
+    [note] = twin_notes(metrics, configs)
+    assert "exactly 1" not in note and "`inner_epochs`: 1 vs 4" in note
+
+
+def test_the_committed_report_explains_why_gspo_ends_like_grpo():
+    text = (ROOT / "reports/report.md").read_text()
+    assert "`grpo` and `gspo` end with the same accuracy, reward and response length on every seed" in text

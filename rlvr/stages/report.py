@@ -87,6 +87,17 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
     return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
 
 
+def variant_configs(lock: dict) -> dict[str, dict]:
+    """Each GRPO variant's settings as its stage ran them (dvc.lock): grpo.defaults with its overrides."""
+    configs = {}
+    for name, entry in lock.items():
+        if name.startswith("grpo@"):
+            variant = name.split("@", 1)[1]
+            recorded = entry.get("params", {}).get("params.yaml", {})
+            configs[variant] = {**recorded.get("grpo.defaults", {}), **recorded.get(f"variants.{variant}", {})}
+    return configs
+
+
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
@@ -119,7 +130,8 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
         bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
-        markdown, page, counts = render(rows, figures, metrics, samples, bench, problems, bench_figure)
+        markdown, page, counts = render(rows, figures, metrics, samples, bench, problems, bench_figure,
+                                        variant_configs(lock))
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
         write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})
