@@ -147,3 +147,25 @@ def test_a_server_from_another_environment_does_not_serve(tmp_path):
     out = subprocess.run([sys.executable, "-m", "rlvr.warm", "0" * 32], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 1 and "not serving" in out.stderr
+
+
+def test_a_stage_stops_when_the_dvc_above_its_client_dies(probe_env, tmp_path):
+    """DVC starts the client through a shell; the stage (the server's child, not DVC's) finds DVC above
+    its client and stops within seconds of DVC being killed."""
+    d, env = probe_env
+    fake_dvc = tmp_path / "bin" / "dvc"
+    fake_dvc.parent.mkdir()
+    fake_dvc.write_text(textwrap.dedent(f"""
+        import subprocess, sys, time
+        subprocess.Popen(["/bin/sh", "-c", {f"{sys.executable} -c {CLIENT!r} 0 sleep"!r}])
+        time.sleep(60)
+    """))
+    parent = subprocess.Popen([sys.executable, str(fake_dvc)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    seen = json.loads(parent.stdout.readline())
+    assert seen["watched"] == parent.pid  # DVC, found above the client
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{seen['pid']}"):
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{seen['pid']}") and not (tmp_path / "late.txt").exists()
