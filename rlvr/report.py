@@ -12,6 +12,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 from rlvr.config import ConfigError
@@ -295,21 +296,20 @@ def twin_notes(metrics: dict[str, Any], configs: dict[str, dict]) -> list[str]:
     variant's settings as its stage ran them (grpo.defaults with the variant's overrides)."""
     runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
     notes = []
-    for i, a in enumerate(sorted(runs)):
-        for b in sorted(runs)[i + 1:]:
-            ma, mb = runs[a], runs[b]
-            if ma["task"] != mb["task"] or ma["seeds"] != mb["seeds"]:
-                continue
-            if any(ma["per_seed"].get(k) != mb["per_seed"].get(k) for k in SAMPLED_KEYS):
-                continue
-            ca, cb = configs.get(a, {}), configs.get(b, {})
-            differ = ", ".join(f"`{k}`: {ca.get(k)} vs {cb.get(k)}"
-                               for k in sorted(ca.keys() | cb.keys()) if ca.get(k) != cb.get(k) and k != "task")
-            why = _same_gradient_reason(ca, cb)
-            notes.append(f"`{a}` and `{b}` end with the same accuracy, reward and response length on every seed, "
-                         f"and their other per-seed numbers (KL, entropy...) agree within a relative "
-                         f"{_largest_gap(ma['per_seed'], mb['per_seed']):.1g} (they differ in "
-                         f"{differ or 'nothing recorded'})" + (f": {why}." if why else "."))
+    for a, b in combinations(sorted(runs), 2):
+        ma, mb = runs[a], runs[b]
+        if ma["task"] != mb["task"] or ma["seeds"] != mb["seeds"]:
+            continue
+        if any(ma["per_seed"].get(k) != mb["per_seed"].get(k) for k in SAMPLED_KEYS):
+            continue
+        ca, cb = configs.get(a, {}), configs.get(b, {})
+        differ = ", ".join(f"`{k}`: {ca.get(k)} vs {cb.get(k)}"
+                           for k in sorted(ca.keys() | cb.keys()) if ca.get(k) != cb.get(k) and k != "task")
+        why = _same_gradient_reason(ca, cb)
+        notes.append(f"`{a}` and `{b}` end with the same accuracy, reward and response length on every seed, "
+                     f"and their other per-seed numbers (KL, entropy...) agree within a relative "
+                     f"{_largest_gap(ma['per_seed'], mb['per_seed']):.1g} (they differ in "
+                     f"{differ or 'nothing recorded'})" + (f": {why}." if why else "."))
     return notes
 
 

@@ -181,12 +181,6 @@ def _preload() -> None:
     sqlalchemy.orm.configure_mappers()  # MLflow's tables mapped once, in memory (no database opened)
 
 
-def _python_threads() -> int:
-    import threading
-
-    return threading.active_count()
-
-
 def serve(key: str) -> int:
     """Listen on `key`'s address, import PRELOAD, then fork one stage per request until idle."""
     if key != server_key():  # started from another interpreter or environment than its client's
@@ -199,8 +193,10 @@ def serve(key: str) -> int:
         return 0
     listener.listen(64)  # clients queue here while the imports run
     _preload()
-    if _python_threads() != 1:  # a fork copies only this thread: refuse rather than fork a broken copy
-        print(f"rlvr.warm: {_python_threads()} Python threads after imports; not serving", file=sys.stderr)
+    import threading
+
+    if threading.active_count() != 1:  # a fork copies only this thread: refuse rather than fork a broken copy
+        print(f"rlvr.warm: {threading.active_count()} Python threads after imports; not serving", file=sys.stderr)
         return 1
     os.chdir("/")
     wake_r, wake_w = os.pipe()
