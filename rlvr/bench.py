@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from rlvr.config import ModelConfig, Params, SFTConfig
-from rlvr.model import TinyLM, sample
+from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, sample
 from rlvr.optim import AdamW
 from rlvr.rollout import prompt_tensor
 from rlvr.runtime import set_determinism, write_json
@@ -55,7 +55,9 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
 
     An untrained model rarely emits <eos>, so every row runs the full 4 tokens: the worst case.
     Our share of the machine's limit: our sampler's FLOPs (`flops.sampling_flops`) per second over
-    the fp32 GEMM rate at its decode batch (19,200 rows).
+    the fp32 GEMM rate on the rows its products see: the decode step runs blocks of whole prompts
+    (`model.DECODE_CHUNK_ROWS`), where the GEMM runs faster than on all 19,200 rows at once, so the
+    limit is the better of the two rates.
     """
     from rlvr import flops
 
@@ -83,9 +85,12 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
             if hf is not None:
                 peer_rates.append(len(held) * n / hf)
     work = flops.sampling_flops(params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok))
-    limit = flops.gemm_rate(params.model, len(held) * n)
+    block_rows = max(1, DECODE_CHUNK_ROWS // n) * n
+    limits = {rows: flops.gemm_rate(params.model, rows) for rows in (len(held) * n, block_rows)}
+    limit = max(limits.values())
     out = {"completions_per_second": _spread(rates), "completions": len(held) * n,
-           "max_new_tokens": max_new_tokens, "model_params": model.num_params(),
+           "max_new_tokens": max_new_tokens, "model_params": model.num_params(), "decode_block_rows": block_rows,
+           "gemm_flops_per_second_at_rows": {str(r): round(v) for r, v in limits.items()},
            "peak_rss_mb": round(rss, 1), "target_completions_per_second": 20000,
            "target_peak_rss_mb": 1536, "flops": work, "gemm_limit_flops_per_second": round(limit),
            "share_of_gemm_limit": round(work * statistics.median(rates) / (len(held) * n) / limit, 3),

@@ -114,3 +114,24 @@ def test_grouped_response_logits_gradients_match_the_full_forward():
         fn().logsumexp(-1).sum().backward()
         grads.append(torch.cat([q.grad.flatten() for q in model.parameters()]))
     assert torch.allclose(grads[0], grads[1], atol=1e-4)
+
+
+def test_decode_blocks_never_change_the_tokens():
+    """Blocking the decode step by prompts is a memory layout, not a different sampler: blocks of one
+    prompt, of a few, uneven last blocks and one block for all rows draw the same tokens."""
+    model, p = make_model(6), prompts(k=13)
+    whole = sample(model, p, 8, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(5), chunk_rows=10**6)
+    for rows in (1, 8, 24, 40, 100):
+        roll = sample(model, p, 8, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(5), chunk_rows=rows)
+        assert torch.equal(roll.tokens, whole.tokens) and torch.equal(roll.mask, whole.mask), rows
+
+
+def test_decode_block_size_must_be_positive():
+    model = make_model()
+    for rows in (0, -3):
+        try:
+            sample(model, prompts(k=2), 2, 4, TOK.eos_id, TOK.pad_id, chunk_rows=rows)
+        except ValueError as exc:
+            assert "chunk_rows" in str(exc)
+        else:
+            raise AssertionError(f"chunk_rows = {rows} accepted")
