@@ -117,7 +117,7 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
     for s in range(steps + 3):
         t0 = time.perf_counter()
         loss = sft_loss(model, tokens, mask)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         loss.backward()
         opt.step()
         if s >= 3:

@@ -326,7 +326,7 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: AdamW, batch: Groups,
         loss, stats = grpo_loss(logp, logp_old, logp_ref, adv, mask, ratio=cfg.ratio, clip_eps_low=cfg.clip_eps_low,
                                 clip_eps_high=cfg.clip_eps_high, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
                                 aggregation=cfg.aggregation, max_len=max_len)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
         opt.step()

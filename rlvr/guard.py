@@ -25,6 +25,10 @@ from typing import Iterator
 
 from rlvr.config import UserError
 
+# rlvr.warm.CLIENT_ENV (a test keeps them equal). Not imported from there: every module a stage
+# imports is one of its DVC code deps, and the warm-start server must not rerun the pipeline.
+WARM_CLIENT_ENV = "RLVR_WARM_CLIENT"
+
 
 class OutputError(UserError):
     """An output the stage could not write (one line naming it)."""
@@ -131,7 +135,7 @@ def watch_dvc(interval: float = 1.0) -> int | None:
     A stage forked by the warm-start server (`rlvr.warm`) is not DVC's child: it looks for DVC above
     its client (the process DVC started), and stops as well if the client dies.
     Returns dvc's pid (else the client's; None: nothing to watch)."""
-    client = int(os.environ.get("RLVR_WARM_CLIENT", "0")) or None
+    client = int(os.environ.get(WARM_CLIENT_ENV, "0")) or None
     target = dvc_ancestor(client)
     watched = [pid for pid in (target, client) if pid]
     if not watched:

@@ -36,7 +36,8 @@ class AdamW:
         self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
 
-    def zero_grad(self, set_to_none: bool = True) -> None:  # noqa: ARG002 (always to None)
+    def zero_grad(self) -> None:
+        """Drop every gradient (set to None, as torch.optim does by default)."""
         for p in self.params:
             p.grad = None
 

@@ -99,7 +99,7 @@ def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTC
             idx = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
             opt.lr = lr_at(step, total, cfg.lr)
             loss = sft_loss(model, toks[idx], msk[idx])
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()

@@ -22,7 +22,7 @@ def _train(opt_of, lrs, frozen: str | None = None) -> list[torch.Tensor]:
             group["lr"] = lr
         opt.lr = lr
         loss = model(tokens).logsumexp(-1).mean()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         loss.backward()
         if frozen is not None and i % 2:
             dict(model.named_parameters())[frozen].grad = None

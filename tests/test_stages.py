@@ -98,3 +98,26 @@ def test_an_error_while_seed_workers_run_stops_them(tmp_path):
             time.sleep(1)
             raise RuntimeError("store down")
     assert time.monotonic() - t0 < 50 and list(tmp_path.iterdir()) == []
+
+
+def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
+    """pass@k scores its models in the seed workers, one torch thread each: the counts of one worker
+    and of two are the same, and every model gets the same draws (one checkpoint listed three times)."""
+    from rlvr.config import load_params
+    from rlvr.pipeline import config_hash
+    from rlvr.runtime import read_heldout
+    from rlvr.stages.common import seed_results
+    from rlvr.stages.passk import score
+    from rlvr.tasks import problems_of
+
+    params = load_params("params.yaml")
+    model = ("sft", "data/two_digit/sft.pt", "sft@two_digit", config_hash("sft", "two_digit", params))
+    problems = problems_of(read_heldout("data/two_digit/heldout.json"), "two_digit")[:20]
+    args = ([model] * 3, problems, 8, params.task("two_digit").max_new_tokens, 1.0, params.seed)
+    runs = []
+    for workers in (1, 2):
+        with seed_results(score, [0, 1, 2], args, workers) as results:
+            runs.append(list(results))
+    assert runs[0] == runs[1]
+    assert runs[0][0] == runs[0][1] == runs[0][2] and len(runs[0][0]) == 20
+    assert all(0 <= c <= 8 for c in runs[0][0])

@@ -169,3 +169,10 @@ def test_a_stage_stops_when_the_dvc_above_its_client_dies(probe_env, tmp_path):
     while time.monotonic() < deadline and os.path.exists(f"/proc/{seen['pid']}"):
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{seen['pid']}") and not (tmp_path / "late.txt").exists()
+
+
+def test_guard_watches_the_variable_the_server_sets():
+    """guard keeps its own copy of the name (importing rlvr.warm would make it every stage's code dep)."""
+    from rlvr import guard
+
+    assert guard.WARM_CLIENT_ENV == warm.CLIENT_ENV

@@ -17,7 +17,7 @@ import signal
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from tqdm import tqdm
 
@@ -62,15 +62,16 @@ class SeedResult:
     extra: Any = None  # anything else the stage keeps (e.g. sample tables)
 
 
+R = TypeVar("R")  # what a seed function returns
 SEED_THREADS = 1  # torch threads per seed, whatever the worker count: a seed's floats never depend on it
 
 
-def _seeded(fn: Callable[..., SeedResult], seed: int, args: tuple) -> SeedResult:
+def _seeded(fn: Callable[..., R], seed: int, args: tuple) -> R:
     set_determinism(seed, SEED_THREADS)
     return fn(seed, *args)
 
 
-def _in_order(fn: Callable[..., SeedResult], seeds: list[int], args: tuple) -> Iterator[SeedResult]:
+def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R]:
     """The seeds one after the other in this process, its thread count restored afterwards."""
     import torch  # here, not at the top: stages without seeds (check, data, report) never load torch
     threads = torch.get_num_threads()
@@ -88,10 +89,10 @@ def _worker_signals() -> None:
 
 
 @contextmanager
-def seed_results(fn: Callable[..., SeedResult], seeds: list[int], args: tuple,
-                 workers: int) -> Iterator[Iterator[SeedResult]]:
+def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: int) -> Iterator[Iterator[R]]:
     """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
     yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
+    Usually a seed's SeedResult; pass@k passes model indices and gets each model's counts.
 
     Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
     and train while this process imports MLflow (~3 s a stage here). An error in the block stops

@@ -1,9 +1,13 @@
 """Stage `passk`: n samples per held-out problem from the SFT policy and from every seed of every
-variant trained from it; per-problem correct counts, pass@k curves and the comparison with SFT."""
+variant trained from it; per-problem correct counts, pass@k curves and the comparison with SFT.
+
+Models are scored side by side in the stage's seed workers (`common.seed_results`), each at one
+torch thread, so a model's counts never depend on how many workers ran."""
 
 from __future__ import annotations
 
 import torch
+from tqdm import tqdm
 
 from rlvr import checkpoint, plots
 from rlvr.config import Params
@@ -11,33 +15,41 @@ from rlvr.passk import summarise_counts
 from rlvr.paths import PassKPaths
 from rlvr.pipeline import config_hash
 from rlvr.rollout import correct_counts
-from rlvr.runtime import read_heldout, set_determinism, thread_budget, write_json, write_tsv
-from rlvr.stages.common import run_name, tracked
-from rlvr.tasks import problems_of
+from rlvr.runtime import read_heldout, thread_budget, write_json, write_tsv
+from rlvr.stages.common import run_name, seed_results, tracked
+from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
 
-def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:  # noqa: ARG001
+def score(index: int, models: list[tuple], problems: list[Problem], n: int, max_new_tokens: int,
+          temperature: float, seed: int) -> list[int]:
+    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash). Every
+    model gets the same draws: its generator starts at the pipeline's seed."""
+    _, path, ckpt_run, ckpt_hash = models[index]
+    tok = Tokenizer()
+    model = checkpoint.load(path, tok, ckpt_run, ckpt_hash)
+    gen = torch.Generator().manual_seed(seed)
+    return correct_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
+
+
+def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     cfg = params.passk
     variants = [v for v, c in params.variants.items() if c.sft == cfg.sft]
     seeds = {v: params.variant(v).seeds for v in variants}
     task_name = params.sft_run(cfg.sft).task
     task = params.task(task_name)
     problems = problems_of(read_heldout(paths.start.data.heldout), task_name)
-    tok = Tokenizer()
     models = [("sft", paths.start.checkpoint, run_name("sft", cfg.sft), config_hash("sft", cfg.sft, params)),
               (cfg.contrast, paths.contrast.checkpoint, run_name("sft", cfg.contrast),
                config_hash("sft", cfg.contrast, params))]
     models += [(f"{v}/seed{s}", paths.variant_checkpoint(v, s), f"{run_name('grpo', v)}/seed{s}",
                 config_hash("grpo", v, params)) for v in variants for s in seeds[v]]
-    set_determinism(params.seed, thread_budget(params.threads))
-    counts: dict[str, list[int]] = {}
-    with tracked("passk", None, params, {"task": task_name}) as mlrun:
-        for name, path, ckpt_run, ckpt_hash in models:
-            gen = torch.Generator().manual_seed(params.seed)  # same draws for every model
-            model = checkpoint.load(path, tok, ckpt_run, ckpt_hash)
-            counts[name] = correct_counts(model, problems, cfg.n, task.max_new_tokens, cfg.temperature, tok,
-                                          gen).tolist()
+    args = (models, problems, cfg.n, task.max_new_tokens, cfg.temperature, params.seed)
+    with seed_results(score, list(range(len(models))), args, thread_budget(params.threads)) as results, \
+            tracked("passk", None, params, {"task": task_name}) as mlrun:
+        bar = tqdm(zip(models, results, strict=True), total=len(models), desc="passk", unit="model",
+                   disable=not progress)
+        counts = {name: c for (name, *_), c in bar}  # runs the workers to their end
         metrics, curves = summarise_counts(counts, seeds, cfg.n, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast)
         metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
         write_json(paths.counts, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
