@@ -36,7 +36,7 @@ def test_seed_results_do_not_depend_on_how_many_workers_trained_them(tiny_repo):
     workers and none give the same numbers and byte-identical checkpoints."""
     d, raw = tiny_repo
     results = []
-    for budget in ("1", "2"):  # 1: in this process, one seed after the other; 2: two spawned workers
+    for budget in ("1", "2"):  # 1: in this process, one seed after the other; 2: two forked workers
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RLVR_THREADS", budget)
             run_stage("grpo", "a_grpo", progress=False)

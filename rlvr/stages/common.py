@@ -6,8 +6,9 @@ training one seed at a time with one torch thread. A seed's numbers therefore ne
 many workers ran: one thread, its own seed, its own generator. Workers are forked, so they start
 with torch already imported (spawned ones spent ~3 s a stage importing it again); a worker runs
 torch on one thread only, which is what makes a fork safe after the stage process used OpenMP
-(the rule torch's own DataLoader workers follow). Workers compute and return; only the stage process writes files and logs
-to MLflow, so a worker left behind by a killed stage never touches the outputs.
+(the rule torch's own DataLoader workers follow). Workers compute and return; only the stage
+process writes files and logs to MLflow, so a worker left behind by a killed stage never touches
+the outputs.
 """
 
 from __future__ import annotations
