@@ -21,8 +21,8 @@ class Text(str):
 def _stage(args) -> dict:
     from rlvr.stages import run_stage
 
-    return run_stage(args.command, getattr(args, "run", None) or getattr(args, "variant", None), args.params,
-                     progress=not args.quiet)
+    key = next((getattr(args, flag) for flag in ("run", "warmup", "variant") if getattr(args, flag, None)), None)
+    return run_stage(args.command, key, args.params, progress=not args.quiet)
 
 
 def _check(args) -> dict:
@@ -87,7 +87,8 @@ def _bench(args) -> dict:
 
 STAGE_HELP = {
     "data": ("--run", "stage data@RUN: noisy SFT set and held-out problems"),
-    "sft": ("--run", "stage sft@RUN: supervised fine-tuning and its metrics"),
+    "warmup": ("--warmup", "stage warmup@NAME: the clean epochs the SFT runs naming it start from"),
+    "sft": ("--run", "stage sft@RUN: supervised fine-tuning from its warm-up, and its metrics"),
     "grpo": ("--variant", "stage grpo@VARIANT: GRPO from the SFT checkpoint, every seed"),
     "passk": (None, "stage passk: n-sample pass@k of SFT and every variant on held-out problems"),
     "hack": (None, "stage hack: GRPO on a hackable substring verifier, every seed"),
@@ -106,8 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (flag, text) in STAGE_HELP.items():
         s = sub.add_parser(name, help=text)
         if flag:
-            s.add_argument(flag, required=True, help=f"an entry under `{'sft' if flag == '--run' else 'variants'}` "
-                                                    "in params.yaml")
+            table = {"--run": "sft", "--warmup": "warmups", "--variant": "variants"}[flag]
+            s.add_argument(flag, required=True, help=f"an entry under `{table}` in params.yaml")
         s.add_argument("--quiet", action="store_true", help="no progress bars")
         s.set_defaults(fn=_stage)
     s = sub.add_parser("pipeline", help="print dvc.yaml as rlvr/pipeline.py defines it (--write: replace it)")

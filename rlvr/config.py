@@ -305,6 +305,7 @@ class SFTConfig(Section):
     model: ModelConfig | None  # this run's TinyLM shape; null: the top-level `model`
     noise: UniformNoise | SlipNoise  # how training labels are corrupted (`kind` picks the model)
     repeats: Count  # copies of each training problem, each with its own noise draw
+    warmup: str  # the clean warm-up (`warmups`) this run starts from: clean_epochs on the true answers
     clean_epochs: Annotated[int, AtLeast(0)]  # warm-up passes on the true answers, before the noisy ones
     epochs: Count  # passes over the (repeated) SFT set with its noisy labels
     batch_size: Count  # sequences per optimiser step
@@ -313,6 +314,20 @@ class SFTConfig(Section):
     grad_clip: Positive  # max global grad norm
     eval_samples: Count  # samples per prompt (T = 1) for sampled accuracy
     eval_max_prompts: Count  # cap on train prompts used for train-set accuracy
+
+
+# What an SFT run's warm-up depends on: runs that agree on all of these (and on their rows' true
+# answers, checked when the state is loaded) reach bit-identical states after their clean epochs.
+# `epochs` is here because one learning-rate schedule spans the warm-up and the noisy epochs.
+WARMUP_KEYS = ("task", "model", "repeats", "clean_epochs", "epochs", "batch_size", "lr", "weight_decay", "grad_clip")
+
+
+@dataclass(frozen=True)
+class WarmupConfig(Section):
+    """A clean warm-up shared by SFT runs: the first `clean_epochs` of run `run`'s schedule, on its
+    rows' true answers. Trained once (stage warmup@<name>); every run that names it starts there."""
+
+    run: str  # the SFT run whose settings (WARMUP_KEYS) and rows define it; it names this warm-up too
 
 
 @dataclass(frozen=True)
@@ -435,6 +450,7 @@ class Params(Section):
     model: ModelConfig
     tasks: Table  # name -> TaskConfig
     sft: Table  # run name -> SFTConfig
+    warmups: Table  # warm-up name -> WarmupConfig
     grpo: GRPOSection
     variants: Table  # variant name -> GRPOConfig
     passk: PassKConfig
@@ -450,6 +466,11 @@ class Params(Section):
         if name not in dict.keys(self.sft):
             raise ConfigError(f"sft run {name!r}: unknown; known runs: {', '.join(dict.keys(self.sft))}")
         return self.sft[name]
+
+    def warmup(self, name: str) -> WarmupConfig:
+        if name not in dict.keys(self.warmups):
+            raise ConfigError(f"warm-up {name!r}: unknown; known warm-ups: {', '.join(dict.keys(self.warmups))}")
+        return self.warmups[name]
 
     def variant(self, name: str) -> GRPOConfig:
         if name not in dict.keys(self.variants):
@@ -481,6 +502,8 @@ def parse_params(raw: Any) -> Params:
     sft = {name: build(SFTConfig, body, f"sft.{name}") for name, body in _named(raw["sft"], "sft").items()}
     for name, run in sft.items():
         _require(run.task in tasks, f"sft.{name}.task", run.task, f"must be a task defined under tasks ({', '.join(tasks)})")
+    warmups = {name: build(WarmupConfig, body, f"warmups.{name}") for name, body in _named(raw["warmups"], "warmups").items()}
+    _check_warmups(sft, warmups, model)
 
     grpo = build(GRPOSection, raw["grpo"], "grpo")
     defaults = grpo.defaults
@@ -512,11 +535,31 @@ def parse_params(raw: Any) -> Params:
     _require(hack.sft in sft, "hack.sft", hack.sft, f"must name an sft run ({', '.join(sft)})")
     _require(sft[hack.sft].task == variants[hack.variant].task, "hack.sft", hack.sft,
              f"must be an sft run of variant {hack.variant!r}'s task ({variants[hack.variant].task})")
-    params = Params(seed, threads, model, _table(tasks, "tasks"), _table(sft, "sft"), grpo,
+    params = Params(seed, threads, model, _table(tasks, "tasks"), _table(sft, "sft"), _table(warmups, "warmups"), grpo,
                     _table(variants, "variants"), passk, worked, hack)
     object.__setattr__(params, "_where", (("", None),))
     object.__setattr__(params, "raw", raw)
     return params
+
+
+def _check_warmups(sft: dict, warmups: dict, model: ModelConfig) -> None:
+    """Each warm-up names a run that starts from it; each run names a warm-up whose run agrees with
+    it on every WARMUP_KEYS setting (the top-level model standing in for a null `model`)."""
+    for name, w in warmups.items():
+        _require(w.run in sft, f"warmups.{name}.run", w.run, f"must name an sft run ({', '.join(sft)})")
+        _require(sft[w.run].warmup == name, f"warmups.{name}.run", w.run,
+                 f"must be a run that starts from this warm-up (sft.{w.run}.warmup is {sft[w.run].warmup!r})")
+    for name, run in sft.items():
+        _require(run.warmup in warmups, f"sft.{name}.warmup", run.warmup,
+                 f"must name a warm-up under warmups ({', '.join(warmups)})")
+        owner = warmups[run.warmup].run
+        for key in WARMUP_KEYS:
+            mine, theirs = getattr(run, key), getattr(sft[owner], key)
+            if key == "model":
+                mine, theirs = mine or model, theirs or model
+            _require(mine == theirs, f"sft.{name}.{key}", mine,
+                     f"must equal sft.{owner}.{key} ({theirs}): the run starts from warm-up {run.warmup!r}, "
+                     f"whose clean epochs depend on it (give the run a warm-up of its own otherwise)")
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -25,7 +25,7 @@ DISPATCHER = "rlvr.stages"
 HEADER = """\
 # The pipeline. Written by `rlvr pipeline --write` from rlvr/pipeline.py (params, data in and out)
 # and from each stage module's imports (code deps): edit those, not this file. `dvc dag` draws it.
-# foreach over `sft` / `variants` in params.yaml: adding an entry there adds its stages; rerun
+# foreach over `sft` / `warmups` / `variants` in params.yaml: adding an entry there adds its stages; rerun
 # `rlvr pipeline --write` then, so that the `plots:` views (`dvc plots show`) name its curves too.
 """
 

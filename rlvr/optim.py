@@ -36,6 +36,25 @@ class AdamW:
         self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
 
+    def state_dict(self) -> dict:
+        """Per-parameter step counts and moments (copies): with the weights and the data order, all a
+        run needs to continue bit for bit in another process (SFT after its warm-up)."""
+        return {"steps": list(self.steps), "exp_avg": [m.clone() for m in self.exp_avg],
+                "exp_avg_sq": [v.clone() for v in self.exp_avg_sq]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()` output into this optimiser (same parameters, in the same order)."""
+        shapes = [tuple(p.shape) for p in self.params]
+        for key in ("exp_avg", "exp_avg_sq"):
+            got = [tuple(t.shape) for t in state[key]]
+            if got != shapes:
+                raise ValueError(f"optimiser state {key}: shapes {got} do not match the parameters' {shapes}")
+        if len(state["steps"]) != len(self.params):
+            raise ValueError(f"optimiser state: {len(state['steps'])} step counts for {len(self.params)} parameters")
+        self.steps = [int(t) for t in state["steps"]]
+        for mine, saved in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
+            mine.copy_(saved)
+
     def zero_grad(self) -> None:
         """Drop every gradient (set to None, as torch.optim does by default)."""
         for p in self.params:

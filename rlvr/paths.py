@@ -51,17 +51,36 @@ def data(run: str) -> DataPaths:
 
 
 @dataclass(frozen=True)
-class SFTPaths:
-    """`sft@{run}`: its inputs (`data`) and the checkpoint, metrics and loss curve it writes."""
+class WarmupPaths:
+    """`warmup@{name}`: its run's rows in; out, the state after the clean epochs (model, optimiser,
+    data order, curve so far) that every SFT run naming the warm-up continues from."""
 
     data: DataPaths
+    state: Path
+
+
+WARMUPS = DATA / "warmup"
+
+
+def warmup(name: str, run: str) -> WarmupPaths:
+    return WarmupPaths(data(run), WARMUPS / f"{name}.pt")
+
+
+@dataclass(frozen=True)
+class SFTPaths:
+    """`sft@{run}`: its inputs (`data`, the warm-up state) and the checkpoint, metrics and loss curve
+    it writes."""
+
+    data: DataPaths
+    warmup: Path | None  # the state of the warm-up it starts from (None where only the outputs matter)
     checkpoint: Path
     metrics: Path
     curve: Path
 
 
-def sft(run: str) -> SFTPaths:
-    return SFTPaths(data(run), DATA / run / "sft.pt", METRICS / f"sft-{run}.json", CURVES / f"sft-{run}.tsv")
+def sft(run: str, warmup_name: str | None = None) -> SFTPaths:
+    state = None if warmup_name is None else WARMUPS / f"{warmup_name}.pt"
+    return SFTPaths(data(run), state, DATA / run / "sft.pt", METRICS / f"sft-{run}.json", CURVES / f"sft-{run}.tsv")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rlvr import paths
-from rlvr.config import Params, lookup_raw, params_hash
+from rlvr.config import WARMUP_KEYS, Params, lookup_raw, params_hash
 
 
 class Ref:
@@ -46,7 +46,7 @@ class Stage:
     """One DVC stage (or one `foreach` family of them)."""
 
     name: str
-    foreach: str | None  # params.yaml table the stage repeats over ("sft", "variants"), or None
+    foreach: str | None  # params.yaml table the stage repeats over ("sft", "warmups", "variants"), or None
     desc: str
     paths: Callable  # (key, item, p) -> the stage's paths object (rlvr.paths)
     params: Callable  # (key, item, p) -> dotted params.yaml keys the stage reads
@@ -67,10 +67,17 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                                        f"sft.{key}.noise", f"sft.{key}.repeats"],
           deps=lambda x: [],
           outs=lambda x: {x.rows: {}, x.heldout: {}}),
-    Stage("sft", "sft", "supervised fine-tuning of TinyLM on run ${key}'s noisy labels",
-          paths=lambda key, item, p: paths.sft(key),
+    Stage("warmup", "warmups", "the clean epochs (true answers) that every SFT run naming warm-up ${key} "
+                               "starts from, trained once",
+          paths=lambda key, item, p: paths.warmup(key, item.run),
+          params=lambda key, item, p: ["seed", "threads", "model", f"warmups.{key}",
+                                       *(f"sft.{item.run}.{k}" for k in WARMUP_KEYS)],
+          deps=lambda x: [x.data.rows],
+          outs=lambda x: {x.state: {}}),
+    Stage("sft", "sft", "supervised fine-tuning of TinyLM on run ${key}'s noisy labels, from its warm-up",
+          paths=lambda key, item, p: paths.sft(key, item.warmup),
           params=lambda key, item, p: ["seed", "threads", "model", f"tasks.{item.task}", f"sft.{key}"],
-          deps=lambda x: [x.data.rows, x.data.heldout],
+          deps=lambda x: [x.data.rows, x.data.heldout, x.warmup],
           outs=lambda x: {x.checkpoint: {}, x.curve: {"cache": False}},
           metrics=lambda x: [x.metrics]),
     Stage("grpo", "variants", "GRPO variant ${key} from its SFT checkpoint, once per seed in its seeds",
@@ -125,7 +132,7 @@ def stage(name: str) -> Stage:
 def _item(s: Stage, key: str | None, p: Params) -> Any:
     if s.foreach is None:
         return None
-    return {"sft": p.sft_run, "variants": p.variant}[s.foreach](key)
+    return {"sft": p.sft_run, "warmups": p.warmup, "variants": p.variant}[s.foreach](key)
 
 
 def instance_paths(name: str, key: str | None, p: Params):

@@ -80,25 +80,54 @@ def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTC
     the plateau where it ignores the operands; when (and whether) it leaves it within the budget is
     chaotic. Learning the rule first, then fitting the noisy mixture, makes the final accuracy track
     (1 - q) + q / |range| instead of the luck of the plateau.
+
+    The pipeline runs the two phases in two stages (`warm_up`, then `fit_noisy` from the saved
+    state), so runs that share their clean epochs train them once; the result is this function's,
+    bit for bit (tested).
     """
     if cfg.clean_epochs and clean is None:
         raise ValueError(f"clean_epochs = {cfg.clean_epochs} needs the clean-label tensors (clean=...)")
+    opt, curve = warm_up(model, clean if clean is not None else (tokens, mask), cfg, generator, on_step, progress)
+    return curve + fit_noisy(model, opt, tokens, mask, cfg, generator, on_step, progress)
+
+
+def warm_up(model: TinyLM, clean: tuple[torch.Tensor, torch.Tensor], cfg: SFTConfig, generator: torch.Generator,
+            on_step=None, progress: bool = True) -> tuple[AdamW, list[dict]]:
+    """The clean phase alone: epochs 0 .. clean_epochs - 1 of the run's schedule, on `clean` (tokens
+    (N, T), mask (N, T-1)). Returns the optimiser, whose state `fit_noisy` continues, and the curve."""
     opt = AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return opt, _epochs(model, opt, *clean, "clean", range(cfg.clean_epochs), cfg, generator, on_step, progress)
+
+
+def fit_noisy(model: TinyLM, opt: AdamW, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTConfig,
+              generator: torch.Generator, on_step=None, progress: bool = True) -> list[dict]:
+    """The noisy phase: epochs clean_epochs .. clean_epochs + epochs - 1, continuing `warm_up`'s
+    optimiser and generator. Leaves the model in eval mode."""
+    first = cfg.clean_epochs
+    curve = _epochs(model, opt, tokens, mask, "noisy", range(first, first + cfg.epochs), cfg, generator, on_step,
+                    progress)
+    model.eval()
+    return curve
+
+
+def _epochs(model: TinyLM, opt: AdamW, tokens: torch.Tensor, mask: torch.Tensor, phase: str, epochs: range,
+            cfg: SFTConfig, generator: torch.Generator, on_step, progress: bool) -> list[dict]:
+    """The given epochs of the run's schedule over tokens (N, T) / mask (N, T-1): one shuffle per epoch
+    from `generator`, `ceil(N / batch_size)` steps each, lr from the step's place in the whole run."""
     N = tokens.shape[0]
     per_epoch = math.ceil(N / cfg.batch_size)
-    phases = [("clean", *clean)] * cfg.clean_epochs if cfg.clean_epochs else []
-    phases += [("noisy", tokens, mask)] * cfg.epochs
-    total = per_epoch * len(phases)
+    total = per_epoch * (cfg.clean_epochs + cfg.epochs)
     curve = []
     model.train()
-    bar = tqdm(total=total, desc="sft", unit="step", disable=not progress, mininterval=1.0)
-    for epoch, (phase, toks, msk) in enumerate(phases):
+    bar = tqdm(total=per_epoch * len(epochs), desc=f"sft ({phase})", unit="step", disable=not progress,
+               mininterval=1.0)
+    for epoch in epochs:
         order = torch.randperm(N, generator=generator)  # (N,)
         for i in range(per_epoch):
             step = epoch * per_epoch + i
             idx = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
             opt.lr = lr_at(step, total, cfg.lr)
-            loss = sft_loss(model, toks[idx], msk[idx])
+            loss = sft_loss(model, tokens[idx], mask[idx])
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -110,5 +139,4 @@ def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTC
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
     bar.close()
-    model.eval()
     return curve

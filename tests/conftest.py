@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_SETTINGS = {
     ModelConfig: {"d_model": 128, "n_layer": 2, "n_head": 4, "max_len": 32},
     TaskConfig: {"heldout": 0, "max_new_tokens": 2},
-    SFTConfig: {"task": "single_digit", "model": None, "noise": {"kind": "uniform", "rate": 0.5}, "repeats": 4, "clean_epochs": 0, "epochs": 10,
+    SFTConfig: {"task": "single_digit", "model": None, "noise": {"kind": "uniform", "rate": 0.5}, "repeats": 4, "warmup": "single_digit", "clean_epochs": 0, "epochs": 10,
                 "batch_size": 64, "lr": 3e-3, "weight_decay": 0.0, "grad_clip": 1.0, "eval_samples": 16,
                 "eval_max_prompts": 300},
     GRPOConfig: {"task": "single_digit", "sft": "single_digit", "seeds": [0], "steps": 25, "prompts_per_step": 16, "group_size": 8,

@@ -51,6 +51,7 @@ def test_training_twice_gives_the_same_checkpoint_file(tmp_path, monkeypatch, ml
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_raw()))
     run_stage("data", "single_digit", progress=False)
+    run_stage("warmup", "single_digit", progress=False)
     hashes, run_ids = [], []
     for _ in range(2):
         run_ids.append(run_stage("sft", "single_digit", progress=False)["mlflow_run_id"])
@@ -87,3 +88,18 @@ def test_a_damaged_file_is_refused_in_one_line(tmp_path, damage):
 def test_a_missing_checkpoint_names_the_stage_to_run(tmp_path):
     with pytest.raises(CheckpointError, match=r"nope\.pt: not found \(run its DVC stage first: dvc repro\)"):
         checkpoint.load(tmp_path / "nope.pt", TOK)
+
+
+def test_a_warm_up_state_and_a_checkpoint_are_not_taken_for_each_other(tmp_path):
+    model = tiny()
+    ckpt = checkpoint.save(tmp_path / "sft.pt", model, TOK, "sft@x", "h")
+    state = checkpoint.save_warmup(tmp_path / "w.pt", model, TOK, "warmup@x", "h", {"steps": []},
+                                   torch.Generator().get_state(), [], "digest")
+    with pytest.raises(CheckpointError, match="expected format 'rlvr-checkpoint/1'"):
+        checkpoint.load(state, TOK)
+    with pytest.raises(CheckpointError, match="expected format 'rlvr-warmup/1'"):
+        checkpoint.load_warmup(ckpt, TOK, "warmup@x", "h")
+    with pytest.raises(CheckpointError, match="made with other params"):
+        checkpoint.load_warmup(state, TOK, "warmup@x", "other")
+    back = checkpoint.load_warmup(state, TOK, "warmup@x", "h")
+    assert back.model.training and back.answers == "digest" and back.curve == []

@@ -63,6 +63,16 @@ def with_grpo(raw, variant=None, **defaults):
     (lambda r: r["passk"].update(contrast="single_digit"), "passk.contrast = 'single_digit': must be an sft run of"),
     (lambda r: r["hack"].update(sft="two_digit"), "hack.sft = 'two_digit': must be an sft run of variant 'a_grpo'"),
     (lambda r: r["model"].update(n_head=3), "model.n_head = 3: must divide model.d_model"),
+    (lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "warmup": "nope"}),
+     "sft.extra.warmup = 'nope': must name a warm-up under warmups (single_digit, two_digit)"),
+    (lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "lr": 0.1}),
+     "sft.extra.lr = 0.1: must equal sft.two_digit.lr (0.003): the run starts from warm-up 'two_digit'"),
+    (lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "model": {**r["model"], "d_model": 64}}),
+     "sft.extra.model = ModelConfig(d_model=64"),
+    (lambda r: r["warmups"].update(w={"run": "single_digit"}),
+     "warmups.w.run = 'single_digit': must be a run that starts from this warm-up (sft.single_digit.warmup is"),
+    (lambda r: r["warmups"]["two_digit"].update(run="zzz"), "warmups.two_digit.run = 'zzz': must name an sft run"),
+    (lambda r: r.pop("warmups"), "warmups: missing required key"),
 ])
 def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
     mutate(tiny_raw_params)

@@ -47,7 +47,7 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
         for out in entry.get("outs", []):
             assert (d / out["path"]).exists(), f"{name}: missing {out['path']}"
     raw = tiny_raw()
-    expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]}
+    expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]} | {f"warmup@{w}" for w in raw["warmups"]}
     expected |= {f"grpo@{v}" for v in raw["variants"]} | {"check", "worked", "passk", "hack", "report"}
     assert set(lock["stages"]) == expected
     grpo = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())
@@ -148,7 +148,7 @@ def test_every_stage_depends_on_every_params_key_it_read(repo):
     d, _ = repo
     params = parse_params(tiny_raw())
     records = [json.loads(line) for line in (d / "reads.jsonl").read_text().splitlines()]
-    assert {r["stage"] for r in records} == {"check", "data", "sft", "grpo", "passk", "hack", "worked", "report"}
+    assert {r["stage"] for r in records} == {"check", "data", "warmup", "sft", "grpo", "passk", "hack", "worked", "report"}
     for r in records:
         assert uncovered_reads(r["stage"], r["key"], params, r["reads"]) == [], r
     grpo = next(r for r in records if r["stage"] == "grpo" and r["key"] == "grpo")

@@ -95,3 +95,61 @@ def test_clean_warmup_without_clean_tensors_is_an_error():
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     with pytest.raises(ValueError, match="clean_epochs = 1 needs the clean-label tensors"):
         train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
+
+
+def _warmup_case(clean_epochs: int):
+    """A small run with slip-free uniform noise: its rows, clean tensors and config."""
+    tok = Tokenizer()
+    train, _ = split("single_digit", 0, seed=0)
+    rows = noisy_rows(train, 0.5, repeats=2, seed=0)
+    cfg = make(SFTConfig, repeats=2, clean_epochs=clean_epochs, epochs=2, batch_size=32)
+    return tok, encode_sft(rows, tok), encode_sft(rows, tok, field="answer"), cfg
+
+
+def _fresh(tok):
+    torch.manual_seed(0)
+    return TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
+
+
+def test_warm_up_saved_then_continued_is_bit_identical_to_one_run(tmp_path):
+    """What the pipeline does (stage warmup@, then sft@ in another process, through the saved state)
+    gives the weights and curve of training both phases in one call, bit for bit; without the saved
+    optimiser moments or generator it would not."""
+    from rlvr import checkpoint
+    from rlvr.optim import AdamW
+    from rlvr.sft import fit_noisy, warm_up
+
+    tok, (tokens, mask), clean, cfg = _warmup_case(clean_epochs=2)
+    one = _fresh(tok)
+    one_curve = train_sft(one, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)
+
+    model = _fresh(tok)
+    gen = torch.Generator().manual_seed(0)
+    opt, curve = warm_up(model, clean, cfg, gen, progress=False)
+    path = checkpoint.save_warmup(tmp_path / "w.pt", model, tok, "warmup@x", "h", opt.state_dict(), gen.get_state(),
+                                  curve, checkpoint.answers_digest(clean[0]))
+    state = checkpoint.load_warmup(path, tok, "warmup@x", "h")
+    resumed = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    resumed.load_state_dict(state.optimizer)
+    gen2 = torch.Generator()
+    gen2.set_state(state.generator)
+    two_curve = state.curve + fit_noisy(state.model, resumed, tokens, mask, cfg, gen2, progress=False)
+    assert two_curve == one_curve
+    assert all(torch.equal(a, b) for a, b in zip(one.state_dict().values(), state.model.state_dict().values()))
+
+    cold = checkpoint.load_warmup(path, tok, "warmup@x", "h")  # same weights and data order, fresh moments
+    gen3 = torch.Generator()
+    gen3.set_state(cold.generator)
+    fit_noisy(cold.model, AdamW(cold.model.parameters(), lr=cfg.lr), tokens, mask, cfg, gen3, progress=False)
+    assert not torch.equal(cold.model.tok_emb.weight, one.tok_emb.weight)
+
+
+def test_zero_clean_epochs_warm_up_is_the_initial_state():
+    from rlvr.sft import warm_up
+
+    tok, (tokens, mask), clean, cfg = _warmup_case(clean_epochs=0)
+    model = _fresh(tok)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt, curve = warm_up(model, clean, cfg, torch.Generator().manual_seed(0), progress=False)
+    assert curve == [] and opt.steps == [0] * len(before)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -18,6 +18,7 @@ def tiny_repo(tmp_path, monkeypatch, mlflow_store):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     for run in ("single_digit", "two_digit"):
         run_stage("data", run, progress=False)
+        run_stage("warmup", run, progress=False)
         run_stage("sft", run, progress=False)
     return tmp_path, raw
 
@@ -121,3 +122,17 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     assert runs[0] == runs[1]
     assert runs[0][0] == runs[0][1] == runs[0][2] and len(runs[0][0]) == 20
     assert all(0 <= c <= 8 for c in runs[0][0])
+
+
+def test_a_run_whose_true_answers_differ_from_its_warm_up_is_refused(tiny_repo):
+    """The warm-up state records a digest of the true answers it trained on; SFT from it on other
+    rows (here: one answer edited) stops with one line naming the run and the warm-up."""
+    from rlvr.config import UserError
+
+    d, _ = tiny_repo
+    rows_path = d / "data/two_digit/sft.jsonl"
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    rows[0]["answer"] = str(int(rows[0]["answer"]) + 1)
+    rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match="sft.two_digit: its rows' true answers differ from those warm-up 'two_digit'"):
+        run_stage("sft", "two_digit", progress=False)

@@ -48,9 +48,14 @@ def write_curves(curve_path, eval_path, curve: list[dict]) -> list:
     return [write_tsv(curve_path, train), write_tsv(eval_path, evals)]
 
 
-def log_row(run: Run) -> Callable[[dict], None]:
-    """A per-step callback that logs one curve row (its `step` as MLflow's step)."""
-    return lambda row: run.log_step(row["step"], {k: v for k, v in row.items() if k != "step"})
+SFT_LOGGED = ("loss", "lr")  # what an SFT curve row logs to MLflow (its epoch and phase are in the TSV)
+
+
+def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], None]:
+    """A per-step callback that logs one curve row (its `step` as MLflow's step): the fields in
+    `keys`, or every field but `step`."""
+    return lambda row: run.log_step(row["step"], {k: v for k, v in row.items() if k != "step" and
+                                                  (keys is None or k in keys)})
 
 
 @dataclass

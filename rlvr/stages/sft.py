@@ -1,4 +1,5 @@
-"""Stage `sft@{run}`: fit TinyLM on the run's noisy labels, measure greedy and sampled accuracy."""
+"""Stage `sft@{run}`: from its warm-up's state, fit TinyLM on the run's noisy labels; measure greedy
+and sampled accuracy."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import time
 import torch
 
 from rlvr import checkpoint
-from rlvr.config import Params
-from rlvr.model import TinyLM
+from rlvr.config import Params, UserError
+from rlvr.optim import AdamW
 from rlvr.paths import SFTPaths
 from rlvr.pipeline import config_hash
 from rlvr.rollout import accuracy, correct_counts
 from rlvr.runtime import read_heldout, read_jsonl, set_determinism, thread_budget, write_json, write_tsv
-from rlvr.sft import encode_sft, train_sft
-from rlvr.stages.common import log_row, run_name, tracked
+from rlvr.sft import encode_sft, fit_noisy
+from rlvr.stages.common import SFT_LOGGED, log_row, run_name, tracked
 from rlvr.stats import mean_ci
 from rlvr.tasks import problems_of
 from rlvr.tokenizer import Tokenizer
@@ -27,14 +28,14 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     set_determinism(params.seed, thread_budget(params.threads))
     tok = Tokenizer()
     with tracked("sft", name, params, {"task": cfg.task, "seed": params.seed, "sft_run": name}) as mlrun:
-        gen = torch.Generator().manual_seed(params.seed)
-        model = TinyLM(cfg.model or params.model, len(tok))
+        gen = torch.Generator()
+        model, opt, warm_curve = start_from_warmup(params, name, paths, rows, tok, gen)
         tokens, mask = encode_sft(rows, tok)
-        clean = encode_sft(rows, tok, field="answer") if cfg.clean_epochs else None
         t0 = time.perf_counter()
-        log = log_row(mlrun)
-        curve = train_sft(model, tokens, mask, cfg, gen, progress=progress, clean=clean,
-                          on_step=lambda r: log({"step": r["step"], "loss": r["loss"], "lr": r["lr"]}))
+        log = log_row(mlrun, SFT_LOGGED)
+        for row in warm_curve:  # the run's curve starts with its warm-up's steps
+            log(row)
+        curve = warm_curve + fit_noisy(model, opt, tokens, mask, cfg, gen, on_step=log, progress=progress)
         train_seconds = time.perf_counter() - t0
 
         train_problems = problems_of(rows, cfg.task)
@@ -67,7 +68,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "sampled_acc_heldout_ci95": sampled_held_ci,
             "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
             "train_seconds": round(train_seconds, 2),
-            "tokens_per_second": round(tokens.numel() * (cfg.clean_epochs + cfg.epochs) / train_seconds),
+            "tokens_per_second": round(tokens.numel() * cfg.epochs / train_seconds),  # this stage's (noisy) epochs
             "mlflow_run_id": mlrun.run_id,
             "params_hash": config_hash("sft", name, params),
         }
@@ -77,3 +78,21 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
         mlrun.log_metrics(metrics)
         mlrun.log_artifact(paths.curve)
     return metrics
+
+
+def start_from_warmup(params: Params, name: str, paths: SFTPaths, rows: list[dict], tok: Tokenizer,
+                      gen: torch.Generator) -> tuple:
+    """The model, optimiser and data-order generator (set in place) where the run's warm-up left
+    them, and the warm-up's curve. A warm-up trained on other true answers is refused."""
+    cfg = params.sft_run(name)
+    state = checkpoint.load_warmup(paths.warmup, tok, run_name("warmup", cfg.warmup),
+                                   config_hash("warmup", cfg.warmup, params))
+    clean = encode_sft(rows, tok, field="answer")[0]  # (N, T)
+    if checkpoint.answers_digest(clean) != state.answers:
+        raise UserError(f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained on "
+                        f"(run {params.warmup(cfg.warmup).run!r}); give sft.{name} a warm-up of its own "
+                        f"(warmups: {{{name}: {{run: {name}}}}}, sft.{name}.warmup: {name})")
+    opt = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt.load_state_dict(state.optimizer)
+    gen.set_state(state.generator)
+    return state.model, opt, state.curve
