@@ -53,17 +53,18 @@ def data(run: str) -> DataPaths:
 @dataclass(frozen=True)
 class WarmupPaths:
     """`warmup@{name}`: its run's rows in; out, the state after the clean epochs (model, optimiser,
-    data order, curve so far) that every SFT run naming the warm-up continues from."""
+    data order, curve so far) that every SFT run naming the warm-up continues from, and its metrics."""
 
     data: DataPaths
     state: Path
+    metrics: Path
 
 
 WARMUPS = DATA / "warmup"
 
 
 def warmup(name: str, run: str) -> WarmupPaths:
-    return WarmupPaths(data(run), WARMUPS / f"{name}.pt")
+    return WarmupPaths(data(run), WARMUPS / f"{name}.pt", METRICS / f"warmup-{name}.json")
 
 
 @dataclass(frozen=True)

@@ -313,4 +313,6 @@ def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_a
     lock = {name: entry for name, entry in lock_stages(a).items() if name in restorable}
     assert lock_stages(b.path) == lock
     assert output_md5s(b.path, lock) == output_md5s(a, lock)
-    assert "Running stage 'sft@two_digit'" in sh("dvc repro --dry sft@two_digit", b.path, b.env)
+    # the first training stage on the way to sft@two_digit (a dry run cannot go past it: DVC hashes
+    # the deps of the next stage, and the warm-up state it would write is not there)
+    assert "Running stage 'warmup@two_digit'" in sh("dvc repro --dry warmup@two_digit", b.path, b.env)
