@@ -8,7 +8,7 @@ import time
 import torch
 
 from rlvr import checkpoint
-from rlvr.config import Params, UserError
+from rlvr.config import Params, SFTConfig, UserError
 from rlvr.optim import AdamW
 from rlvr.paths import SFTPaths
 from rlvr.pipeline import config_hash
@@ -29,7 +29,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     tok = Tokenizer()
     with tracked("sft", name, params, {"task": cfg.task, "seed": params.seed, "sft_run": name}) as mlrun:
         gen = torch.Generator()
-        model, opt, warm_curve = start_from_warmup(params, name, paths, rows, tok, gen)
+        model, opt, warm_curve = start_from_warmup(params, name, cfg, paths, rows, tok, gen)
         tokens, mask = encode_sft(rows, tok)
         t0 = time.perf_counter()
         log = log_row(mlrun, SFT_LOGGED)
@@ -80,18 +80,17 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     return metrics
 
 
-def start_from_warmup(params: Params, name: str, paths: SFTPaths, rows: list[dict], tok: Tokenizer,
+def start_from_warmup(params: Params, name: str, cfg: SFTConfig, paths: SFTPaths, rows: list[dict], tok: Tokenizer,
                       gen: torch.Generator) -> tuple:
-    """The model, optimiser and data-order generator (set in place) where the run's warm-up left
+    """The model, optimiser and data-order generator (set in place) where run `name`'s warm-up left
     them, and the warm-up's curve. A warm-up trained on other true answers is refused."""
-    cfg = params.sft_run(name)
     state = checkpoint.load_warmup(paths.warmup, tok, run_name("warmup", cfg.warmup),
                                    config_hash("warmup", cfg.warmup, params))
     clean = encode_sft(rows, tok, field="answer")[0]  # (N, T)
     if checkpoint.answers_digest(clean) != state.answers:
-        raise UserError(f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained on "
-                        f"(run {params.warmup(cfg.warmup).run!r}); give sft.{name} a warm-up of its own "
-                        f"(warmups: {{{name}: {{run: {name}}}}}, sft.{name}.warmup: {name})")
+        raise UserError(f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained on; "
+                        f"give sft.{name} a warm-up of its own (warmups: {{{name}: {{run: {name}}}}}, "
+                        f"sft.{name}.warmup: {name})")
     opt = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     opt.load_state_dict(state.optimizer)
     gen.set_state(state.generator)
