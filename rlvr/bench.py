@@ -18,15 +18,21 @@ from typing import Callable
 
 import torch
 
-from rlvr.config import ModelConfig, Params, SFTConfig
-from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, sample
+from rlvr.config import GRPOConfig, ModelConfig, Params, SFTConfig
+from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.optim import AdamW
 from rlvr.rollout import prompt_tensor
 from rlvr.runtime import set_determinism, write_json
 from rlvr.noise import sft_rows
 from rlvr.sft import encode_sft, sft_loss
+from rlvr.stages.common import SEED_THREADS
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
+
+
+def shared_columns(prompts: torch.Tensor) -> int:
+    """How many leading tokens the sampler and the loss encode once for all of `prompts` (P, Tp)."""
+    return prompts.shape[1] - prompt_levels(prompts)[-1].shape[1]
 
 
 def _spread(values: list[float]) -> dict:
@@ -84,7 +90,8 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
             rates.append(len(held) * n / seconds)
             if hf is not None:
                 peer_rates.append(len(held) * n / hf)
-    work = flops.sampling_flops(params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok))
+    work = flops.sampling_flops(params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok),
+                                shared_columns(prompts))
     block_rows = max(1, DECODE_CHUNK_ROWS // n) * n
     limits = {rows: flops.gemm_rate(params.model, rows) for rows in (len(held) * n, block_rows)}
     limit = max(limits.values())
@@ -203,12 +210,13 @@ def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict
 
     tok = Tokenizer()
     P, G, m = 16, 8, 4
-    prompt_len = len(tok.prompt_ids("37+48="))
+    train, _ = split("two_digit", 300, params.seed)
+    every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
     limit = flops.gemm_rate(params.model, P * G)
     out: dict = {}
     for beta in (0.0, 0.04):
         row = _side_by_side(params, params.model, P, G, m, beta, steps, peer)
-        work = flops.grpo_step_flops(params.model, P, G, prompt_len, m, len(tok), beta)
+        work = flops.grpo_step_flops(params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every))
         row["share_of_gemm_limit"] = round(work / row["step_seconds"]["median"] / limit, 3)
         out[f"beta_{beta}"] = row
     out.update({"prompts": P, "group_size": G, "response_tokens": m, "gemm_limit_flops_per_second": round(limit),
@@ -266,6 +274,121 @@ def bench_passk_model(params: Params, repeats: int = 3) -> dict:
             times.append(time.perf_counter() - t0)
     return {"seconds_per_model": _spread(times), "completions": len(held) * 64, "model": str(ckpt) if ckpt.is_file()
             else "untrained", "max_new_tokens": task.max_new_tokens, "target_seconds": 2.0}
+
+
+class _Phases:
+    """Exclusive seconds per phase: `wrap(fn, name)` times each call of fn, less the time spent in
+    wrapped calls nested inside it, under `name(*args)` (a phase may depend on the call)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.stack: list[tuple[str, list[float]]] = []  # open calls: (phase, [seconds of nested calls])
+
+    def inside(self, name: str) -> bool:
+        return any(phase == name for phase, _ in self.stack)
+
+    def wrap(self, fn: Callable, name: Callable[..., str]) -> Callable:
+        def timed(*args, **kwargs):
+            phase, nested, t0 = name(*args, **kwargs), [0.0], time.perf_counter()
+            self.stack.append((phase, nested))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.stack.pop()
+                took = time.perf_counter() - t0
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + took - nested[0]
+                if self.stack:
+                    self.stack[-1][1][0] += took
+        return timed
+
+
+SEED_PHASES = ("training rollouts (sample, score)", "reference forward", "policy forward",
+               "loss, backward, optimiser", "evaluation (sample, score, drift)")
+OP_CLASSES = {  # torch op name patterns -> class, first match wins; the rest is "other elementwise, reductions"
+    "matrix products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+    "attention kernel": ("scaled_dot_product",),
+    "GELU, layer norm, softmax": ("gelu", "layer_norm", "softmax"),
+    "memory (copy, cat, fill, index)": ("aten::copy_", "aten::cat", "aten::fill_", "aten::zero_", "aten::clone",
+                                        "aten::index", "aten::gather", "aten::scatter", "aten::empty",
+                                        "aten::repeat_interleave", "aten::embedding"),
+}
+
+
+def op_class(name: str) -> str:
+    """The class of a torch op (`OP_CLASSES`) by its profiler name."""
+    return next((cls for cls, keys in OP_CLASSES.items() if any(k in name for k in keys)),
+                "other elementwise, reductions")
+
+
+def _grpo_seed(params: Params, variant: str) -> tuple[Callable[[GRPOConfig], list[dict]], str]:
+    """A function that trains one seed of `variant` (seed 0) as a pipeline worker does, from a fresh
+    copy of its SFT checkpoint (an untrained model when `dvc repro` has not made it), and what it starts from."""
+    from rlvr import checkpoint, paths
+    from rlvr.grpo import train_grpo
+
+    cfg = params.variant(variant)
+    task = params.task(cfg.task)
+    tok = Tokenizer()
+    train, held = split(cfg.task, task.heldout, params.seed)
+    ckpt = paths.sft(cfg.sft, params.sft_run(cfg.sft).warmup).checkpoint
+    start = str(ckpt) if ckpt.is_file() else "untrained"
+
+    def one_seed(c: GRPOConfig) -> list[dict]:
+        set_determinism(0, SEED_THREADS)
+        policy = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
+        return train_grpo(policy, c, task.max_new_tokens, train, held or train, tok, torch.Generator().manual_seed(0),
+                          progress=False)
+
+    return one_seed, start
+
+
+def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: int = 25) -> dict:
+    """Where one GRPO seed's time goes, as the pipeline spends it: one seed of `variant` with all its
+    steps and evaluations on one torch thread (a seed worker's), from its SFT checkpoint.
+
+    Two views. Phases of the loop, exclusive seconds (a forward inside an evaluation counts as
+    evaluation). Then torch's profiler over a run of `profiled_steps` steps (evaluated at its start
+    and end, as the seed is every `eval_every`): each op class's share of the op time (`OP_CLASSES`),
+    and the op time's share of the wall (the rest is Python and dispatch). This is what says how much
+    a faster kernel, or less Python, could gain."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from rlvr import grpo
+
+    one_seed, start = _grpo_seed(params, variant)
+    cfg = params.variant(variant)
+    timer = _Phases()
+    forward = lambda *a, **k: ("evaluation (sample, score, drift)" if timer.inside("evaluation (sample, score, drift)")  # noqa: E731
+                               else "policy forward" if torch.is_grad_enabled() else "reference forward")
+    wrapped = {"rollout_groups": lambda *a, **k: SEED_PHASES[0], "response_logits": forward,
+               "grpo_update": lambda *a, **k: SEED_PHASES[3], "evaluate": lambda *a, **k: SEED_PHASES[4]}
+    originals = {name: getattr(grpo, name) for name in wrapped}
+    try:
+        for name, phase in wrapped.items():
+            setattr(grpo, name, timer.wrap(originals[name], phase))
+        t0 = time.perf_counter()
+        one_seed(cfg)
+        wall = time.perf_counter() - t0
+    finally:
+        for name, fn in originals.items():
+            setattr(grpo, name, fn)
+    phases = {p: round(timer.seconds.get(p, 0.0), 2) for p in SEED_PHASES}
+    phases["step bookkeeping (metrics, rows)"] = round(wall - sum(timer.seconds.values()), 2)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        one_seed(replace(cfg, steps=profiled_steps))
+        profiled_wall = time.perf_counter() - t0
+    by_class: dict[str, float] = {}
+    for event in prof.key_averages():
+        cls = op_class(event.key)
+        by_class[cls] = by_class.get(cls, 0.0) + event.self_cpu_time_total / 1e6
+    op_seconds = sum(by_class.values())
+    return {"variant": variant, "start": start, "threads": SEED_THREADS, "steps": cfg.steps,
+            "eval_every": cfg.eval_every, "seconds": round(wall, 2), "phase_seconds": phases,
+            "phase_shares": {p: round(v / wall, 3) for p, v in phases.items()},
+            "profiled_steps": profiled_steps,
+            "op_class_shares": {c: round(v / op_seconds, 3) for c, v in sorted(by_class.items(), key=lambda kv: -kv[1])},
+            "op_share_of_wall": round(op_seconds / profiled_wall, 3)}
 
 
 def bench_pipeline(params: Params) -> dict:
@@ -485,7 +608,8 @@ def bench_queue(params: Params) -> dict:
 BENCHMARKS: dict[str, Callable[..., dict]] = {"sampling": bench_sampling, "sft": bench_sft,
                                               "grpo_step": bench_grpo_step, "passk_model": bench_passk_model,
                                               "pipeline": bench_pipeline, "fresh_clone": bench_fresh_clone,
-                                              "queue": bench_queue, "scaling": bench_scaling}
+                                              "queue": bench_queue, "scaling": bench_scaling,
+                                              "seed_profile": bench_seed_profile}
 WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` adds TRL / HF figures to
 PEERS = ("trl",)
 

@@ -4,8 +4,9 @@ The model is nanoGPT-shaped (learned positions, tied embeddings, GELU MLP, no bi
 and small enough (~0.4 M parameters) to train on two CPU cores in seconds.
 
 The sampler is built for RL rollouts, where each prompt is sampled n times:
-1. every prompt is encoded once (prefill), and its keys/values are *shared* by its n samples: the
-   decode step attends to the prompt cache by broadcasting, never by copying it n times;
+1. every prompt is encoded once (prefill: the part all prompts share, the chat template's system
+   prompt, once for the batch, `tree_forward`), and its keys/values are *shared* by its n samples:
+   the decode step attends to the prompt cache by broadcasting, never by copying it n times;
 2. rows stop at <eos> (later tokens are <pad>, masked out) and the loop stops when all rows have;
 3. random draws come from an explicit torch.Generator through inverse-CDF sampling, one uniform per
    row per step, so the cache-free reference path (`sample_reference`) reproduces it token for token;
@@ -107,7 +108,7 @@ def common_prefix_len(rows: torch.Tensor) -> int:
     return int((rows == rows[:1]).all(dim=0).int().cumprod(dim=0).sum())
 
 
-def tree_forward(model: TinyLM, levels: list[torch.Tensor]) -> list[torch.Tensor]:
+def tree_forward(model: TinyLM, levels: list[torch.Tensor], cache: list | None = None) -> list[torch.Tensor]:
     """Run sequences that share prefixes, encoding each shared piece once.
 
     levels[i] is (R_i, T_i) token ids; R_i is a multiple of R_{i-1}, and row r of level i continues
@@ -116,6 +117,8 @@ def tree_forward(model: TinyLM, levels: list[torch.Tensor]) -> list[torch.Tensor
     Returns each level's final hidden states (R_i, T_i, d), before ln_f. Equal, to float rounding,
     to running every full sequence, but a piece shared by k rows costs 1 row instead of k, forward
     and backward: gradients reach it through the broadcast (summed over its children).
+    With `cache`, each layer appends (keys, values): per level, (R_i, H, T_i, D) each (the sampler's
+    prompt cache).
     """
     xs, start = [], 0
     for ids in levels:
@@ -135,8 +138,19 @@ def tree_forward(model: TinyLM, levels: list[torch.Tensor]) -> list[torch.Tensor
             ks.append(k)
             vs.append(v)
             out.append(x)
+        if cache is not None:
+            cache.append((ks, vs))
         xs = out
     return xs
+
+
+def prompt_levels(prompts: torch.Tensor) -> list[torch.Tensor]:
+    """Prompts (P, Tp) as `tree_forward` levels: the c columns they all share (the chat template's
+    system prompt) as one row (1, c), then each prompt's rest (P, Tp - c), at least one column of it.
+    One prompt, or none shared: the prompts as they are."""
+    P, Tp = prompts.shape
+    c = min(common_prefix_len(prompts), Tp - 1) if P > 1 else 0
+    return ([prompts[:1, :c]] if c else []) + [prompts[:, c:]]
 
 
 def grouped_response_logits(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
@@ -146,10 +160,9 @@ def grouped_response_logits(model: TinyLM, prompts: torch.Tensor, responses: tor
     position t predicts responses[i, t]. Each prompt is encoded once for its group, and the part
     every prompt shares (the chat template's system prompt) once for the batch (`tree_forward`).
     """
-    P, Tp = prompts.shape
+    P = prompts.shape[0]
     B = responses.shape[0]
-    c = min(common_prefix_len(prompts), Tp - 1) if P > 1 else 0
-    levels = ([prompts[:1, :c]] if c else []) + [prompts[:, c:], responses[:, :-1]]  # inputs: all but the last response token
+    levels = prompt_levels(prompts) + [responses[:, :-1]]  # inputs: all but the last response token
     *_, xp, xr = tree_forward(model, levels)  # (P, Tp-c, d), (B, T-1, d)
     first = model.logits(xp[:, -1:]).repeat_interleave(B // P, dim=0)  # (B, 1, V) predicts responses[:, 0]
     return torch.cat([first, model.logits(xr)], dim=1)  # (B, T, V)
@@ -257,14 +270,12 @@ def sample(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eo
     B, cfg = P * n, model.cfg
     H, D = cfg.n_head, cfg.d_model // cfg.n_head
 
-    # Prefill: run the P prompts once, keep each layer's keys/values.
-    x = model.embed(prompts)  # (P, Tp, d)
-    prefix = []
-    for block in model.blocks:
-        q, k, v = block.heads(x)  # (P, H, Tp, D)
-        prefix.append((k, v))
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (P, H, Tp, D)
-        x = block.finish(x, att.transpose(1, 2).reshape(x.shape))
+    # Prefill: the columns every prompt shares (the chat template's system part) once, then each
+    # prompt's rest; keep each layer's keys/values, the shared ones broadcast to every prompt.
+    cache: list = []
+    x = tree_forward(model, prompt_levels(prompts), cache)[-1]  # (P, Tp-c, d)
+    prefix = [tuple(torch.cat([a.expand(P, -1, -1, -1) for a in parts], dim=2) for parts in kv)
+              for kv in cache]  # per layer: keys, values (P, H, Tp, D)
     last = model.logits(x[:, -1]).repeat_interleave(n, dim=0)  # (B, V)
 
     # Decode: queries are (p, n, H, D); prompt keys broadcast over n, own keys cached per row.

@@ -31,6 +31,88 @@ def test_sampling_flops_encode_each_prompt_once_and_decode_every_row():
     assert (with_ref - without) * 3 == without - flops.sampling_flops(TINY, P, Tp, n, m, V)
 
 
+def test_sampling_flops_count_the_prompts_shared_start_once():
+    """The sampler and the loss encode the tokens every prompt shares (the system prompt) once."""
+    P, Tp, n, m, V, c = 3, 5, 2, 2, 7, 2
+    nolog = lambda t: flops.token_flops(TINY, t, V, logits=False)  # noqa: E731
+    prefill = nolog(1) + nolog(2) + P * (nolog(3) + nolog(4) + nolog(5) + 2 * 8 * V)
+    decode = P * n * flops.token_flops(TINY, Tp + 1, V)
+    assert flops.sampling_flops(TINY, P, Tp, n, m, V, shared=c) == prefill + decode
+    assert flops.sampling_flops(TINY, P, Tp, n, m, V) - flops.sampling_flops(TINY, P, Tp, n, m, V, c) == \
+        (P - 1) * (nolog(1) + nolog(2))
+    forward_saved = (P - 1) * (nolog(1) + nolog(2))  # per forward; the step runs 1 + 3 (+ 1 with beta)
+    assert flops.grpo_step_flops(TINY, P, n, Tp, m, V, 0.04) - flops.grpo_step_flops(TINY, P, n, Tp, m, V, 0.04, c) == \
+        forward_saved * 5
+
+
+def test_shared_columns_are_what_the_prefill_encodes_once():
+    from rlvr.rollout import prompt_tensor
+    from rlvr.tasks import all_problems
+    from rlvr.tokenizer import Tokenizer
+
+    tok = Tokenizer()
+    p = prompt_tensor(all_problems("two_digit")[:40], tok)  # (40, Tp)
+    c = bench.shared_columns(p)
+    assert 0 < c < p.shape[1] and bool((p[:, :c] == p[:1, :c]).all()) and not bool((p[:, c] == p[0, c]).all())
+    assert bench.shared_columns(p[:1]) == 0  # one prompt: nothing shared with another
+
+
+def test_phases_time_each_call_less_the_calls_nested_in_it(monkeypatch):
+    clock = iter([0.0, 1.0, 3.0, 10.0, 11.0, 12.5])  # outer starts, inner 1..3, inner 10..11, outer ends
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    timer = bench._Phases()
+    inner = timer.wrap(lambda: "x", lambda: "inner")
+    outer = timer.wrap(lambda: (inner(), inner()), lambda: "outer")
+    assert outer() == ("x", "x")
+    assert timer.seconds == {"inner": 3.0, "outer": 12.5 - 3.0}
+    assert timer.stack == []
+
+
+def test_op_classes_sort_torch_ops():
+    assert [bench.op_class(n) for n in ("aten::mm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu",
+                                        "aten::gelu_backward", "aten::native_layer_norm", "aten::cat", "aten::copy_",
+                                        "aten::mul", "aten::sum")] == [
+        "matrix products", "matrix products", "attention kernel", "GELU, layer norm, softmax",
+        "GELU, layer norm, softmax", "memory (copy, cat, fill, index)", "memory (copy, cat, fill, index)",
+        "other elementwise, reductions", "other elementwise, reductions"]
+
+
+def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatch):
+    """A short seed of an untrained tiny model (no checkpoint in an empty folder): every phase is
+    timed, the phases add up to the wall, the op classes to 1, and the loop's functions are put back."""
+    from dataclasses import replace
+
+    from conftest import ROOT
+    from rlvr import grpo
+
+    params = load_params(ROOT / "params.yaml")
+    small = replace(params.variant("grpo"), steps=3, eval_every=2, eval_samples=2, prompts_per_step=4, group_size=2)
+    params = replace(params, model=replace(TINY, max_len=32), variants={**params.variants, "grpo": small})
+    originals = (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate)
+    monkeypatch.chdir(tmp_path)
+    out = bench.bench_seed_profile(params, profiled_steps=2)
+    assert (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate) == originals
+    assert out["start"] == "untrained" and out["steps"] == 3 and out["threads"] == 1
+    assert list(out["phase_seconds"]) == [*bench.SEED_PHASES, "step bookkeeping (metrics, rows)"]
+    assert all(v > 0 for k, v in out["phase_seconds"].items() if k != "step bookkeeping (metrics, rows)")
+    assert abs(sum(out["phase_seconds"].values()) - out["seconds"]) < 0.05
+    assert abs(sum(out["op_class_shares"].values()) - 1) < 0.01 and "matrix products" in out["op_class_shares"]
+    assert 0 < out["op_share_of_wall"] <= 1.0
+
+
+def test_report_shows_where_a_seed_spends_its_time():
+    from rlvr.render import markdown
+    from rlvr.report import seed_profile_blocks
+
+    profile = {"variant": "grpo", "start": "data/two_digit/sft.pt", "threads": 1, "steps": 100, "eval_every": 25,
+               "seconds": 10.0, "phase_seconds": {"training rollouts (sample, score)": 2.5, "reference forward": 7.5},
+               "profiled_steps": 25, "op_class_shares": {"matrix products": 0.5, "attention kernel": 0.5},
+               "op_share_of_wall": 0.9}
+    text = markdown(seed_profile_blocks(profile), "figures")
+    assert "| training rollouts (sample, score) | 2.50 | 25% |" in text and "| reference forward | 7.50 | 75% |" in text
+    assert "| matrix products | 50% |" in text and "90% of a profiled run" in text and "`grpo`, 100 steps" in text
+
+
 def test_gemm_rate_is_a_positive_flop_rate():
     assert flops.gemm_rate(TINY, 64, repeats=2) > 0
 

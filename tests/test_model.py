@@ -76,6 +76,57 @@ def test_n_samples_of_a_prompt_share_its_prefix():
     assert len({tuple(r) for r in roll.response[:6].tolist()}) > 1
 
 
+def _prefill_shapes(model: TinyLM, p: torch.Tensor) -> list[tuple[int, int]]:
+    """(rows, tokens) of every input the first layer sees while `sample` encodes the prompts."""
+    seen, heads = [], model.blocks[0].heads
+
+    def spy(x):
+        seen.append(tuple(x.shape[:2]))
+        return heads(x)
+
+    model.blocks[0].heads = spy
+    try:
+        sample(model, p, 4, 3, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
+    finally:
+        del model.blocks[0].heads
+    return [s for s in seen if s[1] > 1 or s[0] != p.shape[0] * 4]  # decode steps see (P*n, 1)
+
+
+def test_prefill_encodes_the_shared_prompt_start_once():
+    """The chat template's system part, which every prompt shares, is encoded for one row; each
+    prompt's own rest for its row (a twelve-prompt batch: 12 * Tp rows before, c + 12 * (Tp - c) now)."""
+    from rlvr.model import common_prefix_len
+
+    model, p = make_model(7), prompts(k=12)
+    c = common_prefix_len(p)
+    assert 0 < c < p.shape[1]
+    assert _prefill_shapes(model, p) == [(1, c), (12, p.shape[1] - c)]
+    assert _prefill_shapes(model, p[:1]) == [(1, p.shape[1])]  # one prompt: nothing to share
+
+
+def test_tree_forward_cache_holds_the_full_forward_keys():
+    """`tree_forward(..., cache)` keeps each layer's keys and values per level: the sampler's prompt
+    cache. Put back together they are the full forward's, to float rounding."""
+    from rlvr.model import tree_forward
+
+    model, p = make_model(8), prompts(k=5)
+    c = 6
+    cache: list = []
+    with torch.no_grad():
+        tree_forward(model, [p[:1, :c], p[:, c:]], cache)
+        x, full = model.embed(p), []
+        for block in model.blocks:
+            q, k, v = block.heads(x)  # (P, H, Tp, D)
+            full.append((k, v))
+            x = block(x)
+    assert len(cache) == len(model.blocks)
+    for (ks, vs), (k, v) in zip(cache, full):
+        assert [t.shape[0] for t in ks] == [1, 5] and [t.shape[2] for t in vs] == [c, p.shape[1] - c]
+        for parts, whole in ((ks, k), (vs, v)):
+            joined = torch.cat([parts[0].expand(5, -1, -1, -1), parts[1]], dim=2)  # (P, H, Tp, D)
+            assert torch.allclose(joined, whole, atol=1e-5)
+
+
 def test_too_long_request_is_a_clear_error():
     model = make_model(max_len=20)
     try:
