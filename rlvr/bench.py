@@ -372,8 +372,8 @@ def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: in
     finally:
         for name, fn in originals.items():
             setattr(grpo, name, fn)
-    phases = {p: round(timer.seconds.get(p, 0.0), 2) for p in SEED_PHASES}
-    phases["step bookkeeping (metrics, rows)"] = round(wall - sum(timer.seconds.values()), 2)
+    seconds = {**{p: timer.seconds.get(p, 0.0) for p in SEED_PHASES},
+               "step bookkeeping (metrics, rows)": wall - sum(timer.seconds.values())}
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         one_seed(replace(cfg, steps=profiled_steps))
@@ -384,10 +384,11 @@ def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: in
         by_class[cls] = by_class.get(cls, 0.0) + event.self_cpu_time_total / 1e6
     op_seconds = sum(by_class.values())
     return {"variant": variant, "start": start, "threads": SEED_THREADS, "steps": cfg.steps,
-            "eval_every": cfg.eval_every, "seconds": round(wall, 2), "phase_seconds": phases,
-            "phase_shares": {p: round(v / wall, 3) for p, v in phases.items()},
+            "eval_every": cfg.eval_every, "seconds": round(wall, 2),
+            "phases": [{"phase": p, "seconds": round(v, 2), "share": round(v / wall, 3)} for p, v in seconds.items()],
             "profiled_steps": profiled_steps,
-            "op_class_shares": {c: round(v / op_seconds, 3) for c, v in sorted(by_class.items(), key=lambda kv: -kv[1])},
+            "op_classes": [{"class": c, "share": round(v / op_seconds, 3)}
+                           for c, v in sorted(by_class.items(), key=lambda kv: -kv[1])],
             "op_share_of_wall": round(op_seconds / profiled_wall, 3)}
 
 

@@ -544,7 +544,7 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
                              [[r["axis"], r["group_size"], r["response_tokens"], r["d_model"], f"{r['seconds']:.3g}",
                                f"{r['trl_seconds']:.3g}" if r.get("trl_seconds") else "–"]
                               for r in bench["scaling"]["rows"]], "scaling")]
-        if _get(bench, "seed_profile", "phase_seconds"):
+        if _get(bench, "seed_profile", "phases"):
             blocks += seed_profile_blocks(bench["seed_profile"])
     return blocks
 
@@ -553,15 +553,17 @@ def seed_profile_blocks(profile: dict) -> list:
     """`rlvr bench --only seed_profile`: where one GRPO seed's time goes, by phase of the loop and by
     class of torch op."""
     wall = profile["seconds"]
-    return [Para(f"Where one GRPO seed's time goes (`rlvr bench --only seed_profile`): variant "
-                 f"`{profile['variant']}`, {profile['steps']} steps evaluated every {profile['eval_every']}, "
-                 f"{profile['threads']} torch thread as in a seed worker, from `{profile['start']}`: {wall:.1f} s. "
+    threads = "one torch thread" if profile["threads"] == 1 else f"{profile['threads']} torch threads"
+    return [Heading("Where a GRPO seed's time goes", 3, "seed-profile"),
+            Para(f"`rlvr bench --only seed_profile`: variant `{profile['variant']}`, {profile['steps']} steps "
+                 f"evaluated every {profile['eval_every']}, {threads} as in a seed worker, from `{profile['start']}`: "
+                 f"{wall:.1f} s. "
                  f"Torch ops took {profile['op_share_of_wall']:.0%} of a profiled run's wall ({profile['profiled_steps']} "
                  "steps); the rest is Python and dispatch."),
             Table(["phase", "seconds", "share"],
-                  [[p, f"{v:.2f}", f"{v / wall:.0%}"] for p, v in profile["phase_seconds"].items()], "seed-phases"),
+                  [[r["phase"], f"{r['seconds']:.2f}", f"{r['share']:.0%}"] for r in profile["phases"]], "seed-phases"),
             Table(["torch op class", "share of op time"],
-                  [[c, f"{v:.0%}"] for c, v in profile["op_class_shares"].items()], "seed-ops")]
+                  [[r["class"], f"{r['share']:.0%}"] for r in profile["op_classes"]], "seed-ops")]
 
 
 def _anchor(claim_id: str) -> str:

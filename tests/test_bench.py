@@ -93,10 +93,13 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
     out = bench.bench_seed_profile(params, profiled_steps=2)
     assert (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate) == originals
     assert out["start"] == "untrained" and out["steps"] == 3 and out["threads"] == 1
-    assert list(out["phase_seconds"]) == [*bench.SEED_PHASES, "step bookkeeping (metrics, rows)"]
-    assert all(v > 0 for k, v in out["phase_seconds"].items() if k != "step bookkeeping (metrics, rows)")
-    assert abs(sum(out["phase_seconds"].values()) - out["seconds"]) < 0.05
-    assert abs(sum(out["op_class_shares"].values()) - 1) < 0.01 and "matrix products" in out["op_class_shares"]
+    assert [r["phase"] for r in out["phases"]] == [*bench.SEED_PHASES, "step bookkeeping (metrics, rows)"]
+    assert all(r["seconds"] > 0 for r in out["phases"][:-1])
+    assert abs(sum(r["seconds"] for r in out["phases"]) - out["seconds"]) < 0.05
+    assert abs(sum(r["share"] for r in out["phases"]) - 1) < 0.01
+    shares = [r["share"] for r in out["op_classes"]]
+    assert abs(sum(shares) - 1) < 0.01 and shares == sorted(shares, reverse=True)
+    assert "matrix products" in [r["class"] for r in out["op_classes"]]
     assert 0 < out["op_share_of_wall"] <= 1.0
 
 
@@ -105,12 +108,15 @@ def test_report_shows_where_a_seed_spends_its_time():
     from rlvr.report import seed_profile_blocks
 
     profile = {"variant": "grpo", "start": "data/two_digit/sft.pt", "threads": 1, "steps": 100, "eval_every": 25,
-               "seconds": 10.0, "phase_seconds": {"training rollouts (sample, score)": 2.5, "reference forward": 7.5},
-               "profiled_steps": 25, "op_class_shares": {"matrix products": 0.5, "attention kernel": 0.5},
+               "seconds": 10.0, "phases": [{"phase": "training rollouts (sample, score)", "seconds": 2.5, "share": 0.25},
+                                           {"phase": "reference forward", "seconds": 7.5, "share": 0.75}],
+               "profiled_steps": 25, "op_classes": [{"class": "matrix products", "share": 0.5},
+                                                    {"class": "attention kernel", "share": 0.5}],
                "op_share_of_wall": 0.9}
     text = markdown(seed_profile_blocks(profile), "figures")
     assert "| training rollouts (sample, score) | 2.50 | 25% |" in text and "| reference forward | 7.50 | 75% |" in text
     assert "| matrix products | 50% |" in text and "90% of a profiled run" in text and "`grpo`, 100 steps" in text
+    assert "### Where a GRPO seed's time goes" in text and "one torch thread" in text
 
 
 def test_gemm_rate_is_a_positive_flop_rate():
