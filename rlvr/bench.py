@@ -22,10 +22,9 @@ from rlvr.config import GRPOConfig, ModelConfig, Params, SFTConfig
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.optim import AdamW
 from rlvr.rollout import prompt_tensor
-from rlvr.runtime import set_determinism, write_json
+from rlvr.runtime import SEED_THREADS, set_determinism, write_json
 from rlvr.noise import sft_rows
 from rlvr.sft import encode_sft, sft_loss
-from rlvr.stages.common import SEED_THREADS
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
@@ -330,7 +329,7 @@ def _grpo_seed(params: Params, variant: str) -> tuple[Callable[[GRPOConfig], lis
     task = params.task(cfg.task)
     tok = Tokenizer()
     train, held = split(cfg.task, task.heldout, params.seed)
-    ckpt = paths.sft(cfg.sft, params.sft_run(cfg.sft).warmup).checkpoint
+    ckpt = paths.sft(cfg.sft).checkpoint
     start = str(ckpt) if ckpt.is_file() else "untrained"
 
     def one_seed(c: GRPOConfig) -> list[dict]:

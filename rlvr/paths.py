@@ -63,8 +63,13 @@ class WarmupPaths:
 WARMUPS = DATA / "warmup"
 
 
+def warmup_state(name: str) -> Path:
+    """The saved state of warm-up `name`: written by `warmup@{name}`, read by every SFT run naming it."""
+    return WARMUPS / f"{name}.pt"
+
+
 def warmup(name: str, run: str) -> WarmupPaths:
-    return WarmupPaths(data(run), WARMUPS / f"{name}.pt", METRICS / f"warmup-{name}.json")
+    return WarmupPaths(data(run), warmup_state(name), METRICS / f"warmup-{name}.json")
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ class SFTPaths:
 
 
 def sft(run: str, warmup_name: str | None = None) -> SFTPaths:
-    state = None if warmup_name is None else WARMUPS / f"{warmup_name}.pt"
+    state = None if warmup_name is None else warmup_state(warmup_name)
     return SFTPaths(data(run), state, DATA / run / "sft.pt", METRICS / f"sft-{run}.json", CURVES / f"sft-{run}.tsv")
 
 

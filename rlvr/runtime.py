@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+SEED_THREADS = 1  # torch threads per seed in a multi-seed stage, whatever the worker count: a seed's floats never depend on it
+
+
 def thread_budget(threads: int) -> int:
     """The cores a stage may use: `threads` from params.yaml, or RLVR_THREADS when set (a queue that
     runs several jobs at once gives each its share; see README, "Working as a team"). Single-run

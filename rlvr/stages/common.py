@@ -25,7 +25,7 @@ from tqdm import tqdm
 from rlvr.config import Params, recording
 from rlvr.curves import split_curve
 from rlvr.pipeline import config_hash, instance_params
-from rlvr.runtime import set_determinism, write_tsv
+from rlvr.runtime import SEED_THREADS, set_determinism, write_tsv
 from rlvr.tracking import Run, stage_run
 
 
@@ -69,7 +69,6 @@ class SeedResult:
 
 
 R = TypeVar("R")  # what a seed function returns
-SEED_THREADS = 1  # torch threads per seed, whatever the worker count: a seed's floats never depend on it
 
 
 def _seeded(fn: Callable[..., R], seed: int, args: tuple) -> R:
