@@ -372,7 +372,7 @@ def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: in
         for name, fn in originals.items():
             setattr(grpo, name, fn)
     seconds = {**{p: timer.seconds.get(p, 0.0) for p in SEED_PHASES},
-               "step bookkeeping (metrics, rows)": wall - sum(timer.seconds.values())}
+               "the rest (checkpoint, reference copy, step rows)": wall - sum(timer.seconds.values())}
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         one_seed(replace(cfg, steps=profiled_steps))
