@@ -286,9 +286,9 @@ class _Phases:
     def inside(self, name: str) -> bool:
         return any(phase == name for phase, _ in self.stack)
 
-    def wrap(self, fn: Callable, name: Callable[..., str]) -> Callable:
+    def wrap(self, fn: Callable, name: str | Callable[..., str]) -> Callable:
         def timed(*args, **kwargs):
-            phase, nested, t0 = name(*args, **kwargs), [0.0], time.perf_counter()
+            phase, nested, t0 = name if isinstance(name, str) else name(*args, **kwargs), [0.0], time.perf_counter()
             self.stack.append((phase, nested))
             try:
                 return fn(*args, **kwargs)
@@ -357,10 +357,13 @@ def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: in
     one_seed, start = _grpo_seed(params, variant)
     cfg = params.variant(variant)
     timer = _Phases()
-    forward = lambda *a, **k: ("evaluation (sample, score, drift)" if timer.inside("evaluation (sample, score, drift)")  # noqa: E731
-                               else "policy forward" if torch.is_grad_enabled() else "reference forward")
-    wrapped = {"rollout_groups": lambda *a, **k: SEED_PHASES[0], "response_logits": forward,
-               "grpo_update": lambda *a, **k: SEED_PHASES[3], "evaluate": lambda *a, **k: SEED_PHASES[4]}
+
+    def forward(*_args, **_kwargs) -> str:  # the loss's forwards, unless an evaluation runs them
+        evaluation = SEED_PHASES[4]
+        return evaluation if timer.inside(evaluation) else SEED_PHASES[2] if torch.is_grad_enabled() else SEED_PHASES[1]
+
+    wrapped = {"rollout_groups": SEED_PHASES[0], "response_logits": forward, "grpo_update": SEED_PHASES[3],
+               "evaluate": SEED_PHASES[4]}
     originals = {name: getattr(grpo, name) for name in wrapped}
     try:
         for name, phase in wrapped.items():

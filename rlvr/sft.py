@@ -60,6 +60,12 @@ def sft_loss(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor) -> torch.T
     return (ce * m).sum() / m.sum().clamp(min=1.0)
 
 
+def final_loss(curve: list[dict], last: int = 10) -> float | None:
+    """The mean loss of a curve's last `last` steps (None for an empty curve): one step is noisy."""
+    tail = [r["loss"] for r in curve[-last:]]
+    return sum(tail) / len(tail) if tail else None
+
+
 def lr_at(step: int, total: int, peak: float) -> float:
     """Linear warm-up over 5% of steps, then cosine decay to 10% of the peak."""
     warm = max(1, total // 20)

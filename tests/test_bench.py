@@ -61,7 +61,7 @@ def test_phases_time_each_call_less_the_calls_nested_in_it(monkeypatch):
     clock = iter([0.0, 1.0, 3.0, 10.0, 11.0, 12.5])  # outer starts, inner 1..3, inner 10..11, outer ends
     monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
     timer = bench._Phases()
-    inner = timer.wrap(lambda: "x", lambda: "inner")
+    inner = timer.wrap(lambda: "x", "inner")
     outer = timer.wrap(lambda: (inner(), inner()), lambda: "outer")
     assert outer() == ("x", "x")
     assert timer.seconds == {"inner": 3.0, "outer": 12.5 - 3.0}

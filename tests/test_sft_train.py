@@ -153,3 +153,10 @@ def test_zero_clean_epochs_warm_up_is_the_initial_state():
     opt, curve = warm_up(model, clean, cfg, torch.Generator().manual_seed(0), progress=False)
     assert curve == [] and opt.steps == [0] * len(before)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_final_loss_is_the_mean_of_the_last_ten_steps():
+    from rlvr.sft import final_loss
+
+    assert final_loss([{"loss": float(i)} for i in range(12)]) == sum(range(2, 12)) / 10
+    assert final_loss([{"loss": 1.0}, {"loss": 3.0}]) == 2.0 and final_loss([]) is None

@@ -14,7 +14,7 @@ from rlvr.paths import SFTPaths
 from rlvr.pipeline import config_hash
 from rlvr.rollout import accuracy, correct_counts
 from rlvr.runtime import read_heldout, read_jsonl, set_determinism, thread_budget, write_json, write_tsv
-from rlvr.sft import encode_sft, fit_noisy
+from rlvr.sft import encode_sft, final_loss, fit_noisy
 from rlvr.stages.common import SFT_LOGGED, log_row, run_name, tracked
 from rlvr.stats import mean_ci
 from rlvr.tasks import problems_of
@@ -57,7 +57,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
         greedy_held = acc(held, 0.0) if held else None
         sampled_held, sampled_held_ci = sampled(held) if held else (None, None)
         metrics = {
-            "final_loss": sum(r["loss"] for r in curve[-10:]) / min(10, len(curve)),
+            "final_loss": final_loss(curve),
             "steps": len(curve),
             "params": model.num_params(),
             "greedy_acc_train": greedy_train,

@@ -18,7 +18,7 @@ from rlvr.model import TinyLM
 from rlvr.paths import WarmupPaths
 from rlvr.pipeline import config_hash
 from rlvr.runtime import read_jsonl, set_determinism, thread_budget, write_json
-from rlvr.sft import encode_sft, warm_up
+from rlvr.sft import encode_sft, final_loss, warm_up
 from rlvr.stages.common import SFT_LOGGED, log_row, run_name, tracked
 from rlvr.tokenizer import Tokenizer
 
@@ -40,7 +40,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
         checkpoint.save_warmup(paths.state, model, tok, run_name("warmup", name), params_hash,
                                opt.state_dict(), gen.get_state(), curve, checkpoint.answers_digest(clean[0]))
         metrics = {"sft_run": w.run, "steps": len(curve),
-                   "final_loss": sum(r["loss"] for r in curve[-10:]) / len(curve[-10:]) if curve else None,
+                   "final_loss": final_loss(curve),
                    "train_seconds": round(seconds, 2), "mlflow_run_id": mlrun.run_id,
                    "params_hash": params_hash}
         write_json(paths.metrics, metrics)
