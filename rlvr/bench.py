@@ -263,7 +263,7 @@ def bench_passk_model(params: Params, repeats: int = 3) -> dict:
     tok = Tokenizer()
     task = params.task("two_digit")
     _, held = split("two_digit", 300, params.seed)
-    ckpt = sft("two_digit").checkpoint
+    ckpt = sft("two_digit").checkpoint(params.sft_run("two_digit").seeds[0])
     model = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
     times = []
     for r in range(repeats + 1):
@@ -329,7 +329,7 @@ def _grpo_seed(params: Params, variant: str) -> tuple[Callable[[GRPOConfig], lis
     task = params.task(cfg.task)
     tok = Tokenizer()
     train, held = split(cfg.task, task.heldout, params.seed)
-    ckpt = paths.sft(cfg.sft).checkpoint
+    ckpt = paths.sft(cfg.sft).checkpoint(params.sft_run(cfg.sft).seeds[0])
     start = str(ckpt) if ckpt.is_file() else "untrained"
 
     def one_seed(c: GRPOConfig) -> list[dict]:
@@ -496,17 +496,14 @@ def compare_verdicts(committed: dict, fresh: dict) -> dict:
             "numbers_outside": drifts}
 
 
-def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
-    """Wall time of `dvc repro --force` in a fresh clone of HEAD: the whole default pipeline, every
-    stage. Forced, because a plain `dvc repro` there skips a stage whose outputs git holds and whose
-    inputs come out identical (passk and worked, when the code they read has not changed since
-    dvc.lock was written): that would time less than the pipeline and check less of it.
+def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
+    """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
+    per-stage profile, the outputs that differ from this checkout's and both report.json files.
 
     The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
-    store is its own. Afterwards its results are compared with the committed ones twice: bit for bit
-    (durations and run ids aside), which holds on the machine that made them, and by verdicts and
-    tolerances (`compare_verdicts`), which must hold on any CPU. Takes as long as the pipeline.
-    """
+    store is its own. Forced, because a plain `dvc repro` there skips a stage whose outputs git holds
+    and whose inputs come out identical (passk and worked, when the code they read has not changed
+    since dvc.lock was written): that would time less than the pipeline and check less of it."""
     import subprocess
     import sys
     import tempfile
@@ -521,27 +518,69 @@ def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
         fresh = Path(tmp) / "fresh"
         subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
-        env["PYTHONPATH"] = str(fresh)
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env.update(extra_env, PYTHONPATH=str(fresh), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
         t0 = time.perf_counter()
         run = subprocess.run([sys.executable, "-m", "dvc", "repro", "--force"], cwd=fresh, env=env, capture_output=True,
                              text=True)
         wall = time.perf_counter() - t0
         if run.returncode != 0:
             raise RuntimeError(f"dvc repro failed in the fresh clone (exit {run.returncode}):\n{run.stderr[-2000:]}")
-        stages = run.stdout.count("Running stage")
-        profile = stage_profile(f"sqlite:///{fresh / 'mlflow.db'}")
-        differ = compare_outputs(root, fresh)
         report = Path("reports/report.json")
-        verdicts = compare_verdicts(json.loads((root / report).read_text()), json.loads((fresh / report).read_text()))
+        out = {"wall_seconds": round(wall, 1), "stages_run": run.stdout.count("Running stage"),
+               "commit": git_commit(root), "working_tree_differs_from_commit": bool(dirty),
+               "profile": stage_profile(f"sqlite:///{fresh / 'mlflow.db'}"), "differ": compare_outputs(root, fresh),
+               "committed": json.loads((root / report).read_text()), "fresh": json.loads((fresh / report).read_text())}
         if keep is not None:
             import shutil
 
             shutil.move(str(fresh), str(keep))
-    return {"wall_seconds": round(wall, 1), "target_wall_seconds": 600, "stages_run": stages,
-            "commit": git_commit(root), "working_tree_differs_from_commit": bool(dirty),
-            "metrics_identical_to_committed": not differ, "metrics_differing": differ, **verdicts,
-            "profile": profile}
+    return out
+
+
+def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
+    """Wall time of `dvc repro --force` in a fresh clone of HEAD: the whole default pipeline, every
+    stage (`_repro_in_clone`). Afterwards its results are compared with the committed ones twice: bit
+    for bit (durations and run ids aside), which holds on the machine that made them, and by verdicts
+    and tolerances (`compare_verdicts`), which must hold on any CPU. Takes as long as the pipeline."""
+    r = _repro_in_clone({}, keep)
+    return {"wall_seconds": r["wall_seconds"], "target_wall_seconds": 900, "stages_run": r["stages_run"],
+            "commit": r["commit"], "working_tree_differs_from_commit": r["working_tree_differs_from_commit"],
+            "metrics_identical_to_committed": not r["differ"], "metrics_differing": r["differ"],
+            **compare_verdicts(r["committed"], r["fresh"]), "profile": r["profile"]}
+
+
+PERTURBATION = "1e-6"  # RLVR_PERTURB of the perturbed rerun: float32-rounding-sized changes to every start
+
+
+def verdict_moves(committed: dict, perturbed: dict) -> dict:
+    """Two report.json verdict tables compared as another CPU must be: `flips` are claims that moved
+    between reproduced and differs (none may); `moves` are claims that moved to or from
+    inconclusive, each with both intervals (allowed, since an inconclusive interval touches its bound,
+    but every one is listed)."""
+    flips, moves = [], []
+    for cid, old in committed["claims"].items():
+        new = perturbed["claims"].get(cid, {"verdict": None, "interval": None})
+        if new["verdict"] == old["verdict"]:
+            continue
+        row = {"claim": cid, "committed": old["verdict"], "perturbed": new["verdict"],
+               "committed_interval": old.get("tested_interval") or old.get("interval"),
+               "perturbed_interval": new.get("tested_interval") or new.get("interval")}
+        (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
+    return {"flips": flips, "moves": moves, "no_flips": not flips}
+
+
+def bench_perturbed(params: Params, keep: Path | None = None) -> dict:
+    """The verdict-stability check that needs no second machine: the whole pipeline rerun in a fresh
+    clone with RLVR_PERTURB set (every chain's initial weights changed by float32-rounding-sized
+    amounts, as another CPU's rounding would change them), then both verdict tables side by side.
+    Required: no claim moves between reproduced and differs."""
+    r = _repro_in_clone({"RLVR_PERTURB": PERTURBATION}, keep)
+    table = lambda rep: {cid: c["verdict"] for cid, c in rep["claims"].items()}  # noqa: E731
+    return {"perturbation": f"RLVR_PERTURB={PERTURBATION}", "wall_seconds": r["wall_seconds"], "commit": r["commit"],
+            "working_tree_differs_from_commit": r["working_tree_differs_from_commit"],
+            "committed_counts": r["committed"].get("counts"), "perturbed_counts": r["fresh"].get("counts"),
+            **verdict_moves(r["committed"], r["fresh"]),
+            "committed_verdicts": table(r["committed"]), "perturbed_verdicts": table(r["fresh"])}
 
 
 QUEUE_KEY = "variants.a_grpo.lr"  # reruns grpo@a_grpo (6 seeds), hack (hack.variant is a_grpo), passk, report
@@ -611,6 +650,7 @@ def bench_queue(params: Params) -> dict:
 BENCHMARKS: dict[str, Callable[..., dict]] = {"sampling": bench_sampling, "sft": bench_sft,
                                               "grpo_step": bench_grpo_step, "passk_model": bench_passk_model,
                                               "pipeline": bench_pipeline, "fresh_clone": bench_fresh_clone,
+                                              "perturbed": bench_perturbed,
                                               "queue": bench_queue, "scaling": bench_scaling,
                                               "seed_profile": bench_seed_profile}
 WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` adds TRL / HF figures to
@@ -649,7 +689,7 @@ def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: st
     load_before = os.getloadavg()
     for name in sorted(names, key=list(BENCHMARKS).index):  # one fixed order, whatever order they were named in
         kwargs = {"peer": peer is not None} if name in WITH_PEER else {}
-        if name == "fresh_clone" and keep_clone is not None:
+        if name in ("fresh_clone", "perturbed") and keep_clone is not None:
             kwargs["keep"] = keep_clone
         before = os.getloadavg()[0]
         results[name] = {**BENCHMARKS[name](params, **kwargs),

@@ -299,9 +299,15 @@ class SlipNoise(Section):
 
 @dataclass(frozen=True)
 class SFTConfig(Section):
-    """One noisy-SFT run: its model, data corruption, optimisation, and how accuracy is measured."""
+    """One SFT run: its model, data corruption, optimisation, and how accuracy is measured.
+
+    The run trains once per seed in `seeds`: seed s is the start of chain s (SFT seed s -> GRPO seed s
+    of every variant starting here -> its pass@k counts). The rows (and their noise) are one draw
+    shared by every chain; a chain's seed sets the initialisation, the data order and the sampling.
+    """
 
     task: TaskName  # which task's training split to fit
+    seeds: list[int]  # one SFT run per seed: the chains every variant starting here is paired with
     model: ModelConfig | None  # this run's TinyLM shape; null: the top-level `model`
     noise: UniformNoise | SlipNoise  # how training labels are corrupted (`kind` picks the model)
     repeats: Count  # copies of each training problem, each with its own noise draw
@@ -309,17 +315,23 @@ class SFTConfig(Section):
     clean_epochs: Annotated[int, AtLeast(0)]  # warm-up passes on the true answers, before the noisy ones
     epochs: Count  # passes over the (repeated) SFT set with its noisy labels
     batch_size: Count  # sequences per optimiser step
-    lr: Positive  # AdamW peak learning rate (cosine decay to 10%)
+    lr: Positive  # AdamW peak learning rate
+    schedule: Literal["cosine", "constant"]  # cosine: 5% warm-up, decay to 10%; constant: lr every step
     weight_decay: NonNegative  # AdamW decoupled weight decay
     grad_clip: Positive  # max global grad norm
     eval_samples: Count  # samples per prompt (T = 1) for sampled accuracy
     eval_max_prompts: Count  # cap on train prompts used for train-set accuracy
 
+    def validate(self, path: str) -> None:
+        _check_seeds(self.seeds, f"{path}.seeds")
+
 
 # What an SFT run's warm-up depends on: runs that agree on all of these (and on their rows' true
 # answers, checked when the state is loaded) reach bit-identical states after their clean epochs.
-# `epochs` is here because one learning-rate schedule spans the warm-up and the noisy epochs.
-WARMUP_KEYS = ("task", "model", "repeats", "clean_epochs", "epochs", "batch_size", "lr", "weight_decay", "grad_clip")
+# `epochs` is here because the cosine schedule spans the warm-up and the noisy epochs (a constant
+# one does not depend on it); `seeds` because a warm-up trains one state per chain.
+WARMUP_KEYS = ("task", "model", "seeds", "repeats", "clean_epochs", "epochs", "batch_size", "lr", "schedule",
+               "weight_decay", "grad_clip")
 
 
 @dataclass(frozen=True)
@@ -521,6 +533,7 @@ def parse_params(raw: Any) -> Params:
         _require(cfg.sft in sft, f"variants.{name}.sft", cfg.sft, f"must name an sft run ({', '.join(sft)})")
         _require(sft[cfg.sft].task == cfg.task, f"variants.{name}.task", cfg.task,
                  f"must be the task of sft run {cfg.sft!r} ({sft[cfg.sft].task})")
+        _check_chains(cfg.seeds, sft[cfg.sft].seeds, f"variants.{name}.seeds", cfg.sft)
         variants[name] = cfg
 
     passk = build(PassKConfig, raw["passk"], "passk")
@@ -535,11 +548,19 @@ def parse_params(raw: Any) -> Params:
     _require(hack.sft in sft, "hack.sft", hack.sft, f"must name an sft run ({', '.join(sft)})")
     _require(sft[hack.sft].task == variants[hack.variant].task, "hack.sft", hack.sft,
              f"must be an sft run of variant {hack.variant!r}'s task ({variants[hack.variant].task})")
+    _check_chains(hack.seeds, sft[hack.sft].seeds, "hack.seeds", hack.sft)
     params = Params(seed, threads, model, _table(tasks, "tasks"), _table(sft, "sft"), _table(warmups, "warmups"), grpo,
                     _table(variants, "variants"), passk, worked, hack)
     object.__setattr__(params, "_where", (("", None),))
     object.__setattr__(params, "raw", raw)
     return params
+
+
+def _check_chains(seeds: list[int], sft_seeds: list[int], path: str, run: str) -> None:
+    """Seed s of a GRPO run starts from seed s of its SFT run (chain s): every seed needs its start."""
+    missing = [s for s in seeds if s not in sft_seeds]
+    _require(not missing, path, seeds, f"seed {missing[0] if missing else ''} has no SFT start: every seed must be "
+                                       f"one of sft.{run}.seeds ({sft_seeds}), chain s starting from SFT seed s")
 
 
 def _check_warmups(sft: dict, warmups: dict, model: ModelConfig) -> None:
@@ -554,6 +575,8 @@ def _check_warmups(sft: dict, warmups: dict, model: ModelConfig) -> None:
                  f"must name a warm-up under warmups ({', '.join(warmups)})")
         owner = warmups[run.warmup].run
         for key in WARMUP_KEYS:
+            if key == "epochs" and run.schedule == "constant":
+                continue  # a constant lr does not depend on the run's length
             mine, theirs = getattr(run, key), getattr(sft[owner], key)
             if key == "model":
                 mine, theirs = mine or model, theirs or model

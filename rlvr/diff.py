@@ -1,10 +1,11 @@
 """`rlvr diff A B`: two GRPO variants side by side, with 95% intervals and a test made over seeds.
 
-A variant's training seeds are its replicates. Its value on a metric is the mean over seeds with a
-Student-t 95% interval, and the difference B - A is estimated from the per-seed values as well:
-paired by seed when both variants ran the same seeds (seed s of either starts from the same SFT
-checkpoint and sees the same data order, so the pair shares most of its luck), Welch's unequal-
-variance interval otherwise. Held-out problems are never counted as replicates: 300 problems scored
+A variant's seeds are its replicates, each a whole chain: seed s starts from its SFT run's seed s,
+so the interval includes the start's own variance. Its value on a metric is the mean over chains
+with a Student-t 95% interval, and the difference B - A is estimated from the per-chain values as
+well: paired by chain when both variants ran the same seeds from the same SFT run (seed s of either
+starts from the same SFT checkpoint and sees the same data order, so the pair shares most of its
+luck), Welch's unequal-variance interval otherwise. Held-out problems are never counted as replicates: 300 problems scored
 by 4 trained models say how 4 runs of a recipe did, not how 1200 independent runs did, so a test
 that pools seeds over problems reports p-values far smaller than the seeds justify.
 
@@ -236,7 +237,8 @@ def check_warnings(ma: dict, mb: dict, paired: bool) -> list[str]:
         out.append(f"tasks differ ({ma['variant']}: {ma['task']}, {mb['variant']}: {mb['task']}): "
                    "different problems, not only different algorithms")
     elif ma.get("sft") != mb.get("sft"):
-        out.append(f"SFT starts differ ({ma.get('sft')} vs {mb.get('sft')}): seeds do not share a checkpoint")
+        out.append(f"SFT starts differ ({ma.get('sft')} vs {mb.get('sft')}): chain s of either starts from "
+                   "another checkpoint, so a pair shares only its seed")
     if not paired:
         out.append(f"seeds differ ({ma['variant']}: {_seed_list(ma['seeds'])}; {mb['variant']}: "
                    f"{_seed_list(mb['seeds'])}): deltas are unpaired (Welch)")

@@ -450,6 +450,7 @@ def seed_summary(curve: list[dict]) -> dict:
     out["eval_acc_gain"] = out["eval_acc_final"] - out["eval_acc_start"]
     if col("kl_k3_nats"):
         out["kl_k3_nats_max"] = max(col("kl_k3_nats"))
+        out["kl_k3_nats_mean"] = statistics.fmean(col("kl_k3_nats"))
         out["kl_k3_nats_final"] = col("kl_k3_nats")[-1]
         out["kl_exact_nats_final"] = col("kl_exact_nats")[-1]
     return out

@@ -3,11 +3,13 @@
 pass@1 is accuracy; pass@k at large k is coverage (can the model solve the problem at all, given
 many tries?). RL with verifiable rewards usually raises the first, while the second can stall or
 fall as the policy's entropy collapses (chapter B, "the pass@k debate"). This module turns
-per-problem correct counts into the numbers that settle it for one run: pass@k curves with bootstrap
-bands, the k at which the base model catches up, the problems only one model solves, and a paired
-test on the same problems. Pure numpy/scipy, vectorised over problems.
+per-problem correct counts into the numbers that settle it for one pair of models: pass@k curves with
+bootstrap bands, the k at which the base model catches up, the problems only one model solves, and
+a paired test on the same problems; `summarise_counts` then combines them over chains (SFT seed s and
+the GRPO seeds s trained from it), with intervals over chains. Pure numpy/scipy, vectorised over
+problems.
 
-Every function takes `c`, an int array (P,) of correct samples out of `n` drawn per problem.
+Each per-model function takes `c`, an int array (P,) of correct samples out of `n` drawn per problem.
 
 Where this departs from the textbook 1 - C(n-c, k) / C(n, k) (Chen et al., 2021):
 1. The binomial ratio is evaluated as the product prod_{i=n-c+1}^{n} (1 - k/i), never as two
@@ -232,7 +234,9 @@ def two_problem_toy(p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float
 
 
 # ---------------------------------------------------------------------------------------------
-# The stage's numbers: SFT against every variant (each seed compared with SFT, then averaged).
+# The stage's numbers, over chains: chain s is SFT seed s and the GRPO seed s trained from it. The
+# SFT start is itself a random draw, so every interval here is over chains (or seeds), not problems,
+# and each variant seed is compared with the SFT policy it was trained from.
 
 def _seed_mean(rows: list[dict], key: str):
     vals = [r[key] for r in rows if r[key] is not None]
@@ -243,72 +247,96 @@ SEED_KEYS = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "
              "solved_by_rl_only", "wilcoxon_pvalue_at_1", "wilcoxon_pvalue_at_n")
 
 
-def _start_summary(c: np.ndarray, n: int, ks, resamples: int, seed: int) -> tuple[dict, dict]:
-    """One SFT policy's pass@k: (its metrics entry, the full `compare` output for its curve)."""
-    s = compare(c, c, n, ks, resamples, seed)
-    return {"pass_at_1": s["pass_at_1_base"], "pass_at_1_ci": s["pass_at_1_base_ci"], "pass_at_n": s["pass_at_n_base"],
-            "pass_at_n_ci": s["pass_at_n_base_ci"], "never_solved": s["never_solved_base"]}, s
+def _chain_counts(counts: dict, name: str, seeds: list[int]) -> np.ndarray:
+    """The counts of "{name}/seed{s}" for each seed, stacked: (S, P); a ValueError naming a missing key."""
+    missing = [f"{name}/seed{s}" for s in seeds if f"{name}/seed{s}" not in counts]
+    if missing or not seeds:
+        raise ValueError(f"no counts for {missing[0]}" if missing else f"{name} has no seeds to score")
+    return np.stack([np.asarray(counts[f"{name}/seed{s}"]) for s in seeds])  # (S, P)
 
 
-def summarise_counts(counts: dict[str, list[int]], seeds: dict[str, list[int]], n: int, ks,
-                     resamples: int, seed: int, contrast: str | None = None) -> tuple[dict, dict[str, list[dict]]]:
-    """Per-problem counts of "sft", of "{variant}/seed{s}" (seeds: variant -> its seeds) and, if
-    given, of the `contrast` start -> (metrics, curves).
+def _start_summary(c: np.ndarray, n: int, seeds: list[int]) -> dict:
+    """One SFT run over its chains, c (S, P): chain means of pass@1, pass@n and never-solved at the
+    top level, then `seeds`, `per_seed` and `ci95` (t-interval over chains, None with one chain)."""
+    from rlvr.stats import seed_metrics
 
-    metrics: SFT's pass@1 / pass@n with bands and never-solved count (the contrast's likewise), and per
-    variant the seed means (and per-seed values) of `compare` against SFT, on the grid `ks`.
-    curves: model -> one row per k = 1..n: an SFT start's pass@k with its bootstrap band over
-    problems; a variant's seed-mean pass@k with its 95% t-interval over seeds, and its difference
-    from SFT (pass@k minus SFT's, seed mean and interval: it crosses 0 where SFT catches up).
+    per_chain = {s: {"pass_at_1": float(pass_at_k(row, n, 1).mean()), "pass_at_n": float(pass_at_k(row, n, n).mean()),
+                     "never_solved": never_solved(row)} for s, row in zip(seeds, c)}
+    return {**seed_metrics(per_chain), "seeds": list(seeds)}
+
+
+def _curves(c: np.ndarray, n: int) -> np.ndarray:
+    """Mean pass@k at every k = 1..n, per row: (S, P) -> (S, n)."""
+    return np.stack([pass_at_k_curve(row, n)[1] for row in c])
+
+
+def summarise_counts(counts: dict[str, list[int]], chains: dict[str, list[int]], n: int, ks, resamples: int,
+                     seed: int, contrast: str | None = None) -> tuple[dict, dict[str, list[dict]]]:
+    """Per-problem counts of "{name}/seed{s}" -> (metrics, curves). chains: "sft", the `contrast`
+    run (if given) and every variant -> its seeds; a variant's seeds must be SFT seeds, since
+    variant seed s is trained from, and compared with, SFT seed s.
+
+    metrics: per SFT run ("sft", "contrast"), chain means of pass@1 / pass@n / never-solved with
+    per-chain values and 95% t-intervals over chains; per variant, the seed means (and per-seed
+    values) of `compare` against its own chain's SFT counts on the grid `ks`.
+    curves: model -> one row per k = 1..n: an SFT run's chain-mean pass@k with its t-interval over
+    chains; a variant's seed-mean pass@k with its interval over seeds, and its paired difference
+    from SFT (per seed, pass@k minus its chain's SFT's; mean and interval: it crosses 0 where SFT
+    catches up).
     """
-    base = np.array(counts["sft"])
-    sft_metrics, _ = _start_summary(base, n, ks, resamples, seed)
-    starts = ["sft"]
-    extra = {}
-    if contrast is not None:
-        extra["contrast"], _ = _start_summary(np.array(counts[contrast]), n, ks, resamples, seed)
-        extra["contrast"]["run"] = contrast
-        starts.append(contrast)
-    all_k = np.arange(1, n + 1)  # (n,)
+    chains = {name: sorted(seeds) for name, seeds in chains.items()}
+    starts = {"sft": "sft"} if contrast is None else {"sft": "sft", "contrast": contrast}  # metrics key -> run
+    sft = _chain_counts(counts, "sft", chains.get("sft", []))  # (C, P)
+    metrics = {"n": n, "problems": int(sft.shape[1]), "ks": sorted(set(ks) | {1, n})}
     curves = {}
-    for name in starts:
-        _, mean = pass_at_k_curve(counts[name], n, all_k)
-        lo, hi = bootstrap_band(counts[name], n, all_k, resamples, seed)
-        curves[name] = [{"k": int(k), "pass_at_k": float(m), "ci95_lo": float(a), "ci95_hi": float(b)}
-                        for k, m, a, b in zip(all_k, mean, lo, hi)]
-    _, sft_curve = pass_at_k_curve(base, n, all_k)  # (n,)
-    per_variant = {}
-    for v, v_seeds in seeds.items():
-        rows = [compare(base, np.array(counts[f"{v}/seed{s}"]), n, ks, resamples, seed) for s in v_seeds]
-        per_variant[v] = {k: _seed_mean(rows, k) for k in SEED_KEYS}
-        per_variant[v]["per_seed"] = {k: [r[k] for r in rows] for k in SEED_KEYS}
-        per_variant[v]["pass_at_1_rl_ci_seed0"] = rows[0]["pass_at_1_rl_ci"]
-        per_variant[v]["pass_at_n_rl_ci_seed0"] = rows[0]["pass_at_n_rl_ci"]
-        per_seed = np.stack([pass_at_k_curve(counts[f"{v}/seed{s}"], n, all_k)[1] for s in v_seeds])  # (S, n)
-        curves[v] = [{"k": int(k), **_band(per_seed[:, i], "pass_at_k"), **_band(per_seed[:, i] - sft_curve[i], "minus_sft")}
-                     for i, k in enumerate(all_k)]
-    metrics = {"n": n, "problems": int(base.size), "ks": sorted(set(ks) | {1, n}), "sft": sft_metrics, **extra,
-               "variants": per_variant}
+    for key, name in starts.items():
+        c = _chain_counts(counts, name, chains.get(name, []))  # (C, P)
+        metrics[key] = _start_summary(c, n, chains[name])
+        curves[name] = [{"k": k, **_band(col, "pass_at_k", "ci95")} for k, col in enumerate(_curves(c, n).T, 1)]
+    if contrast is not None:
+        metrics["contrast"]["run"] = contrast
+    sft_curve = dict(zip(chains["sft"], _curves(sft, n)))  # seed -> (n,)
+    sft = dict(zip(chains["sft"], sft))  # seed -> (P,)
+    metrics["variants"] = {}
+    for v in (v for v in chains if v not in starts.values()):
+        for s in chains[v]:
+            if s not in sft:
+                raise ValueError(f"{v}/seed{s} has no SFT chain to compare with: no counts for sft/seed{s} "
+                                 f"(SFT seeds {chains['sft']})")
+        c = _chain_counts(counts, v, chains[v])  # (S_v, P)
+        rows = [compare(sft[s], c_s, n, ks, resamples, seed) for s, c_s in zip(chains[v], c)]
+        entry = {k: _seed_mean(rows, k) for k in SEED_KEYS}
+        entry.update(seeds=chains[v], per_seed={k: [r[k] for r in rows] for k in SEED_KEYS},
+                     pass_at_1_rl_ci_seed0=rows[0]["pass_at_1_rl_ci"], pass_at_n_rl_ci_seed0=rows[0]["pass_at_n_rl_ci"])
+        metrics["variants"][v] = entry
+        per_seed = _curves(c, n)  # (S_v, n)
+        minus_sft = per_seed - np.stack([sft_curve[s] for s in chains[v]])  # (S_v, n) paired by chain
+        curves[v] = [{"k": k, **_band(a, "pass_at_k"), **_band(d, "minus_sft")}
+                     for k, a, d in zip(range(1, n + 1), per_seed.T, minus_sft.T)]
     return metrics, curves
 
 
-def _band(values: np.ndarray, name: str) -> dict:
-    """{name: mean, name_lo, name_hi}: the 95% t-interval over seeds (the mean itself with one seed)."""
+def _band(values: np.ndarray, name: str, interval: str | None = None) -> dict:
+    """{name: mean, name_lo, name_hi}: the 95% t-interval over seeds or chains (the mean itself with
+    one); the bounds are named {interval}_lo / _hi instead if `interval` is given."""
     from rlvr.stats import mean_ci
 
     mean, lo, hi = mean_ci([float(x) for x in values])
-    return {name: float(mean), f"{name}_lo": float(mean if lo is None else lo), f"{name}_hi": float(mean if hi is None else hi)}
+    bound = interval or name
+    return {name: float(mean), f"{bound}_lo": float(mean if lo is None else lo),
+            f"{bound}_hi": float(mean if hi is None else hi)}
 
 
-def one_sided_problems(c_base, c_seeds: list, prompts: list[str]) -> dict[str, list[dict]]:
-    """The problems only one side ever solves: SFT (c_base > 0) but the variant in none of its seeds,
-    and the reverse. Each listed with its prompt, SFT's count and every seed's count."""
-    c_base = np.asarray(c_base)
+def one_sided_problems(c_sft: list, c_seeds: list, prompts: list[str]) -> dict[str, list[dict]]:
+    """The problems only one side ever solves: SFT (c > 0 in any of its chains, c_sft) but the variant
+    in none of its seeds (c_seeds), and the reverse. Each listed with its prompt, every SFT chain's
+    count and every seed's count."""
+    c_base = np.stack([np.asarray(c) for c in c_sft])  # (C, P)
     c_all = np.stack([np.asarray(c) for c in c_seeds])  # (S, P)
-    rl_never, base_never = (c_all == 0).all(axis=0), c_base == 0  # (P,) each
+    rl_never, base_never = (c_all == 0).all(axis=0), (c_base == 0).all(axis=0)  # (P,) each
 
     def rows(mask: np.ndarray) -> list[dict]:
-        return [{"prompt": prompts[i], "c_sft": int(c_base[i]), "c_seeds": c_all[:, i].tolist()}
+        return [{"prompt": prompts[i], "c_sft": c_base[:, i].tolist(), "c_seeds": c_all[:, i].tolist()}
                 for i in np.flatnonzero(mask)]
 
     return {"sft_only": rows(~base_never & rl_never), "rl_only": rows(base_never & ~rl_never)}

@@ -50,48 +50,73 @@ def data(run: str) -> DataPaths:
     return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.json")
 
 
+def seed_file(folder: Path, seed: int, suffix: str = ".pt") -> Path:
+    """A chain's file in a per-seed folder: `folder/seed{n}.pt` (every per-seed output is named so)."""
+    return folder / f"seed{seed}{suffix}"
+
+
 @dataclass(frozen=True)
 class WarmupPaths:
-    """`warmup@{name}`: its run's rows in; out, the state after the clean epochs (model, optimiser,
-    data order, curve so far) that every SFT run naming the warm-up continues from, and its metrics."""
+    """`warmup@{name}`: its run's rows in; out, one state per chain after the clean epochs (model,
+    optimiser, data order, curve so far) that every SFT run naming the warm-up continues from, and
+    its metrics."""
 
     data: DataPaths
-    state: Path
+    states: Path  # folder: seed{n}.pt
     metrics: Path
+
+    def state(self, seed: int) -> Path:
+        return seed_file(self.states, seed)
 
 
 WARMUPS = DATA / "warmup"
 
 
-def warmup_state(name: str) -> Path:
-    """The saved state of warm-up `name`: written by `warmup@{name}`, read by every SFT run naming it."""
-    return WARMUPS / f"{name}.pt"
+def warmup_states(name: str) -> Path:
+    """The folder of warm-up `name`'s saved states (one per chain): written by `warmup@{name}`, read
+    by every SFT run naming it."""
+    return WARMUPS / name
 
 
 def warmup(name: str, run: str) -> WarmupPaths:
-    return WarmupPaths(data(run), warmup_state(name), METRICS / f"warmup-{name}.json")
+    return WarmupPaths(data(run), warmup_states(name), METRICS / f"warmup-{name}.json")
 
 
 @dataclass(frozen=True)
 class SFTPaths:
-    """`sft@{run}`: its inputs (`data`, the warm-up state) and the checkpoint, metrics and loss curve
-    it writes."""
+    """`sft@{run}`: its inputs (`data`, the warm-up states) and, per chain, the checkpoint and loss
+    curve it writes; one metrics file over the chains."""
 
     data: DataPaths
-    warmup: Path | None  # the state of the warm-up it starts from (None where only the outputs matter)
-    checkpoint: Path
+    warmup: Path | None  # folder of the warm-up states it starts from (None where only the outputs matter)
+    checkpoints: Path  # folder: seed{n}.pt
     metrics: Path
-    curve: Path
+    curves: Path  # folder: seed{n}.tsv
+
+    def checkpoint(self, seed: int) -> Path:
+        return seed_file(self.checkpoints, seed)
+
+    def curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, ".tsv")
+
+    def warmup_state(self, seed: int) -> Path:
+        if self.warmup is None:
+            raise ValueError("these SFT paths were built without their warm-up")
+        return seed_file(self.warmup, seed)
+
+
+SFT_CURVES = CURVES / "sft"
 
 
 def sft(run: str, warmup_name: str | None = None) -> SFTPaths:
-    state = None if warmup_name is None else warmup_state(warmup_name)
-    return SFTPaths(data(run), state, DATA / run / "sft.pt", METRICS / f"sft-{run}.json", CURVES / f"sft-{run}.tsv")
+    state = None if warmup_name is None else warmup_states(warmup_name)
+    return SFTPaths(data(run), state, DATA / run / "sft", METRICS / f"sft-{run}.json", SFT_CURVES / run)
 
 
 @dataclass(frozen=True)
 class GRPOPaths:
-    """`grpo@{variant}`: the start checkpoint and problems (`start`), one checkpoint and curve per seed."""
+    """`grpo@{variant}`: the start checkpoints and problems (`start`: seed n starts from SFT seed n),
+    one checkpoint and curve per seed."""
 
     start: SFTPaths
     checkpoints: Path  # folder: seed{n}.pt
@@ -100,13 +125,13 @@ class GRPOPaths:
     eval_mean: Path  # the held-out accuracy curve, seed mean with its 95% band (DVC's overlay plots)
 
     def checkpoint(self, seed: int) -> Path:
-        return self.checkpoints / f"seed{seed}.pt"
+        return seed_file(self.checkpoints, seed)
 
     def curve(self, seed: int) -> Path:
-        return self.curves / f"seed{seed}.tsv"
+        return seed_file(self.curves, seed, ".tsv")
 
     def eval_curve(self, seed: int) -> Path:
-        return self.curves / f"seed{seed}-eval.tsv"
+        return seed_file(self.curves, seed, "-eval.tsv")
 
 
 GRPO_CHECKPOINTS = DATA / "grpo"
@@ -121,7 +146,8 @@ def grpo(variant: str, sft_run: str) -> GRPOPaths:
 
 @dataclass(frozen=True)
 class PassKPaths:
-    """`passk`: the SFT run's checkpoint and held-out problems, every variant's checkpoints."""
+    """`passk`: the SFT run's checkpoints (one per chain) and held-out problems, the contrast run's,
+    every variant's checkpoints."""
 
     start: SFTPaths
     contrast: SFTPaths
@@ -134,7 +160,7 @@ class PassKPaths:
     figure_solve_rates: Path
 
     def variant_checkpoint(self, variant: str, seed: int) -> Path:
-        return self.variants / variant / f"seed{seed}.pt"
+        return seed_file(self.variants / variant, seed)
 
 
 PASSK_COUNTS = REPORTS / "passk-counts.json"
@@ -158,13 +184,13 @@ class HackPaths:
     figure: Path
 
     def checkpoint(self, seed: int) -> Path:
-        return self.checkpoints / f"seed{seed}.pt"
+        return seed_file(self.checkpoints, seed)
 
     def curve(self, seed: int) -> Path:
-        return self.curves / f"seed{seed}.tsv"
+        return seed_file(self.curves, seed, ".tsv")
 
     def eval_curve(self, seed: int) -> Path:
-        return self.curves / f"seed{seed}-eval.tsv"
+        return seed_file(self.curves, seed, "-eval.tsv")
 
 
 HACK_SAMPLES = REPORTS / "hack-samples.json"

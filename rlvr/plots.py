@@ -9,6 +9,7 @@ no global backend or figure registry.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -55,14 +56,15 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     "worked-b14-demo.png": ("B", "A simulated GRPO run on prompts of graded difficulty: mean accuracy and the shares "
                                  "of groups with no signal (left), each prompt's success rate over iterations (right)."),
     "passk-curves.png": ("B", "pass@k on the 300 held-out problems: the SFT starts and GRPO (left), and every variant's "
-                              "pass@k minus SFT's with its 95% seed band (right); a dot marks the k where SFT catches up."),
-    "passk-scatter.png": ("B", "Correct samples of 64 per held-out problem, SFT against GRPO (seed mean): points on "
-                               "the x axis are problems SFT sometimes solves and GRPO never does."),
+                              "pass@k minus its own chain's SFT's with its 95% band over chains (right); a dot marks the "
+                              "k where SFT catches up."),
+    "passk-scatter.png": ("B", "Correct samples of 64 per held-out problem, SFT (mean over chains) against GRPO (seed "
+                               "mean): points on the x axis are problems SFT sometimes solves and GRPO never does."),
     "passk-solve-rates.png": ("B", "Per-problem solve rates as cumulative shares: the height at 0 is the share of "
                                    "problems never solved in 64 samples, the mass near 0 what sampling can miss."),
-    "grpo-curves-chapter-a.png": ("A", "Chapter A's GRPO runs, seed mean with its 95% band: training reward, "
+    "grpo-curves-chapter-a.png": ("A", "Chapter A's GRPO runs, chain mean with its 95% band: training reward, "
                                        "sampled accuracy, KL to the reference and policy entropy per step."),
-    "grpo-curves-chapter-b.png": ("B", "Chapter B's GRPO variants, seed mean with its 95% band: training reward, "
+    "grpo-curves-chapter-b.png": ("B", "Chapter B's GRPO variants, chain mean with its 95% band: training reward, "
                                        "held-out accuracy, KL to the reference and policy entropy per step."),
 }
 SCALING_CAPTION = ("Seconds per GRPO step against group size, response length and model width, each moved alone "
@@ -70,15 +72,24 @@ SCALING_CAPTION = ("Seconds per GRPO step against group size, response length an
 
 
 def _floats(rows: list[dict], key: str) -> list[float]:
-    return [float(r[key]) for r in rows]
+    """A TSV column as floats; a blank cell (no value at that step) is NaN."""
+    return [float(r[key]) if r[key] != "" else math.nan for r in rows]
 
 
 def _band(ax, x, per_seed: list[list[float]], label: str, color, floor: float | None) -> None:
     """Seed mean as a line, its 95% t-interval as a band (none with one seed), the band cut at
-    `floor` where the quantity cannot go lower (KL, entropy, rates: 0)."""
+    `floor` where the quantity cannot go lower (KL, entropy, rates: 0). A step where a seed has no
+    value (NaN: e.g. dynamic sampling kept no group) is averaged over the seeds that have one."""
     from rlvr.stats import mean_ci
 
-    stats = [mean_ci(list(col)) for col in zip(*per_seed)]
+    def column(values: tuple) -> tuple[float, float, float]:
+        defined = [v for v in values if v == v]
+        if not defined:
+            return math.nan, math.nan, math.nan
+        mean, lo, hi = mean_ci(defined)
+        return (mean, mean, mean) if lo is None else (mean, lo, hi)
+
+    stats = [column(col) for col in zip(*per_seed)]
     ax.plot(x, [m for m, _, _ in stats], color=color, lw=1.4, label=label)
     if len(per_seed) > 1:
         lo = [max(lo, floor) if floor is not None else lo for _, lo, _ in stats]
@@ -98,7 +109,7 @@ LEARNING_PANELS = (("train", "reward_mean", "training reward", "reward (share co
 
 
 def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path) -> Path:
-    """GRPO learning curves, one colour per variant: seed mean with its 95% band over seeds.
+    """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
     runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
     (the curve TSVs as read). Training metrics are smoothed by a trailing mean over 1/20 of the run."""
     fig = new_figure((12, 7.2))
@@ -113,13 +124,13 @@ def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, pa
             values = [_floats(rows, key) for rows in seeds]
             if table == "train":
                 values = [_rolling(v, window) for v in values]
-            _band(ax, [int(r["step"]) for r in seeds[0]], values, f"{variant} ({len(seeds)} seeds)", f"C{i}", 0.0)
+            _band(ax, [int(r["step"]) for r in seeds[0]], values, f"{variant} ({len(seeds)} chains)", f"C{i}", 0.0)
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
         ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, ncol=2, loc="lower right")
-    fig.suptitle(title + ": seed mean, 95% band over seeds")
+    fig.suptitle(title + ": chain mean, 95% band over chains")
     return save(fig, path)
 
 
@@ -202,16 +213,17 @@ def _crossing(rows: list[dict], key: str) -> float | None:
 
 
 def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Path) -> Path:
-    """Left: 1 - pass@k (the share of problems still unsolved after k samples) on a log axis for the
-    two SFT starts and GRPO, so the large-k end, where SFT catches up, is as readable as k = 1. Right:
-    every variant's pass@k minus SFT's, seed mean with its 95% band over seeds, on a symmetric-log axis
-    (linear within +-0.01); a dot marks the first k where SFT has caught up (the crossover)."""
+    """curves: `passk.summarise_counts`'s. Left: 1 - pass@k (the share of problems still unsolved
+    after k samples) on a log axis for the two SFT starts (chain mean, 95% band over chains) and GRPO
+    (seed mean, band over seeds), so the large-k end, where SFT catches up, is as readable as k = 1.
+    Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
+    symmetric-log axis (linear within +-0.01); a dot marks the first k where SFT has caught up."""
     fig = new_figure((12, 4.8))
     left, right = fig.subplots(1, 2)
-    for name, label, style in (("sft", "SFT (slip noise), 95% bootstrap band", {"color": "black", "lw": 2}),
-                               (contrast, f"SFT ({contrast}), 95% bootstrap band",
+    for name, label, style in (("sft", "SFT (slip noise), chain mean and 95% band", {"color": "black", "lw": 2}),
+                               (contrast, f"SFT ({contrast}), chain mean and 95% band",
                                 {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
-                               ("grpo", "GRPO, seed mean and 95% band over seeds", {"color": "tab:blue", "lw": 2})):
+                               ("grpo", "GRPO, chain mean and 95% band over chains", {"color": "tab:blue", "lw": 2})):
         rows = curves.get(name)
         if not rows:
             continue
@@ -239,7 +251,7 @@ def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Pat
             right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
     right.set_yscale("symlog", linthresh=0.01)
     right.set(xlabel="k (samples per problem)", ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
-              title="each variant's pass@k minus SFT's (below 0: SFT solves more)")
+              title="pass@k minus the chain's SFT (below 0: SFT solves more)")
     right.legend(fontsize=7, ncol=2, loc="lower left")
     for ax in (left, right):
         _k_axis(ax, n)
@@ -247,16 +259,25 @@ def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Pat
     return save(fig, path)
 
 
-def passk_scatter(counts: dict, seeds: list[int], n: int, path: Path) -> Path:
-    """Per-problem correct counts: SFT against GRPO (mean over its seeds). Above the diagonal GRPO
+def _chain_mean(counts: dict, name: str, seeds: list[int]) -> tuple[np.ndarray, float]:
+    """Per-problem correct count averaged over a model's seeds (or chains), (P,), and the mean over
+    them of the number of problems never solved."""
+    c = np.stack([np.asarray(counts[f"{name}/seed{s}"]) for s in seeds])  # (S, P)
+    return c.mean(axis=0), float((c == 0).sum(axis=1).mean())
+
+
+def passk_scatter(counts: dict, chains: dict[str, list[int]], n: int, path: Path) -> Path:
+    """Per-problem correct counts: SFT (mean over its chains) against GRPO (mean over its seeds).
+    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds. Above the diagonal GRPO
     solves the problem more often; on the x axis GRPO never solves what SFT sometimes does."""
     fig = new_figure((5.2, 4.8))
     ax = fig.add_subplot()
+    sft_chains, seeds = chains["sft"], chains.get("grpo", [])
     if seeds:
-        rl = np.mean([counts[f"grpo/seed{s}"] for s in seeds], axis=0)  # (P,)
-        ax.scatter(counts["sft"], rl, s=12, alpha=0.5)
+        ax.scatter(_chain_mean(counts, "sft", sft_chains)[0], _chain_mean(counts, "grpo", seeds)[0], s=12, alpha=0.5)
         ax.plot([0, n], [0, n], color="grey", lw=0.8)
-    ax.set(xlabel=f"correct of {n}, SFT", ylabel=f"correct of {n}, GRPO (mean of {len(seeds)} seeds)",
+    ax.set(xlabel=f"correct of {n}, SFT (mean of {len(sft_chains)} chains)",
+           ylabel=f"correct of {n}, GRPO (mean of {len(seeds)} chains)",
            title="per-problem correct counts", xlim=(-1, n + 1), ylim=(-1, n + 1))
     ax.grid(alpha=0.3)
     return save(fig, path)
@@ -267,24 +288,29 @@ def _ecdf(ax, rates, **style) -> None:
     ax.step(np.concatenate([[0.0], x]), np.arange(len(x) + 1) / len(x), where="post", **style)
 
 
-def passk_solve_rates(counts: dict, seeds: dict[str, list[int]], n: int, contrast: str, path: Path) -> Path:
-    """Per-problem solve rates c_i / n as ECDFs: the two SFT starts (left), SFT against every variant,
-    each problem's rate averaged over the variant's seeds (right). A curve's height at 0 is the share
-    of problems never solved; mass near 0 is what 64 samples can miss."""
+def passk_solve_rates(counts: dict, chains: dict[str, list[int]], n: int, contrast: str, path: Path) -> Path:
+    """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
+    (SFT) or seeds (variants): the two SFT starts (left), SFT against every variant (right). counts:
+    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds. A curve's height
+    at 0 is the share of problems never solved in any chain or seed; the labels give the mean over
+    chains or seeds of the never-solved count. Mass near 0 is what n samples can miss."""
     fig = new_figure((11, 4.2))
     left, right = fig.subplots(1, 2, sharey=True)
-    for name, label, style in (("sft", "SFT (slip noise)", {"color": "black", "lw": 2}),
-                               (contrast, f"SFT ({contrast})", {"color": "tab:gray", "lw": 2, "ls": "--"})):
-        rates = np.asarray(counts[name]) / n
-        _ecdf(left, rates, label=f"{label}: {int((rates == 0).sum())} never solved", **style)
+
+    def draw(ax, name, label, unit, **style):
+        mean, never = _chain_mean(counts, name, chains[name])
+        k = len(chains[name])
+        _ecdf(ax, mean / n, label=f"{label}: {never:.1f} never solved (mean of {k} {unit if k > 1 else unit[:-1]})",
+              **style)
+
+    draw(left, "sft", "SFT (slip noise)", "chains", color="black", lw=2)
+    draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
     left.set(title="two SFT starts", xlabel=f"per-problem solve rate (correct of {n})",
              ylabel="share of held-out problems at or below")
-    _ecdf(right, np.asarray(counts["sft"]) / n, color="black", lw=2,
-          label=f"SFT: {int((np.asarray(counts['sft']) == 0).sum())} never solved")
-    for v, v_seeds in seeds.items():
-        rates = np.mean([np.asarray(counts[f"{v}/seed{s}"]) for s in v_seeds], axis=0) / n
-        _ecdf(right, rates, lw=1, label=f"{v}: {int((rates == 0).sum())} never solved (all seeds)")
-    right.set(title="SFT and GRPO variants (seed mean)", xlabel=f"per-problem solve rate (correct of {n})")
+    draw(right, "sft", "SFT", "chains", color="black", lw=2)
+    for v in (v for v in chains if v not in ("sft", contrast)):
+        draw(right, v, v, "chains", lw=1)
+    right.set(title="SFT and GRPO variants (chain mean)", xlabel=f"per-problem solve rate (correct of {n})")
     for ax in (left, right):
         ax.set_xlim(-0.02, 1.02)
         ax.grid(alpha=0.3)

@@ -100,10 +100,10 @@ def evidence(metrics: dict[str, Any], ref: list) -> Evidence:
         defined = [float(v) for v in per_seed if not _is_missing(v)]
         if len(defined) < len(per_seed):  # e.g. a seed whose curves never cross: no crossover k
             mean = float(statistics.fmean(defined)) if defined else None
-            return Evidence(mean, None, None, f"{len(per_seed)} seeds, {len(per_seed) - len(defined)} undefined",
+            return Evidence(mean, None, None, f"{len(per_seed)} chains, {len(per_seed) - len(defined)} undefined",
                             per_seed, seeds)
         mean, lo, hi = mean_ci(defined)
-        return Evidence(mean, lo, hi, f"{len(per_seed)} seeds", per_seed, seeds)
+        return Evidence(mean, lo, hi, f"{len(per_seed)} chains", per_seed, seeds)
     if _is_missing(value):
         return Evidence(None, None, None, "undefined")
     value = float(value)
@@ -122,7 +122,7 @@ def difference(a: Evidence, b: Evidence) -> Evidence:
     if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
         diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
         mean, lo, hi = mean_ci(diffs)
-        return Evidence(mean, lo, hi, f"{len(diffs)} seeds, paired", diffs, a.seeds)
+        return Evidence(mean, lo, hi, f"{len(diffs)} chains, paired", diffs, a.seeds)
     if a.lo is None or b.lo is None:
         return Evidence(a.value - b.value, None, None, "undefined in some seeds")
     return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")
@@ -163,6 +163,26 @@ def decide(ev: Evidence, claim: dict) -> str:
     return "differs" if below or above else "inconclusive"
 
 
+def book_as_one_chain(ev: Evidence, claim: dict) -> tuple[Evidence, float] | None:
+    """The book's value seen as what it is: one run (one chain) of the recipe. Its own sampling error
+    is then the spread of one chain, which our chains measure (their SD, s). Where that error (1.96 s)
+    is at least the claim's tolerance, no interval of the chapter's own sample size could ever fit
+    inside the tolerance, so the claim is decided on the difference instead: ours - book with the
+    95% interval of a new chain's difference from our mean, (mean - book) +- t * s * sqrt(1 + 1/n).
+    Returns that difference and the book's error, or None where the tolerance can be decided."""
+    defined = [float(v) for v in ev.per_seed or [] if not _is_missing(v)]
+    if claim["kind"] != "exact" or "other" in claim or len(defined) < 2 or len(defined) < len(ev.per_seed or []):
+        return None
+    from scipy import stats as st
+
+    n, sd = len(defined), statistics.stdev(defined)
+    if 1.96 * sd <= float(claim["tol"]):
+        return None
+    half = st.t.ppf(0.975, n - 1) * sd * math.sqrt(1 + 1 / n)
+    d = statistics.fmean(defined) - float(claim["book"])
+    return Evidence(d, d - half, d + half, f"{n} chains, book as one chain"), 1.96 * sd
+
+
 def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
     """Our evidence and the verdict for one claim."""
     if claim["kind"] == "cited":
@@ -174,6 +194,11 @@ def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
         return {"ours": None, "verdict": "missing", "evidence": None, "error": str(exc)}
     if ours.value is None and not ours.per_seed:
         return {"ours": None, "verdict": "missing", "evidence": ours, "error": "metric is null"}
+    one_chain = book_as_one_chain(ours, claim) if other is None else None
+    if one_chain is not None:
+        tested, book_error = one_chain
+        return {"ours": ours.value, "evidence": ours, "other_evidence": None, "tested": tested,
+                "book_error": book_error, "verdict": "reproduced" if tested.lo <= 0 <= tested.hi else "differs"}
     tested = difference(ours, other) if other is not None else ours
     return {"ours": ours.value, "evidence": ours, "other_evidence": other, "tested": tested,
             "verdict": decide(tested, claim)}
@@ -182,6 +207,11 @@ def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
 def rule_text(claim: dict, res: dict) -> str:
     kind = claim["kind"]
     fmt = _num
+    if kind == "exact" and res.get("book_error") is not None:
+        t = res["tested"]
+        return (f"the book is one run, whose own sampling error (+-{fmt(res['book_error'])}, 1.96 x the SD of our "
+                f"chains) exceeds the tolerance {fmt(claim['tol'])}: decided on ours - book = {fmt(t.value)} "
+                f"[{fmt(t.lo)}, {fmt(t.hi)}], the 95% interval for one new chain; reproduced when it holds 0")
     if kind == "exact":
         return f"|ours - {fmt(claim['book'])}| <= {fmt(claim['tol'])}"
     if kind == "range":
@@ -211,7 +241,7 @@ def _num(x: Any) -> str:
 
 
 def ours_text(res: dict) -> str:
-    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 seeds)"."""
+    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 chains)"."""
     ev = res.get("evidence")
     if ev is None:
         return "n/a"
@@ -234,8 +264,10 @@ def verdict_record(row: dict) -> dict:
     return {"verdict": row["verdict"], "book": row["book"], "ours": row["ours"], "tolerance": tolerance,
             "interval": None if ev is None or ev.lo is None else [ev.lo, ev.hi],
             "source": None if ev is None else ev.source,
-            "tested_interval": None if tested is None or tested.lo is None or "other" not in row
-            else [tested.lo, tested.hi]}
+            "tested_interval": None if tested is None or tested.lo is None or ("other" not in row and
+                                                                          row.get("book_error") is None)
+            else [tested.lo, tested.hi],
+            "book_error": row.get("book_error")}
 
 
 def summary_counts(rows: list[dict]) -> dict[str, int]:
@@ -263,6 +295,29 @@ def variant_rows(metrics: dict[str, Any]) -> list[dict]:
         row["pass@1"] = (pk["pass_at_1_rl"], None) if pk else (None, None)
         row["pass@64"] = (pk["pass_at_n_rl"], None) if pk else (None, None)
         rows.append(row)
+    return rows
+
+
+START_KEYS = (("eval_acc_final", "after GRPO"), ("eval_acc_gain", "gain"), ("kl_k3_nats_mean", "k3 KL per step (mean)"),
+              ("kl_k3_nats_max", "k3 KL (max over a chain's steps)"))
+
+
+def start_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """One row per variant: the SFT start it trains from (chain-mean sampled and greedy accuracy on the
+    problems GRPO is evaluated on) beside what GRPO made of it, each ± the half-width of its 95%
+    interval over chains. Two starts at the same sampled accuracy can differ in their greedy one, and
+    so in what GRPO can do: sharpen a policy whose greedy answer is right, or teach one whose is not."""
+    rows = []
+    for name in sorted(k for k in metrics if k.startswith("grpo-")):
+        m = metrics[name]
+        sft = metrics.get(f"sft-{m['sft']}.json", {})
+        where = "heldout" if "sampled_acc_heldout" in sft else "train"
+
+        def cell(d: dict, key: str) -> str:
+            return _cell((d.get(key), d.get("ci95", {}).get(key)))
+
+        rows.append([m["variant"], m["sft"], str(len(m["seeds"])), cell(sft, f"sampled_acc_{where}"),
+                     cell(sft, f"greedy_acc_{where}"), *[cell(m, k) for k, _ in START_KEYS]])
     return rows
 
 
@@ -339,6 +394,10 @@ def bench_rows(bench: dict) -> list[list]:
     specs = [  # label, measured, unit, target, "<=" or ">="
         ("whole pipeline: `dvc repro --force` in a fresh clone, wall", get("fresh_clone", "wall_seconds"), "s",
          get("fresh_clone", "target_wall_seconds"), "<="),
+        ("perturbed rerun (`rlvr bench --only perturbed`): claims between reproduced and differs",
+         None if get("perturbed", "flips") is None else len(get("perturbed", "flips")), "", 0, "<="),
+        ("perturbed rerun: claims to or from inconclusive (listed below)",
+         None if get("perturbed", "moves") is None else len(get("perturbed", "moves")), "", None, "<="),
         ("sum of stage run times (MLflow)", get("pipeline", "total_seconds"), "s", None, "<="),
         ("fresh clone: the stages' own work (MLflow runs)", get("fresh_clone", "profile", "stage_seconds_total"), "s",
          None, "<="),
@@ -405,17 +464,20 @@ def machine_line(bench: dict) -> str:
 
 def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, list[list]]]:
     """The per-problem picture: for every variant, how many held-out problems only SFT ever solves
-    (c_SFT > 0, c = 0 in every seed) and only the variant solves; and, for each variant, those problems
-    with SFT's count and every seed's. problems: passk-counts.json; passk: passk.json."""
+    (c > 0 in some SFT chain, c = 0 in every seed of the variant) and only the variant solves (the
+    reverse); and, for each variant, those problems with every SFT chain's count and every seed's.
+    problems: passk-counts.json (keys "{model}/seed{s}"); passk: passk.json."""
     from rlvr.passk import one_sided_problems
 
     counts, prompts, n = problems["counts"], problems["problems"], problems["n"]
+    of = lambda name: [c for k, c in counts.items() if k.startswith(f"{name}/seed")]  # noqa: E731
     summary, lists = [], {}
     for v, m in passk.get("variants", {}).items():
-        seeds = [k for k in counts if k.startswith(f"{v}/seed")]
-        sides = one_sided_problems(counts["sft"], [counts[s] for s in seeds], prompts)
+        seeds = of(v)
+        sides = one_sided_problems(of("sft"), seeds, prompts)
         summary.append([v, len(seeds), m.get("never_solved_rl"), len(sides["sft_only"]), len(sides["rl_only"])])
-        lists[v] = [[side, r["prompt"], f"{r['c_sft']}/{n}", " ".join(str(c) for c in r["c_seeds"])]
+        lists[v] = [[side, r["prompt"], " ".join(str(c) for c in r["c_sft"]) + f" (of {n})",
+                     " ".join(str(c) for c in r["c_seeds"])]
                     for side, key in (("SFT only", "sft_only"), (f"{v} only", "rl_only")) for r in sides[key]]
     return summary, lists
 
@@ -452,8 +514,11 @@ def reason(row: dict) -> str:
         return f"Undefined ({ev.source if ev else 'no evidence'})"
     if tested.lo is None:
         undefined = sum(_is_missing(v) for v in (tested.per_seed or ev.per_seed or []))
-        return (f"{undefined} seed(s) give no value; the other seeds' mean {_num(tested.value)}"
+        return (f"{undefined} chain(s) give no value; the other chains' mean {_num(tested.value)}"
                 + (" satisfies the claim" if row["verdict"] == "inconclusive" else " does not satisfy it"))
+    if row.get("book_error") is not None:  # decided on the difference: the book is one chain
+        return (f"Ours − book [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source}, the book's own error "
+                f"±{_num(row['book_error'])}) does not hold 0")
     low, _, high, _ = region(row)
     span = f"{what} [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source})"
     if row["verdict"] == "differs":
@@ -500,8 +565,15 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
                     Contents(3),  # a compact, three-column list
                     Heading("Summary", 2, "summary")]
     headline = [r for r in rows if r.get("headline")]
-    blocks += [Para("The chapters' headline results. **reproduced**: the whole 95% interval satisfies the claim; "
-                    "**differs**: none of it does; **inconclusive**: it straddles the claim's bound."),
+    blocks += [Para("The chapters' headline results. Training and evaluation claims are decided on the 95% "
+                    "interval over chains (chain s: SFT seed s, then GRPO seed s of each variant, then its pass@k "
+                    "counts), so the interval includes the SFT start's own variance. **reproduced**: the whole "
+                    "interval satisfies the claim; **differs**: none of it does; **inconclusive**: it straddles the "
+                    "claim's bound. One exception: the book's value is itself one run, so where its own sampling "
+                    "error (1.96 x the SD of our chains) is at least the claim's tolerance, no interval of the "
+                    "chapter's sample size could fit inside that tolerance; such a claim is decided on ours − book, "
+                    "with the 95% interval of one new chain's difference from our mean: **reproduced** when it "
+                    "holds 0, **differs** when it does not."),
                Table(["claim", "book", "ours [95% interval]", "verdict"],
                      [[f"**{r['id']}** {r['quote']}", book_text(r), ours_text(r), r["verdict"]] for r in headline],
                      "headline", [r["verdict"] for r in headline])]
@@ -544,8 +616,30 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
                              [[r["axis"], r["group_size"], r["response_tokens"], r["d_model"], f"{r['seconds']:.3g}",
                                f"{r['trl_seconds']:.3g}" if r.get("trl_seconds") else "–"]
                               for r in bench["scaling"]["rows"]], "scaling")]
+        if _get(bench, "perturbed", "commit"):
+            blocks += perturbed_blocks(bench["perturbed"])
         if _get(bench, "seed_profile", "phases"):
             blocks += seed_profile_blocks(bench["seed_profile"])
+    return blocks
+
+
+def perturbed_blocks(perturbed: dict) -> list:
+    """The verdict-stability check: the pipeline rerun with every chain's start perturbed, and each
+    claim whose verdict moved, with the interval it was decided on in both runs."""
+    iv = lambda x: "–" if not x else f"[{_num(x[0])}, {_num(x[1])}]"  # noqa: E731
+    moved = perturbed["flips"] + perturbed["moves"]
+    counts = lambda c: ", ".join(f"{v} {k}" for k, v in (c or {}).items() if v)  # noqa: E731
+    blocks = [Heading("Verdicts under a perturbed rerun", 3, "perturbed"),
+              Para(f"The whole pipeline rerun in a fresh clone of {perturbed['commit'][:10]} with "
+                   f"`{perturbed['perturbation']}`: every chain's initial weights changed by amounts the size of "
+                   "float32 rounding, which the chains amplify as another CPU's rounding would. Committed: "
+                   f"{counts(perturbed.get('committed_counts'))}; perturbed: {counts(perturbed.get('perturbed_counts'))}. "
+                   f"Claims between reproduced and differs: {len(perturbed['flips'])} (required: none); to or from "
+                   f"inconclusive: {len(perturbed['moves'])}.")]
+    if moved:
+        blocks.append(Table(["claim", "committed", "interval", "perturbed", "interval"],
+                            [[m["claim"], m["committed"], iv(m["committed_interval"]), m["perturbed"] or "–",
+                              iv(m["perturbed_interval"])] for m in moved], "perturbed"))
     return blocks
 
 
@@ -584,6 +678,16 @@ def _variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[
                    "from the `passk` stage (chapter B's held-out problems, seed mean). `rlvr diff A B` compares two."),
               Table(vheader, [[v["variant"], v["task"], str(v["seeds"]), *[_cell(v[h]) for h in vheader[3:]]]
                               for v in vrows], "variants")]
+    blocks += [Heading("Starts and lifts", 3, "starts"),
+               Para("Each variant beside the SFT start it trains from: the start's sampled (T = 1) and greedy "
+                    "accuracy, mean over its chains, then GRPO's accuracy, its gain over the start and its k3 KL "
+                    "to the reference, each ± the half-width of the 95% interval over chains (chain s is SFT seed "
+                    "s, then GRPO seed s). Chapter A's two starts have about the same sampled accuracy but not the "
+                    "same greedy one: `single_digit` is under-trained on true answers (the chapter's way), "
+                    "`single_digit_noisy` fits corrupted labels to convergence; GRPO teaches the first and only "
+                    "sharpens the second."),
+               Table(["variant", "start", "chains", "start: sampled acc", "start: greedy acc",
+                      *[label for _, label in START_KEYS]], start_rows(metrics), "starts")]
     twins = twin_notes(metrics, configs)
     if twins:
         blocks += [Para("**Variants that end alike.**"), Bullets(twins)]

@@ -66,8 +66,11 @@ def final_loss(curve: list[dict], last: int = 10) -> float | None:
     return sum(tail) / len(tail) if tail else None
 
 
-def lr_at(step: int, total: int, peak: float) -> float:
-    """Linear warm-up over 5% of steps, then cosine decay to 10% of the peak."""
+def lr_at(step: int, total: int, peak: float, schedule: str = "cosine") -> float:
+    """`cosine`: linear warm-up over 5% of steps, then cosine decay to 10% of the peak. `constant`:
+    the peak at every step (chapter A's own SFT loop)."""
+    if schedule == "constant":
+        return peak
     warm = max(1, total // 20)
     if step < warm:
         return peak * (step + 1) / warm
@@ -79,8 +82,7 @@ def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTC
               generator: torch.Generator, on_step=None, progress: bool = True,
               clean: tuple[torch.Tensor, torch.Tensor] | None = None) -> list[dict]:
     """AdamW over shuffled mini-batches: `cfg.clean_epochs` passes over `clean` (the same rows with
-    their true answers), then `cfg.epochs` over the noisy `tokens`; one warm-up + cosine schedule
-    spans both. Returns the per-step curve (`phase` says which data each step saw).
+    their true answers), then `cfg.epochs` over the noisy `tokens`; one lr schedule spans both. Returns the per-step curve (`phase` says which data each step saw).
 
     Why a clean warm-up: under heavy label noise the model sits for a long, seed-dependent time on
     the plateau where it ignores the operands; when (and whether) it leaves it within the budget is
@@ -132,7 +134,7 @@ def _epochs(model: TinyLM, opt: AdamW, tokens: torch.Tensor, mask: torch.Tensor,
         for i in range(per_epoch):
             step = epoch * per_epoch + i
             idx = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
-            opt.lr = lr_at(step, total, cfg.lr)
+            opt.lr = lr_at(step, total, cfg.lr, cfg.schedule)
             loss = sft_loss(model, tokens[idx], mask[idx])
             opt.zero_grad()
             loss.backward()

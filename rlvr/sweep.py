@@ -86,7 +86,7 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
         rows.append([e["name"], *(str(e["params"].get(a)) for a in axes),
                      f"{sft['pass_at_1']:.3f} → {v['pass_at_1_rl']:.3f}",
                      f"{sft['pass_at_n']:.3f} / {v['pass_at_n_rl']:.3f}",
-                     f"{sft['never_solved']} / {v['never_solved_rl']:.2f}",
+                     f"{sft['never_solved']:.3g} / {v['never_solved_rl']:.2f}",
                      "none" if cross is None else f"{cross:.3g}", narrows])
     return header, rows
 

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_SETTINGS = {
     ModelConfig: {"d_model": 128, "n_layer": 2, "n_head": 4, "max_len": 32},
     TaskConfig: {"heldout": 0, "max_new_tokens": 2},
-    SFTConfig: {"task": "single_digit", "model": None, "noise": {"kind": "uniform", "rate": 0.5}, "repeats": 4, "warmup": "single_digit", "clean_epochs": 0, "epochs": 10,
-                "batch_size": 64, "lr": 3e-3, "weight_decay": 0.0, "grad_clip": 1.0, "eval_samples": 16,
+    SFTConfig: {"task": "single_digit", "seeds": [0], "model": None, "noise": {"kind": "uniform", "rate": 0.5}, "repeats": 4, "warmup": "single_digit", "clean_epochs": 0, "epochs": 10,
+                "batch_size": 64, "lr": 3e-3, "schedule": "cosine", "weight_decay": 0.0, "grad_clip": 1.0, "eval_samples": 16,
                 "eval_max_prompts": 300},
     GRPOConfig: {"task": "single_digit", "sft": "single_digit", "seeds": [0], "steps": 25, "prompts_per_step": 16, "group_size": 8,
                  "temperature": 1.0, "lr": 1e-3, "grad_clip": 1.0, "beta": 0.04, "kl_estimator": "k3",
@@ -39,8 +39,10 @@ def tiny_raw() -> dict:
     raw = copy.deepcopy(raw)
     raw["model"].update(d_model=32, n_layer=1, n_head=2)
     del raw["sft"]["single_digit_hi"]  # only the a_hi_* variants start from it; they are dropped below
+    del raw["sft"]["single_digit_noisy"], raw["warmups"]["single_digit_noisy"]  # a_grpo_noisy's: dropped too
     for run in raw["sft"].values():
-        run.update(clean_epochs=1, epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
+        run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
+        run["clean_epochs"] = min(run["clean_epochs"], 1)
     raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1,
                                    eval_samples=2)
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0

@@ -94,7 +94,7 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
     assert (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate) == originals
     assert out["start"] == "untrained" and out["steps"] == 3 and out["threads"] == 1
     assert [r["phase"] for r in out["phases"]] == [*bench.SEED_PHASES, "the rest (checkpoint, reference copy, step rows)"]
-    assert all(r["seconds"] > 0 for r in out["phases"][:-1])
+    assert all(r["seconds"] >= 0 for r in out["phases"][:-1])  # a fast phase may round to 0 on a fast CPU
     assert abs(sum(r["seconds"] for r in out["phases"]) - out["seconds"]) < 0.05
     assert abs(sum(r["share"] for r in out["phases"]) - 1) < 0.01
     shares = [r["share"] for r in out["op_classes"]]

@@ -55,7 +55,7 @@ def test_training_twice_gives_the_same_checkpoint_file(tmp_path, monkeypatch, ml
     hashes, run_ids = [], []
     for _ in range(2):
         run_ids.append(run_stage("sft", "single_digit", progress=False)["mlflow_run_id"])
-        hashes.append(md5(tmp_path / "data/single_digit/sft.pt"))
+        hashes.append(md5(tmp_path / "data/single_digit/sft/seed0.pt"))
     assert hashes[0] == hashes[1] and run_ids[0] != run_ids[1]
 
 

@@ -13,7 +13,9 @@ from rlvr.passk import (
     paired_test,
     pass_at_k,
     pass_at_k_curve,
+    one_sided_problems,
     solved_by_one_only,
+    summarise_counts,
     two_problem_toy,
 )
 
@@ -218,3 +220,61 @@ def test_two_problem_toy_crossing_is_where_the_curves_cross():
 def test_two_problem_toy_rejects_a_non_probability():
     with pytest.raises(ValueError, match="p_b_rl = 1.5"):
         two_problem_toy(p_b_rl=1.5)
+
+
+def _chains(sft: list, variant: list, n: int = 8) -> tuple[dict, dict]:
+    """counts and chains for SFT chains `sft` and variant "v" seeds `variant` (lists of (P,) counts)."""
+    counts = {**{f"sft/seed{s}": c for s, c in enumerate(sft)}, **{f"v/seed{s}": c for s, c in enumerate(variant)}}
+    return counts, {"sft": list(range(len(sft))), "v": list(range(len(variant)))}
+
+
+def test_each_variant_seed_is_compared_with_its_own_chains_sft():
+    n = 8
+    sft = [[4, 4, 0, 0], [0, 0, 4, 4]]  # chain 0 solves problems 0-1, chain 1 problems 2-3
+    counts, chains = _chains(sft, [[4, 4, 0, 0], [4, 4, 0, 0]], n)  # both seeds solve problems 0-1
+    metrics, curves = summarise_counts(counts, chains, n, [1, n], 10, 0)
+    v = metrics["variants"]["v"]
+    assert v["seeds"] == [0, 1]
+    assert v["per_seed"]["solved_by_base_only"] == [0, 2] and v["per_seed"]["solved_by_rl_only"] == [0, 2]
+    assert curves["v"][0]["minus_sft"] == pytest.approx(0.0)  # same pass@1 as each chain's SFT
+    assert metrics["sft"]["per_seed"]["pass_at_1"] == [0.25, 0.25] and metrics["sft"]["seeds"] == [0, 1]
+
+
+def test_sft_interval_is_over_chains_and_widens_when_their_starts_differ():
+    n = 8
+    same, _ = summarise_counts(*_chains([[4, 2, 0, 8]] * 3, [[4, 2, 0, 8]]), n, [1, n], 10, 0)
+    spread, curves = summarise_counts(*_chains([[2, 0, 0, 8], [4, 2, 0, 8], [6, 4, 0, 8]], [[4, 2, 0, 8]]),
+                                      n, [1, n], 10, 0)
+    assert same["sft"]["pass_at_1"] == pytest.approx(spread["sft"]["pass_at_1"])  # same mean over chains
+    lo, hi = same["sft"]["ci95"]["pass_at_1"]
+    assert lo == pytest.approx(hi) == pytest.approx(same["sft"]["pass_at_1"])  # identical chains: zero width
+    lo2, hi2 = spread["sft"]["ci95"]["pass_at_1"]
+    assert lo2 < spread["sft"]["pass_at_1"] < hi2 and hi2 - lo2 > 0.1
+    assert curves["sft"][0]["ci95_hi"] - curves["sft"][0]["ci95_lo"] == pytest.approx(hi2 - lo2)
+    one, _ = summarise_counts(*_chains([[4, 2, 0, 8]], [[4, 2, 0, 8]]), n, [1, n], 10, 0)
+    assert one["sft"]["ci95"]["pass_at_1"] == [None, None]  # one chain: no interval
+
+
+def test_contrast_is_summarised_over_its_own_chains():
+    n = 8
+    counts, chains = _chains([[4, 2, 0, 8], [4, 2, 0, 8]], [[4, 2, 0, 8]])
+    counts.update({"other/seed0": [0, 0, 0, 8], "other/seed1": [8, 0, 0, 8]})
+    metrics, curves = summarise_counts(counts, {**chains, "other": [0, 1]}, n, [1, n], 10, 0, contrast="other")
+    assert metrics["contrast"]["run"] == "other" and metrics["contrast"]["never_solved"] == 2.5
+    assert metrics["contrast"]["per_seed"]["never_solved"] == [3, 2] and set(metrics["variants"]) == {"v"}
+    assert set(curves) == {"sft", "other", "v"}
+
+
+def test_a_variant_seed_without_its_sft_chain_is_refused_by_name():
+    counts, chains = _chains([[4, 2, 0, 8]], [[4, 2, 0, 8], [1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="sft/seed1"):
+        summarise_counts(counts, chains, 8, [1, 8], 10, 0)
+    counts["sft/seed1"] = [1, 1, 1, 1]  # counts present, but the chain is not declared
+    with pytest.raises(ValueError, match="sft/seed1"):
+        summarise_counts(counts, chains, 8, [1, 8], 10, 0)
+
+
+def test_one_sided_problems_take_every_sft_chain():
+    sides = one_sided_problems([[1, 0, 0], [0, 0, 0]], [[0, 0, 2], [0, 0, 0]], ["a", "b", "c"])
+    assert sides == {"sft_only": [{"prompt": "a", "c_sft": [1, 0], "c_seeds": [0, 0]}],
+                     "rl_only": [{"prompt": "c", "c_sft": [0, 0], "c_seeds": [2, 0]}]}

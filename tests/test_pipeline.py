@@ -56,7 +56,12 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     passk = json.loads((d / "reports/metrics/passk.json").read_text())
     assert set(passk["variants"]) == {"grpo", "dapo"} and passk["n"] == 4  # two_digit variants only
     counts = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
-    assert set(counts) == {"sft", "two_digit", "grpo/seed0", "grpo/seed1", "dapo/seed0", "dapo/seed1"}
+    assert set(counts) == {f"{m}/seed{s}" for m in ("sft", "two_digit", "grpo", "dapo") for s in (0, 1)}
+    assert passk["sft"]["seeds"] == [0, 1] and len(passk["sft"]["per_seed"]["pass_at_1"]) == 2  # over chains
+    sft = json.loads((d / "reports/metrics/sft-two_digit.json").read_text())
+    assert sft["seeds"] == [0, 1] and len(sft["per_seed"]["sampled_acc_heldout"]) == 2
+    assert (d / "data/two_digit/sft/seed1.pt").exists() and (d / "data/warmup/two_digit/seed1.pt").exists()
+    assert (d / "reports/curves/sft/single_digit/seed1.tsv").exists()
     hack = json.loads((d / "reports/metrics/hack.json").read_text())
     assert len(hack["per_seed"]["digits_per_response_end"]) == 2
     for fig in ("passk-curves.png", "passk-scatter.png", "hack-reward-vs-accuracy.png", "worked-b14-demo.png"):
@@ -160,7 +165,7 @@ def test_identical_training_leaves_identical_checkpoints_and_downstream_cached(r
     so DVC sees no change for the GRPO stages that start from it. The rerun is a fresh process
     (RLVR_WARM=0), the first run was forked by the warm-start server: both compute the same bits."""
     d, env = repo
-    ckpt = d / "data/single_digit/sft.pt"
+    ckpt = d / "data/single_digit/sft/seed1.pt"
     before = hashlib.md5(ckpt.read_bytes()).hexdigest()
     sh("dvc repro -f -s sft@single_digit", d, {**env, "RLVR_WARM": "0"})
     assert hashlib.md5(ckpt.read_bytes()).hexdigest() == before

@@ -250,6 +250,81 @@ def test_variants_that_end_alike_are_named_with_what_they_differ_in():
     assert "exactly 1" not in note and "`inner_epochs`: 1 vs 4" in note
 
 
-def test_the_committed_report_explains_why_gspo_ends_like_grpo():
-    text = (ROOT / "reports/report.md").read_text()
-    assert "`grpo` and `gspo` end with the same accuracy, reward and response length on every seed" in text
+def test_a_tolerance_finer_than_one_runs_own_error_is_decided_on_the_difference():
+    """Four chains spread with SD 0.04: one run of the recipe (the book's) carries an error of
+    +-0.08, wider than a +-0.02 tolerance, so no interval could ever fit inside it. The claim is then
+    decided on ours - book with the interval of one new chain: 0 inside it reproduces, 0 outside it
+    differs; a tolerance wider than that error keeps the ordinary rule."""
+    import statistics
+
+    chains = [0.50, 0.55, 0.60, 0.53]
+    m = {"c.json": {"seeds": [0, 1, 2, 3], "acc": statistics.fmean(chains), "per_seed": {"acc": chains}}}
+    sd = statistics.stdev(chains)
+    near = verdict({"kind": "exact", "book": 0.56, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
+    assert near["verdict"] == "reproduced" and abs(near["book_error"] - 1.96 * sd) < 1e-12
+    assert near["tested"].lo < 0 < near["tested"].hi
+    half = (near["tested"].hi - near["tested"].lo) / 2
+    assert abs(half - 3.182446305284263 * sd * (1 + 1 / 4) ** 0.5) < 1e-9  # t(0.975, 3) * s * sqrt(1 + 1/n)
+    far = verdict({"kind": "exact", "book": 0.83, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
+    assert far["verdict"] == "differs" and far["tested"].hi < 0
+    wide = verdict({"kind": "exact", "book": 0.56, "tol": 0.2, "metric": ["c.json", "acc"]}, m)
+    assert "book_error" not in wide and wide["verdict"] == "reproduced"
+
+
+def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
+    """Between reproduced and differs is a flip (the check fails); to or from inconclusive is a move,
+    listed with both intervals; an unchanged verdict is neither."""
+    from rlvr.bench import verdict_moves
+    from rlvr.render import markdown
+    from rlvr.report import perturbed_blocks
+
+    committed = {"claims": {"a": {"verdict": "reproduced", "interval": [0.8, 0.9]},
+                            "b": {"verdict": "inconclusive", "interval": [0.4, 0.6]},
+                            "c": {"verdict": "differs", "interval": [1, 2], "tested_interval": [0.5, 1.5]},
+                            "d": {"verdict": "cited", "interval": None}}}
+    perturbed = {"claims": {"a": {"verdict": "differs", "interval": [0.6, 0.7]},
+                            "b": {"verdict": "reproduced", "interval": [0.52, 0.6]},
+                            "c": {"verdict": "differs", "interval": [1, 2]},
+                            "d": {"verdict": "cited", "interval": None}}}
+    out = verdict_moves(committed, perturbed)
+    assert out["no_flips"] is False
+    assert out["flips"] == [{"claim": "a", "committed": "reproduced", "perturbed": "differs",
+                             "committed_interval": [0.8, 0.9], "perturbed_interval": [0.6, 0.7]}]
+    assert [m["claim"] for m in out["moves"]] == ["b"] and out["moves"][0]["perturbed_interval"] == [0.52, 0.6]
+    assert verdict_moves(committed, committed) == {"flips": [], "moves": [], "no_flips": True}
+    text = markdown(perturbed_blocks({**out, "commit": "0123456789abc", "perturbation": "RLVR_PERTURB=1e-6",
+                                      "committed_counts": {"reproduced": 1}, "perturbed_counts": {"differs": 2}}),
+                    "x")
+    assert "RLVR_PERTURB=1e-6" in text and "| a | reproduced | [0.8, 0.9] | differs | [0.6, 0.7] |" in text
+
+
+@pytest.mark.parametrize("value, ok", [("", False), ("abc", False), ("-1e-6", False), ("0.5", False),
+                                       ("1e-6", True), ("0", True)])
+def test_the_perturbation_knob_is_checked(monkeypatch, value, ok):
+    from rlvr.config import ConfigError
+    from rlvr.stages.warmup import perturbation
+
+    monkeypatch.setenv("RLVR_PERTURB", value)
+    if ok:
+        assert perturbation() == float(value)
+    else:
+        with pytest.raises(ConfigError, match=r"RLVR_PERTURB = .*: must be a number in \[0, 0.01\)"):
+            perturbation()
+
+
+def test_a_perturbation_moves_the_weights_by_about_its_size():
+    import torch
+
+    from conftest import make
+    from rlvr.config import ModelConfig
+    from rlvr.model import TinyLM
+    from rlvr.stages.warmup import perturb_
+
+    torch.manual_seed(0)
+    a = TinyLM(make(ModelConfig, d_model=32, n_head=2), 20)
+    b = TinyLM(make(ModelConfig, d_model=32, n_head=2), 20)
+    b.load_state_dict(a.state_dict())
+    perturb_(b, 1e-6, seed=3)
+    rel = [((pb - pa).abs() / pa.abs().clamp(min=1e-30)).max().item() for pa, pb in zip(a.parameters(), b.parameters())
+           if pa.abs().sum() > 0]
+    assert max(rel) > 0 and max(rel) < 1e-5

@@ -112,7 +112,7 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     from rlvr.tasks import problems_of
 
     params = load_params("params.yaml")
-    model = ("sft", "data/two_digit/sft.pt", "sft@two_digit", config_hash("sft", "two_digit", params))
+    model = ("sft/seed0", "data/two_digit/sft/seed0.pt", "sft@two_digit/seed0", config_hash("sft", "two_digit", params))
     problems = problems_of(read_heldout("data/two_digit/heldout.json"), "two_digit")[:20]
     args = ([model] * 3, problems, 8, params.task("two_digit").max_new_tokens, 1.0, params.seed)
     runs = []
@@ -136,3 +136,41 @@ def test_a_run_whose_true_answers_differ_from_its_warm_up_is_refused(tiny_repo):
     rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(UserError, match="sft.two_digit: its rows' true answers differ from those warm-up 'two_digit'"):
         run_stage("sft", "two_digit", progress=False)
+
+
+def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_repo):
+    """SFT seeds are separate draws (their checkpoints differ), and GRPO seed s starts from SFT
+    seed s's checkpoint: copying seed 0's over seed 1's is refused by name."""
+    import shutil
+
+    import torch
+
+    from rlvr import paths
+    from rlvr.checkpoint import CheckpointError
+    from rlvr.config import load_params
+    from rlvr.pipeline import config_hash
+    from rlvr.stages.common import load_start
+    from rlvr.tokenizer import Tokenizer
+
+    d, _ = tiny_repo
+    start = paths.sft("two_digit")
+    ckpts = [(d / start.checkpoint(s)).read_bytes() for s in (0, 1)]
+    assert hashlib.md5(ckpts[0]).digest() != hashlib.md5(ckpts[1]).digest()
+    params = load_params(d / "params.yaml")
+    h = config_hash("sft", "two_digit", params)
+    one = load_start(start, 1, "two_digit", h, Tokenizer())
+    saved = torch.load(start.checkpoint(1), weights_only=True)["model"]
+    assert all(torch.equal(one.state_dict()[k], v) for k, v in saved.items())
+    shutil.copy(start.checkpoint(0), start.checkpoint(1))
+    with pytest.raises(CheckpointError, match=r"seed1.pt: holds 'sft@two_digit/seed0', expected 'sft@two_digit/seed1'"):
+        run_stage("grpo", "grpo", progress=False)
+    assert not (d / "reports/metrics/grpo-grpo.json").exists()  # refused before any training
+
+
+def test_warm_up_states_are_one_per_chain(tiny_repo):
+    """A warm-up trains each chain from its own fresh model: the states differ between seeds."""
+    d, raw = tiny_repo
+    states = [hashlib.md5((d / f"data/warmup/two_digit/seed{s}.pt").read_bytes()).digest() for s in (0, 1)]
+    assert states[0] != states[1]
+    warm = json.loads((d / "reports/metrics/warmup-two_digit.json").read_text())
+    assert warm["seeds"] == [0, 1] and len(warm["per_seed"]["final_loss"]) == 2

@@ -244,7 +244,7 @@ def clone_b(a: Repo, where: Path) -> Repo:
     sh(f"git clone -q {shlex.quote(str(a.path))} {shlex.quote(str(where))}", where.parent, a.env)
     env = {**a.env, "PYTHONPATH": str(where)}
     own_cache(where, env)
-    assert not (where / "data/two_digit/sft.pt").exists()
+    assert not (where / "data/two_digit/sft/seed0.pt").exists()
     return Repo(where, env)
 
 
@@ -287,7 +287,7 @@ def test_clone_with_the_lock_pulls_every_output_and_reruns_nothing(clone_a, publ
     assert "Running stage" not in out, out
     assert "up to date" in sh("dvc status", b.path, b.env)
     lock = lock_stages(clone_a.path)
-    assert md5(b.path / "data/two_digit/sft.pt") == md5(clone_a.path / "data/two_digit/sft.pt")
+    assert md5(b.path / "data/two_digit/sft/seed0.pt") == md5(clone_a.path / "data/two_digit/sft/seed0.pt")
     assert output_md5s(b.path, lock) == output_md5s(clone_a.path, lock)
 
 

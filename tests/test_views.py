@@ -54,7 +54,7 @@ def test_reason_says_where_the_decisive_interval_lies():
         "Our interval [0.5, 0.54] (4 seeds) straddles the bound 0.52")
     undefined = Evidence(44.0, None, None, "4 seeds, 2 undefined", [40, None, 48, None])
     assert reason({**claim, "verdict": "differs", "tested": undefined, "evidence": undefined}).startswith(
-        "2 seed(s) give no value")
+        "2 chain(s) give no value")
 
 
 def test_a_curve_splits_into_tables_without_empty_cells():
@@ -78,21 +78,53 @@ def test_seed_band_is_the_t_interval_cut_to_the_range():
     assert single == {"step": 3, "acc": 0.5, "acc_lo": 0.5, "acc_hi": 0.5, "seeds": 1}
 
 
-def test_passk_curves_cover_every_k_with_the_difference_from_sft():
+def _chain_counts(n=8, P=30, seeds=(0, 1, 2)):
     rng = np.random.default_rng(0)
-    n, P = 8, 30
-    counts = {"sft": rng.integers(0, n + 1, P).tolist(), "base2": rng.integers(0, n + 1, P).tolist(),
-              **{f"v/seed{s}": rng.integers(0, n + 1, P).tolist() for s in (0, 1, 2)}}
-    _, curves = summarise_counts(counts, {"v": [0, 1, 2]}, n, [1, 8], 50, 0, contrast="base2")
+    return {f"{m}/seed{s}": rng.integers(0, n + 1, P).tolist() for m in ("sft", "base2", "v") for s in seeds}
+
+
+def test_passk_curves_cover_every_k_with_the_difference_from_each_chains_sft():
+    n, seeds = 8, (0, 1, 2)
+    counts = _chain_counts(n, seeds=seeds)
+    chains = {"sft": list(seeds), "base2": list(seeds), "v": list(seeds)}
+    _, curves = summarise_counts(counts, chains, n, [1, 8], 50, 0, contrast="base2")
     assert set(curves) == {"sft", "base2", "v"}
     assert [r["k"] for r in curves["v"]] == list(range(1, n + 1))
-    _, sft = pass_at_k_curve(counts["sft"], n, np.arange(1, n + 1))
-    per_seed = [pass_at_k_curve(counts[f"v/seed{s}"], n, np.arange(1, n + 1))[1] for s in (0, 1, 2)]
+    curve = lambda key: pass_at_k_curve(counts[key], n, np.arange(1, n + 1))[1]  # noqa: E731
     for i, row in enumerate(curves["v"]):
-        assert row["pass_at_k"] == pytest.approx(np.mean([c[i] for c in per_seed]))
-        assert row["minus_sft"] == pytest.approx(row["pass_at_k"] - sft[i])
+        assert row["pass_at_k"] == pytest.approx(np.mean([curve(f"v/seed{s}")[i] for s in seeds]))
+        assert row["minus_sft"] == pytest.approx(np.mean([curve(f"v/seed{s}")[i] - curve(f"sft/seed{s}")[i]
+                                                          for s in seeds]))
         assert row["minus_sft_lo"] <= row["minus_sft"] <= row["minus_sft_hi"]
-    assert all(r["ci95_lo"] <= r["pass_at_k"] <= r["ci95_hi"] for r in curves["sft"])
+    for i, row in enumerate(curves["sft"]):
+        assert row["pass_at_k"] == pytest.approx(np.mean([curve(f"sft/seed{s}")[i] for s in seeds]))
+        assert row["ci95_lo"] <= row["pass_at_k"] <= row["ci95_hi"]
+
+
+def test_passk_figures_draw_from_chain_counts(tmp_path):
+    from rlvr import plots
+
+    n, seeds = 8, [0, 1, 2]
+    counts = _chain_counts(n, seeds=seeds)
+    counts.update({f"grpo/seed{s}": counts[f"v/seed{s}"] for s in (0, 1)})
+    chains = {"sft": seeds, "base2": seeds, "v": seeds, "grpo": [0, 1]}
+    _, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0, contrast="base2")
+    for path in (plots.passk_curves(curves, n, "base2", tmp_path / "c.png"),
+                 plots.passk_scatter(counts, chains, n, tmp_path / "s.png"),
+                 plots.passk_solve_rates(counts, chains, n, "base2", tmp_path / "r.png")):
+        assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_problem_tables_count_a_problem_as_sft_solved_if_any_chain_solves_it():
+    from rlvr.report import problem_tables
+
+    counts = {"sft/seed0": [0, 3, 0, 0], "sft/seed1": [2, 0, 0, 0],  # problems 0 and 1: one chain each
+              "v/seed0": [0, 0, 0, 1], "v/seed1": [0, 0, 0, 0]}
+    problems = {"n": 4, "problems": ["p0", "p1", "p2", "p3"], "counts": counts}
+    summary, lists = problem_tables(problems, {"variants": {"v": {"never_solved_rl": 3.5}}})
+    assert summary == [["v", 2, 3.5, 2, 1]]
+    assert lists["v"] == [["SFT only", "p0", "0 2 (of 4)", "0 0"], ["SFT only", "p1", "3 0 (of 4)", "0 0"],
+                          ["v only", "p3", "0 0 (of 4)", "1 0"]]
 
 
 def test_every_figure_the_pipeline_writes_has_a_caption():
@@ -138,3 +170,15 @@ def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
     (tmp_path / "report.json").write_text("{")
     with pytest.raises(ConfigError, match="not valid JSON"):
         summary(tmp_path)
+
+
+def test_learning_curves_average_a_step_over_the_seeds_that_have_a_value(tmp_path):
+    """Dynamic sampling can keep no group at a step (its reward is NaN there): the figure is still
+    drawn, from the seeds that have a value."""
+    from rlvr.plots import learning_curves
+
+    rows = lambda vals: [{"step": i, "reward_mean": v} for i, v in enumerate(vals)]  # noqa: E731
+    runs = {"v": {"train": [rows(["", 0.5, 0.6]), rows([0.4, 0.5, 0.7]), rows([float("nan"), 0.5, 0.7])],
+                  "eval": []}}
+    path = learning_curves(runs, "t", tmp_path / "c.png")
+    assert path.stat().st_size > 1000

@@ -58,6 +58,14 @@ def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], N
                                                   (keys is None or k in keys)})
 
 
+def load_start(start, seed: int, run: str, config_hash: str, tok):
+    """SFT seed `seed`'s checkpoint of run `run` (paths `start`, an SFTPaths): the start of chain
+    `seed`, refused if it is not that run's (its run name and params hash)."""
+    from rlvr import checkpoint  # here, not at the top: stages without checkpoints never load torch
+
+    return checkpoint.load(start.checkpoint(seed), tok, f"{run_name('sft', run)}/seed{seed}", config_hash)
+
+
 @dataclass
 class SeedResult:
     """What one seed's training returns to the stage process."""
@@ -118,17 +126,18 @@ def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: i
 
 
 def over_seeds(run: Run, seeds: list[int], results: Iterator[SeedResult], name: str, tags: dict, params: dict,
-               progress: bool = True) -> Iterator[tuple[int, SeedResult, Run]]:
+               progress: bool = True, logged: tuple[str, ...] | None = None) -> Iterator[tuple[int, SeedResult, Run]]:
     """Log every seed's result (`seed_results`, in seed order) to its own nested MLflow run, which
-    carries the stage's params and tags and its seed: its curve as per-step metrics, then its
-    summary. Yields (seed, result, the open child run: the stage logs the seed's files to it)."""
+    carries the stage's params and tags and its seed: its curve as per-step metrics (the fields in
+    `logged`, or all), then its summary. Yields (seed, result, the open child run: the stage logs the
+    seed's files to it)."""
     bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
     for seed, result in zip(seeds, results, strict=True):  # runs the pool to its end
         bar.update(1)
         with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}, {**params, "seed": seed}) as child:
-            log = log_row(child)
+            log = log_row(child, logged)
             for row in result.curve:
                 log(row)
-            child.log_metrics(result.summary)
+            child.log_metrics({k: v for k, v in result.summary.items() if isinstance(v, (int, float))})
             yield seed, result, child
     bar.close()

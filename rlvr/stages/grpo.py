@@ -1,4 +1,5 @@
-"""Stage `grpo@{variant}`: train the variant from its SFT checkpoint once per seed in its `seeds`."""
+"""Stage `grpo@{variant}`: train the variant once per seed in its `seeds`, seed n from SFT seed n's
+checkpoint (chain n), so that every interval over seeds includes the start's own variance."""
 
 from __future__ import annotations
 
@@ -8,20 +9,20 @@ from rlvr import checkpoint
 from rlvr.config import GRPOConfig, Params
 from rlvr.curves import curve_band, split_curve
 from rlvr.grpo import seed_summary, train_grpo
-from rlvr.paths import GRPOPaths
+from rlvr.paths import GRPOPaths, SFTPaths
 from rlvr.pipeline import config_hash, instance_params
 from rlvr.runtime import read_heldout, read_jsonl, thread_budget, write_json, write_tsv
-from rlvr.stages.common import SeedResult, over_seeds, run_name, seed_results, tracked, write_curves
+from rlvr.stages.common import SeedResult, load_start, over_seeds, run_name, seed_results, tracked, write_curves
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
 
 def train_seed(seed: int, cfg: GRPOConfig, max_new_tokens: int, train: list[Problem], evals: list[Problem],
-               start: dict) -> SeedResult:
-    """One seed of the variant, from the SFT checkpoint (`start`: its path, run name and hash)."""
+               start: SFTPaths, start_hash: str) -> SeedResult:
+    """One seed of the variant, from its chain's SFT checkpoint (SFT seed `seed`)."""
     tok = Tokenizer()
-    policy = checkpoint.load(tok=tok, **start)
+    policy = load_start(start, seed, cfg.sft, start_hash, tok)
     curve = train_grpo(policy, cfg, max_new_tokens, train, evals, tok, torch.Generator().manual_seed(seed),
                        progress=False)
     return SeedResult(seed_summary(curve), curve, policy.state_dict())
@@ -34,13 +35,14 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
     held = problems_of(read_heldout(paths.start.data.heldout), cfg.task)
     evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
     tok = Tokenizer()
-    start = {"path": paths.start.checkpoint, "run": run_name("sft", cfg.sft),
-             "config_hash": config_hash("sft", cfg.sft, params)}
-    model = checkpoint.load(tok=tok, **start)  # fail before any training if it is not the one
+    start_hash = config_hash("sft", cfg.sft, params)
+    model = None
+    for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
+        model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
     tags = {"task": cfg.task, "variant": name}
     own_hash = config_hash("grpo", name, params)
     per_seed, run_ids, eval_curves = {}, {}, {}
-    with seed_results(train_seed, cfg.seeds, (cfg, task.max_new_tokens, train, evals, start),
+    with seed_results(train_seed, cfg.seeds, (cfg, task.max_new_tokens, train, evals, paths.start, start_hash),
                       thread_budget(params.threads)) as results, tracked("grpo", name, params, tags) as mlrun:
         for seed, result, child in over_seeds(mlrun, cfg.seeds, results, run_name("grpo", name), tags,
                                               instance_params("grpo", name, params), progress):

@@ -11,10 +11,10 @@ from rlvr import checkpoint, plots
 from rlvr.config import GRPOConfig, HackConfig, Params
 from rlvr.grpo import train_grpo
 from rlvr.hack import hack_metrics, hack_summary
-from rlvr.paths import HackPaths
+from rlvr.paths import HackPaths, SFTPaths
 from rlvr.pipeline import config_hash, instance_params
 from rlvr.runtime import read_jsonl, thread_budget, write_json
-from rlvr.stages.common import SeedResult, over_seeds, run_name, seed_results, tracked, write_curves
+from rlvr.stages.common import SeedResult, load_start, over_seeds, run_name, seed_results, tracked, write_curves
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -26,10 +26,12 @@ def sample_steps(cfg: HackConfig) -> list[int]:
     return sorted({1, (cfg.steps + 1) // 2, cfg.steps})
 
 
-def train_seed(seed: int, cfg: HackConfig, grpo_cfg: GRPOConfig, train: list[Problem], start: dict) -> SeedResult:
-    """One seed on the substring reward; its sample tables ride along as `extra`."""
+def train_seed(seed: int, cfg: HackConfig, grpo_cfg: GRPOConfig, train: list[Problem], start: SFTPaths,
+               start_hash: str) -> SeedResult:
+    """One seed on the substring reward, from its chain's SFT checkpoint; its sample tables ride
+    along as `extra`."""
     tok = Tokenizer()
-    policy = checkpoint.load(tok=tok, **start)
+    policy = load_start(start, seed, cfg.sft, start_hash, tok)
     samples: dict[int, list] = {}
     reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
     curve = train_grpo(policy, grpo_cfg, cfg.max_new_tokens, train, train, tok, torch.Generator().manual_seed(seed),
@@ -44,13 +46,15 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
     grpo_cfg = replace(params.variant(cfg.variant), seeds=cfg.seeds, steps=cfg.steps, temperature=cfg.temperature)
     train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
     tok = Tokenizer()
-    start = {"path": paths.start.checkpoint, "run": run_name("sft", cfg.sft),
-             "config_hash": config_hash("sft", cfg.sft, params)}
-    model = checkpoint.load(tok=tok, **start)  # fail before any training if it is not the one
+    start_hash = config_hash("sft", cfg.sft, params)
+    model = None
+    for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
+        model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
     own_hash = config_hash("hack", None, params)
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
     finals, tables = {}, {}
-    with seed_results(train_seed, cfg.seeds, (cfg, grpo_cfg, train, start), thread_budget(params.threads)) as results, \
+    with seed_results(train_seed, cfg.seeds, (cfg, grpo_cfg, train, paths.start, start_hash),
+                      thread_budget(params.threads)) as results, \
             tracked("hack", None, params, tags) as mlrun:
         for seed, result, child in over_seeds(mlrun, cfg.seeds, results, "hack", tags,
                                               instance_params("hack", None, params), progress):
