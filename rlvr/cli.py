@@ -78,6 +78,12 @@ def _sweep_report(args) -> dict:
     return sweep_report(json.loads(shown.stdout), Path(args.out))
 
 
+def _starts(args) -> dict:
+    from rlvr.stages.starts import run_starts
+
+    return run_starts(load_params(args.params))
+
+
 def _bench(args) -> dict:
     from rlvr.bench import bench_all
 
@@ -129,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments")
     s.add_argument("--out", default="reports/sweep", help="folder for sweep.md and sweep.png")
     s.set_defaults(fn=_sweep_report)
+    s = sub.add_parser("starts", help="chapter B's candidate SFT starts side by side (SFT side, then GRPO) "
+                                      "-> reports/starts.json")
+    s.set_defaults(fn=_starts)
     s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
     s.add_argument("--out", default="reports/benchmarks.json")
     s.add_argument("--only", nargs="*", default=None, help="names of benchmarks to run (default: all)")

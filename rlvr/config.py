@@ -454,6 +454,19 @@ class HackConfig(Section):
 
 
 @dataclass(frozen=True)
+class StartsConfig(Section):
+    """`rlvr starts` (not a DVC stage): chapter B's candidate starts side by side, each over its
+    chains, the SFT side first, then `variant` trained from each. A candidate names an SFT run of the
+    pipeline (`sft`) or one of `runs`, which only this comparison trains."""
+
+    candidates: list[str]  # the starts compared, in display order
+    runs: dict  # name -> SFTConfig: candidates the pipeline does not train (no warm-up stage: trained whole)
+    variant: str  # the GRPO variant trained from every candidate's chains
+    target_pass_at_n: Probability  # the chapter's SFT pass@64: the SFT-side facts a default is chosen by
+    target_never_solved: NonNegative  # the chapter's SFT never-solved count
+
+
+@dataclass(frozen=True)
 class Params(Section):
     """The whole of params.yaml."""
 
@@ -468,6 +481,7 @@ class Params(Section):
     passk: PassKConfig
     worked: WorkedConfig
     hack: HackConfig
+    starts: StartsConfig
 
     def task(self, name: str) -> TaskConfig:
         if name not in dict.keys(self.tasks):
@@ -549,11 +563,32 @@ def parse_params(raw: Any) -> Params:
     _require(sft[hack.sft].task == variants[hack.variant].task, "hack.sft", hack.sft,
              f"must be an sft run of variant {hack.variant!r}'s task ({variants[hack.variant].task})")
     _check_chains(hack.seeds, sft[hack.sft].seeds, "hack.seeds", hack.sft)
+    starts = _starts(raw["starts"], sft, variants)
     params = Params(seed, threads, model, _table(tasks, "tasks"), _table(sft, "sft"), _table(warmups, "warmups"), grpo,
-                    _table(variants, "variants"), passk, worked, hack)
+                    _table(variants, "variants"), passk, worked, hack, starts)
     object.__setattr__(params, "_where", (("", None),))
     object.__setattr__(params, "raw", raw)
     return params
+
+
+def _starts(raw: Any, sft: dict, variants: dict) -> StartsConfig:
+    """The starts comparison: its own runs are SFT configs; every candidate is one of them or an SFT
+    run, of the task its variant trains on."""
+    _require(isinstance(raw, dict), "starts", raw, "must be a mapping")
+    runs = {name: build(SFTConfig, body, f"starts.runs.{name}") for name, body in (raw.get("runs") or {}).items()}
+    body = {**raw, "runs": {}}
+    cfg = build(StartsConfig, body, "starts")
+    _require(cfg.variant in variants, "starts.variant", cfg.variant, f"must name a variant ({', '.join(variants)})")
+    task = variants[cfg.variant].task
+    for name in runs:
+        _require(name not in sft, f"starts.runs.{name}", name, "is already an sft run: name it in candidates only")
+    known = {**sft, **runs}
+    for i, name in enumerate(cfg.candidates):
+        _require(name in known, f"starts.candidates[{i}]", name,
+                 f"must name an sft run or a starts.runs entry ({', '.join(known)})")
+        _require(known[name].task == task, f"starts.candidates[{i}]", name, f"must be a run of task {task}")
+    object.__setattr__(cfg, "runs", _table(runs, "starts.runs"))
+    return cfg
 
 
 def _check_chains(seeds: list[int], sft_seeds: list[int], path: str, run: str) -> None:

@@ -18,6 +18,7 @@ CURVES = REPORTS / "curves"
 FIGURES = REPORTS / "figures"
 CLAIMS = Path("experiments/claims.yaml")
 BENCHMARKS = REPORTS / "benchmarks.json"
+STARTS = REPORTS / "starts" / "starts.json"
 PARAMS = Path("params.yaml")
 
 
@@ -228,6 +229,7 @@ class ReportPaths:
     counts: Path  # passk's per-problem counts (the per-problem picture)
     curves: Path  # folder: every stage's curves (the learning-curve figures are drawn from them)
     benchmarks: Path
+    starts: Path  # `rlvr starts`' results (committed, like the benchmarks; its figure lies beside it)
     markdown: Path
     html: Path
     figure_copies: Path  # folder: the figures with provenance in their PNG metadata
@@ -235,5 +237,5 @@ class ReportPaths:
 
 
 def report() -> ReportPaths:
-    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, PASSK_COUNTS, CURVES, BENCHMARKS, REPORTS / "report.md",
+    return ReportPaths(CLAIMS, METRICS, FIGURES, HACK_SAMPLES, PASSK_COUNTS, CURVES, BENCHMARKS, STARTS, REPORTS / "report.md",
                        REPORTS / "report.html", REPORTS / "report-figures", REPORTS / "report.json")

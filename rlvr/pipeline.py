@@ -116,7 +116,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("report", None, "every chapter claim beside our value and a verdict; figures with provenance",
           paths=lambda key, item, p: paths.report(),
           params=lambda key, item, p: [],
-          deps=lambda x: [x.claims, x.metrics, x.samples, x.counts, x.figures, x.curves, x.benchmarks],
+          deps=lambda x: [x.claims, x.metrics, x.samples, x.counts, x.figures, x.curves, x.benchmarks, x.starts],
           outs=lambda x: {x.markdown: {"cache": False}, x.html: {"cache": False},
                           x.figure_copies: {"cache": False}},
           metrics=lambda x: [x.verdicts]),

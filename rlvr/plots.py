@@ -62,6 +62,9 @@ CAPTIONS: dict[str, tuple[str, str]] = {
                                "mean): points on the x axis are problems SFT sometimes solves and GRPO never does."),
     "passk-solve-rates.png": ("B", "Per-problem solve rates as cumulative shares: the height at 0 is the share of "
                                    "problems never solved in 64 samples, the mass near 0 what sampling can miss."),
+    "starts-passk.png": ("B", "Chapter B's candidate starts (`rlvr starts`), chain means: the share of held-out "
+                              "problems still unsolved after k samples, each SFT start dashed and GRPO from it solid; "
+                              "where a solid line ends above its dashed one, RL narrowed coverage."),
     "grpo-curves-chapter-a.png": ("A", "Chapter A's GRPO runs, chain mean with its 95% band: training reward, "
                                        "sampled accuracy, KL to the reference and policy entropy per step."),
     "grpo-curves-chapter-b.png": ("B", "Chapter B's GRPO variants, chain mean with its 95% band: training reward, "
@@ -256,6 +259,27 @@ def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Pat
     for ax in (left, right):
         _k_axis(ax, n)
         ax.grid(alpha=0.3, which="both")
+    return save(fig, path)
+
+
+def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Path:
+    """`rlvr starts`: 1 - pass@k (the share of held-out problems still unsolved after k samples,
+    log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
+    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n."""
+    fig = new_figure((7.5, 4.8))
+    ax = fig.subplots()
+    ks = np.arange(1, n + 1)
+    floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+    for i, (name, c) in enumerate(curves.items()):
+        tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
+        ax.plot(ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{name}: SFT{tag}")
+        ax.plot(ks, np.maximum(1 - c["grpo"], floor), color=f"C{i}", lw=2, label=f"{name}: GRPO from it")
+    ax.set_yscale("log")
+    ax.set(xlabel="k (samples per problem)", ylabel="1 - pass@k (share of problems unsolved)",
+           title="Chapter B's candidate starts: where GRPO narrows and where it does not")
+    _k_axis(ax, n)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower left")
     return save(fig, path)
 
 

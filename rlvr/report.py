@@ -42,6 +42,9 @@ def check_claims(claims: Any, path: str) -> list[dict]:
                 raise ConfigError(f"{where}.{key}: missing (kind {c['kind']} needs {', '.join(need) or 'no metric'})")
         if c["kind"] in ("greater", "less") and "other" not in c and "other_value" not in c:
             raise ConfigError(f"{where}: kind {c['kind']} needs `other` (a metric) or `other_value`")
+        feasible = c.get("feasible")
+        if feasible is not None and not (isinstance(feasible, list) and len(feasible) == 2 and feasible[0] < feasible[1]):
+            raise ConfigError(f"{where}.feasible = {feasible!r}: must be [lo, hi] with lo < hi (the values the metric can take)")
     return claims
 
 
@@ -183,6 +186,17 @@ def book_as_one_chain(ev: Evidence, claim: dict) -> tuple[Evidence, float] | Non
     return Evidence(d, d - half, d + half, f"{n} chains, book as one chain"), 1.96 * sd
 
 
+def one_chain_verdict(tested: Evidence, claim: dict) -> str:
+    """differs when ours - book excludes 0. Otherwise reproduced, unless the values one new chain
+    could take (book + the interval, cut to the metric's `feasible` range) cover that whole range:
+    then our chains are spread too widely for the test to say anything (inconclusive)."""
+    if not tested.lo <= 0 <= tested.hi:
+        return "differs"
+    lo, hi = claim.get("feasible") or (-math.inf, math.inf)
+    book = float(claim["book"])
+    return "inconclusive" if book + tested.lo <= lo and book + tested.hi >= hi else "reproduced"
+
+
 def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
     """Our evidence and the verdict for one claim."""
     if claim["kind"] == "cited":
@@ -198,7 +212,7 @@ def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
     if one_chain is not None:
         tested, book_error = one_chain
         return {"ours": ours.value, "evidence": ours, "other_evidence": None, "tested": tested,
-                "book_error": book_error, "verdict": "reproduced" if tested.lo <= 0 <= tested.hi else "differs"}
+                "book_error": book_error, "verdict": one_chain_verdict(tested, claim)}
     tested = difference(ours, other) if other is not None else ours
     return {"ours": ours.value, "evidence": ours, "other_evidence": other, "tested": tested,
             "verdict": decide(tested, claim)}
@@ -517,8 +531,10 @@ def reason(row: dict) -> str:
         return (f"{undefined} chain(s) give no value; the other chains' mean {_num(tested.value)}"
                 + (" satisfies the claim" if row["verdict"] == "inconclusive" else " does not satisfy it"))
     if row.get("book_error") is not None:  # decided on the difference: the book is one chain
-        return (f"Ours − book [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source}, the book's own error "
-                f"±{_num(row['book_error'])}) does not hold 0")
+        span = f"Ours − book [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source}, the book's own error ±{_num(row['book_error'])})"
+        if row["verdict"] == "inconclusive":
+            return f"{span} spans every value the metric can take: our chains spread too widely, more would decide it"
+        return f"{span} does not hold 0"
     low, _, high, _ = region(row)
     span = f"{what} [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source})"
     if row["verdict"] == "differs":
@@ -549,7 +565,8 @@ def _figure_blocks(figures: list[dict]) -> list:
 
 def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
           bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None,
-          configs: dict[str, dict] | None = None) -> list:
+          configs: dict[str, dict] | None = None, starts: dict | None = None,
+          starts_figure: dict | None = None) -> list:
     """The report as blocks (rlvr.render).
 
     rows: `evaluate_claims`' output; figures: [{"name", "png": bytes, "caption", "provenance",
@@ -573,7 +590,8 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
                     "error (1.96 x the SD of our chains) is at least the claim's tolerance, no interval of the "
                     "chapter's sample size could fit inside that tolerance; such a claim is decided on ours − book, "
                     "with the 95% interval of one new chain's difference from our mean: **reproduced** when it "
-                    "holds 0, **differs** when it does not."),
+                    "holds 0, **differs** when it does not, and **inconclusive** when the values it allows cover "
+                    "everything the metric can take (our chains too spread out to test anything)."),
                Table(["claim", "book", "ours [95% interval]", "verdict"],
                      [[f"**{r['id']}** {r['quote']}", book_text(r), ours_text(r), r["verdict"]] for r in headline],
                      "headline", [r["verdict"] for r in headline])]
@@ -600,6 +618,8 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
             blocks += [Heading(f"Figures: {title}", 2, f"figures-{chapter.lower()}"), *_figure_blocks(result)]
     if problems:
         blocks += _problem_blocks(problems, metrics.get("passk.json", {}))
+    if starts:
+        blocks += starts_blocks(starts, starts_figure)
     if samples:
         blocks += _sample_blocks(samples)
     btable = bench_rows(bench) if bench else []
@@ -620,6 +640,41 @@ def build(rows: list[dict], figures: list[dict], metrics: dict[str, Any], sample
             blocks += perturbed_blocks(bench["perturbed"])
         if _get(bench, "seed_profile", "phases"):
             blocks += seed_profile_blocks(bench["seed_profile"])
+    return blocks
+
+
+def starts_rows(starts: dict) -> list[list[str]]:
+    """One row per candidate start: SFT-side facts (chain means), then GRPO's from its chains, the
+    crossover k of each chain and the problems only one side ever solves (means over chains)."""
+    rows = []
+    for name in starts["candidates"]:
+        c = starts["starts"][name]
+        sft, grpo = c["sft"], c["grpo"]
+        cross = " ".join("none" if k is None else str(k) for k in c["crossover_k_per_chain"])
+        rows.append([name + (" (chosen)" if name == starts["sft_side_choice"] else ""), str(len(sft["seeds"])),
+                     f"{sft['pass_at_1']:.3f} → {grpo['pass_at_1_rl']:.3f}",
+                     f"{sft['pass_at_n']:.3f} → {grpo['pass_at_n_rl']:.3f}",
+                     f"{sft['never_solved']:.2f} → {grpo['never_solved_rl']:.2f}", cross,
+                     f"{grpo['solved_by_base_only']:.2f} / {grpo['solved_by_rl_only']:.2f}"])
+    return rows
+
+
+def starts_blocks(starts: dict, figure: dict | None) -> list:
+    """Chapter B's candidate starts (`rlvr starts`): which start the pipeline uses and why (the SFT
+    side only), and what GRPO made of each."""
+    t = starts["targets"]
+    agree = starts["sft_side_choice"] == starts["pipeline_start"]
+    blocks = [Heading("Chapter B: candidate starts", 2, "starts-b"),
+              Para(f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start over its chains, "
+                   f"{starts['problems']} held-out problems, n = {starts['n']}. The start is chosen on the SFT side "
+                   f"only, before any GRPO runs: {starts['rule']} (the chapter: never solved {_num(t['never_solved'])}, "
+                   f"pass@64 {_num(t['pass_at_n'])}). Chosen: `{starts['sft_side_choice']}`; the pipeline's start "
+                   f"(`passk.sft`) is `{starts['pipeline_start']}`" + (", the same." if agree else ": they differ.")
+                   + f" Then `{starts['variant']}` was trained from every chain of every candidate."),
+              Table(["start", "chains", "pass@1 SFT → GRPO", "pass@64 SFT → GRPO", "never solved SFT → GRPO",
+                     "crossover k per chain", "solved only by SFT / only by GRPO"], starts_rows(starts), "starts-b")]
+    if figure is not None:
+        blocks += _figure_blocks([figure])
     return blocks
 
 
@@ -724,7 +779,8 @@ def _sample_blocks(samples: dict) -> list:
 
 def render(rows: list[dict], figures: list[dict], metrics: dict[str, Any], samples: dict | None,
            bench: dict | None, problems: dict | None = None, bench_figure: dict | None = None,
-           configs: dict[str, dict] | None = None) -> tuple[str, str, dict]:
+           configs: dict[str, dict] | None = None, starts: dict | None = None,
+           starts_figure: dict | None = None) -> tuple[str, str, dict]:
     """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
-    blocks = build(rows, figures, metrics, samples, bench, problems, bench_figure, configs)
+    blocks = build(rows, figures, metrics, samples, bench, problems, bench_figure, configs, starts, starts_figure)
     return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

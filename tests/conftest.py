@@ -48,11 +48,14 @@ def tiny_raw() -> dict:
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
     raw["variants"] = {k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
                        for k, v in raw["variants"].items() if k in keep}
-    del raw["sft"]["two_digit_uniform"]  # the contrast start: two_digit itself stands in
+    del raw["sft"]["two_digit_uniform"], raw["warmups"]["two_digit_uniform"]  # the contrast: two_digit stands in
     raw["passk"]["contrast"] = "two_digit"
     raw["worked"].update(kl_samples=500, demo_iters=20)
     raw["passk"].update(n=4, ks=[1, 2, 4], bootstrap=20)
     raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
+    raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # the uniform contrast is dropped above
+    raw["starts"]["runs"]["two_digit_slips"].update(seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256,
+                                                    eval_samples=2, eval_max_prompts=20)
     return raw
 
 
@@ -93,7 +96,7 @@ def tiny_checkout(d: Path, env: dict) -> None:
 
     shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json"):
+    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json", "reports/starts/starts.json"):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))

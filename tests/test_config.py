@@ -21,6 +21,7 @@ def with_grpo(raw, variant=None, **defaults):
     raw["grpo"]["defaults"].update(seeds=[0], **defaults)
     raw["variants"] = {"grpo": {"task": "single_digit", "sft": "single_digit", **(variant or {})}}
     raw["hack"]["variant"] = "grpo"
+    raw["starts"].update(variant="grpo", candidates=["single_digit"])
     return raw
 
 
@@ -30,7 +31,8 @@ def with_grpo(raw, variant=None, **defaults):
     (lambda r: r["sft"]["single_digit"]["noise"].update(rate=1.5), "sft.single_digit.noise.rate = 1.5: must lie in [0, 1]"),
     (lambda r: r["sft"]["two_digit"].update(noise={"kind": "uniform", "rate": -0.1}),
      "sft.two_digit.noise.rate = -0.1: must lie in [0, 1]"),
-    (lambda r: r["sft"]["two_digit"]["noise"].update(alpha=0), "sft.two_digit.noise.alpha = 0.0: must be > 0"),
+    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "alpha": 0, "beta": 1}),
+     "sft.two_digit.noise.alpha = 0.0: must be > 0"),
     (lambda r: r["sft"]["two_digit"].update(noise={"kind": "typos"}),
      "sft.two_digit.noise.kind = 'typos': must be one of uniform, slips"),
     (lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "rate": 0.3}),
@@ -69,6 +71,13 @@ def with_grpo(raw, variant=None, **defaults):
          "variants.grpo.seeds = [0, 9]: seed 9 has no SFT start: every seed must be one of sft.two_digit.seeds"),
         (lambda r: r["hack"].update(seeds=[5]), "hack.seeds = [5]: seed 5 has no SFT start"),
         (lambda r: r["sft"]["two_digit"].update(seeds=[]), "sft.two_digit.seeds = []: list at least one seed"),
+        (lambda r: r["starts"].update(candidates=["nope"]), "starts.candidates[0] = 'nope': must name an sft run"),
+        (lambda r: r["starts"].update(candidates=["single_digit"]),
+         "starts.candidates[0] = 'single_digit': must be a run of task two_digit"),
+        (lambda r: r["starts"].update(variant="a_grpo"), "starts.candidates[0] = 'two_digit': must be a run of task single_digit"),
+        (lambda r: r["starts"]["runs"].update(two_digit=r["sft"]["two_digit"]),
+         "starts.runs.two_digit = 'two_digit': is already an sft run"),
+        (lambda r: r["starts"]["runs"]["two_digit_slips"].update(lr=0), "starts.runs.two_digit_slips.lr = 0.0: must be > 0"),
         (lambda r: r["sft"]["two_digit"].update(schedule="linear"), "sft.two_digit.schedule = 'linear': must be one of"),
         (lambda r: r["sft"]["two_digit_uniform"].update(seeds=[0]) if "two_digit_uniform" in r["sft"] else
          r["sft"].update(extra={**r["sft"]["two_digit"], "seeds": [0]}),

@@ -62,9 +62,9 @@ def test_stage_functions_live_only_under_stages():
 def test_a_read_outside_the_declared_params_is_reported():
     params = parse_params(tiny_raw())
     with record_reads() as reads:
-        params.sft_run("two_digit").noise.alpha  # declared for data@two_digit
+        params.sft_run("two_digit").noise.rate  # declared for data@two_digit
         params.sft_run("two_digit").lr  # not: data@ must not rerun when the SFT lr changes
-    assert "sft.two_digit.noise.alpha" in reads
+    assert "sft.two_digit.noise.rate" in reads
     assert uncovered_reads("data", "two_digit", params, sorted(reads)) == ["sft.two_digit.lr"]
 
 

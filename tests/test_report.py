@@ -267,6 +267,12 @@ def test_a_tolerance_finer_than_one_runs_own_error_is_decided_on_the_difference(
     assert abs(half - 3.182446305284263 * sd * (1 + 1 / 4) ** 0.5) < 1e-9  # t(0.975, 3) * s * sqrt(1 + 1/n)
     far = verdict({"kind": "exact", "book": 0.83, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
     assert far["verdict"] == "differs" and far["tested"].hi < 0
+    spread = {"c.json": {"seeds": [0, 1, 2, 3], "acc": 0.47, "per_seed": {"acc": [0.07, 0.84, 0.83, 0.14]}}}
+    vague = verdict({"kind": "exact", "book": 0.53, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]},
+                    spread)
+    assert vague["verdict"] == "inconclusive"  # one new chain could land anywhere in [0, 1]: nothing is tested
+    assert verdict({"kind": "exact", "book": 0.56, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]},
+                   m)["verdict"] == "reproduced"
     wide = verdict({"kind": "exact", "book": 0.56, "tol": 0.2, "metric": ["c.json", "acc"]}, m)
     assert "book_error" not in wide and wide["verdict"] == "reproduced"
 

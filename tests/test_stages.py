@@ -173,4 +173,40 @@ def test_warm_up_states_are_one_per_chain(tiny_repo):
     states = [hashlib.md5((d / f"data/warmup/two_digit/seed{s}.pt").read_bytes()).digest() for s in (0, 1)]
     assert states[0] != states[1]
     warm = json.loads((d / "reports/metrics/warmup-two_digit.json").read_text())
-    assert warm["seeds"] == [0, 1] and len(warm["per_seed"]["final_loss"]) == 2
+    assert warm["seeds"] == [0, 1] and len(warm["per_seed"]["steps"]) == 2
+
+
+def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelines_chains(tiny_repo):
+    """`rlvr starts` trains each candidate's chains as the pipeline does: the pipeline start's counts
+    equal the passk stage's for the same chains, bit for bit on one machine. The chosen start is
+    the one whose SFT never-solved count is closest to the target; the results and the figure are
+    written where the report reads them."""
+    from rlvr.config import load_params
+    from rlvr.stages.starts import run_starts
+
+    d, _ = tiny_repo
+    for variant in ("grpo", "dapo"):
+        run_stage("grpo", variant, progress=False)
+    run_stage("passk", None, progress=False)
+    params = load_params(d / "params.yaml")
+    out = run_starts(params, progress=False)
+    assert out["pipeline_start"] == "two_digit" and out["sft_side_choice"] in ("two_digit", "two_digit_slips")
+    starts = json.loads((d / "reports/starts/starts.json").read_text())
+    assert (d / "reports/starts/starts-passk.png").stat().st_size > 1000
+    pipeline = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
+    start = starts["starts"]["two_digit"]["counts"]
+    assert start["sft/seed0"] == pipeline["sft/seed0"] and start["sft/seed1"] == pipeline["sft/seed1"]
+    assert start["grpo/seed1"] == pipeline["grpo/seed1"]  # GRPO from the chain, as the grpo stage trains it
+    never = {c: starts["starts"][c]["sft"]["never_solved"] for c in starts["candidates"]}
+    target = params.starts.target_never_solved
+    assert abs(never[starts["sft_side_choice"]] - target) == min(abs(v - target) for v in never.values())
+
+
+def test_the_sft_side_choice_is_by_never_solved_then_pass_at_64():
+    from rlvr.stages.starts import sft_side_choice
+
+    sft = {"a": {"never_solved": 2.0, "pass_at_n": 0.99}, "b": {"never_solved": 7.5, "pass_at_n": 0.97},
+           "c": {"never_solved": 8.0, "pass_at_n": 0.985}}
+    assert sft_side_choice(sft, 5, 0.983) == "b"  # 2.5 from 5; a and c are 3 away
+    del sft["b"]
+    assert sft_side_choice(sft, 5, 0.983) == "c"  # a tie at 3, broken by pass@64 (0.002 from 0.983)

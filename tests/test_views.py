@@ -132,7 +132,7 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
     from rlvr.stages.report import caption
 
     written = [*paths.WORKED_FIGURES, paths.hack("x").figure.name, "grpo-curves-chapter-a.png",
-               "grpo-curves-chapter-b.png",
+               "grpo-curves-chapter-b.png", "starts-passk.png",
                *(f.name for f in (lambda x: (x.figure_curves, x.figure_scatter, x.figure_solve_rates))(
                    paths.passk("a", "b")))]
     assert sorted(written) == sorted(plots.CAPTIONS)

@@ -129,9 +129,14 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
         problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
         bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
+        starts = json.loads(paths.starts.read_text()) if paths.starts.is_file() else None
+        starts_png = paths.starts.parent / "starts-passk.png"
+        starts_figure = None if starts is None or not starts_png.is_file() else {
+            "name": "starts-passk.png", "png": starts_png.read_bytes(), "caption": caption("starts-passk.png")[1],
+            "provenance": f"made by {starts.get('made', '`rlvr starts`')}, not a DVC stage"}
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
         markdown, page, counts = render(rows, figures, metrics, samples, bench, problems, bench_figure,
-                                        variant_configs(lock))
+                                        variant_configs(lock), starts, starts_figure)
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
         write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})
