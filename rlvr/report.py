@@ -666,9 +666,9 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
     agree = starts["sft_side_choice"] == starts["pipeline_start"]
     blocks = [Heading("Chapter B: candidate starts", 2, "starts-b"),
               Para(f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start over its chains, "
-                   f"{starts['problems']} held-out problems, n = {starts['n']}. The start is chosen on the SFT side "
-                   f"only, before any GRPO runs: {starts['rule']} (the chapter: never solved {_num(t['never_solved'])}, "
-                   f"pass@64 {_num(t['pass_at_n'])}). Chosen: `{starts['sft_side_choice']}`; the pipeline's start "
+                   f"{starts['problems']} held-out problems, n = {starts['n']}. The start: {starts['rule']} (the "
+                   f"chapter: never solved {_num(t['never_solved'])}, pass@64 {_num(t['pass_at_n'])}). Chosen: "
+                   f"`{starts['sft_side_choice']}`; the pipeline's start "
                    f"(`passk.sft`) is `{starts['pipeline_start']}`" + (", the same." if agree else ": they differ.")
                    + f" Then `{starts['variant']}` was trained from every chain of every candidate."),
               Table(["start", "chains", "pass@1 SFT → GRPO", "pass@64 SFT → GRPO", "never solved SFT → GRPO",

@@ -1,7 +1,7 @@
 """`rlvr summary`: the results of this workspace in one terminal screen.
 
 The verdict counts and the claims that differ or are inconclusive (reports/report.json), then one
-line per GRPO variant (reports/metrics): final held-out accuracy with its 95% half-width over seeds,
+line per GRPO variant (reports/metrics): final held-out accuracy with its 95% half-width over chains,
 pass@1 / pass@64 / never-solved from the pass@k stage, final KL and seconds per step. For comparing
 DVC experiments instead, see README ("Comparing experiments").
 """
@@ -64,7 +64,7 @@ def summary(reports: Path) -> str:
     out.append(" ".join(f"{h:<{w}}" for h, w in COLUMNS))
     for line in variant_lines(read_json_dir(reports / "metrics")):
         out.append(" ".join(f"{c:<{w}}" for c, (_, w) in zip(line, COLUMNS)))
-    out += ["accuracy: final held-out accuracy, seed mean ± 95% half-width over seeds",
-            "pass@1, pass@64, never (never solved in 64 samples, seed mean): stage passk, chapter B only",
+    out += ["accuracy: final held-out accuracy, chain mean ± 95% half-width over chains",
+            "pass@1, pass@64, never (never solved in 64 samples, chain mean): stage passk, chapter B only",
             "KL: exact KL to the reference at the end (nats); s/step: median seconds per GRPO step"]
     return "\n".join(out)

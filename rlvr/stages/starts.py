@@ -119,12 +119,15 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
 def made() -> str:
     """Where and when: the command, commit, date and CPU, stated once beside the results."""
     import datetime
+    import subprocess
 
     from rlvr.bench import cpu_model
     from rlvr.gitinfo import git_commit
 
-    return (f"`rlvr starts` at commit {(git_commit(Path.cwd()) or 'unknown')[:10]}, "
-            f"{datetime.date.today().isoformat()}, {cpu_model()}")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    return (f"`rlvr starts` at commit {(git_commit(Path.cwd()) or 'unknown')[:10]}"
+            f"{' with uncommitted changes' if dirty else ''}, {datetime.date.today().isoformat()}, {cpu_model()}")
 
 
 def _counts(r: dict, with_grpo: bool) -> tuple[dict, dict]:
