@@ -124,8 +124,8 @@ def made() -> str:
     from rlvr.bench import cpu_model
     from rlvr.gitinfo import git_commit
 
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "rlvr", "params.yaml"],
+                           capture_output=True, text=True).stdout.strip()  # the code and params it ran
     return (f"`rlvr starts` at commit {(git_commit(Path.cwd()) or 'unknown')[:10]}"
             f"{' with uncommitted changes' if dirty else ''}, {datetime.date.today().isoformat()}, {cpu_model()}")
 
