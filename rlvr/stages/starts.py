@@ -1,10 +1,11 @@
 """`rlvr starts` (a command, not a DVC stage): chapter B's candidate SFT starts side by side, the
 SFT side first, then GRPO.
 
-Chapter B's start can be made several ways that all reach pass@1 near 0.53: an under-trained
-policy on true answers (the pipeline's start, by this comparison), labels with slips on some
-addition facts, uniform label noise. They differ in how the per-problem solve rates spread, so in pass@64 and in how many
-problems 64 samples never solve, and perhaps in whether RL narrows them. This command trains every
+Chapter B's start can be made several ways that all reach about the chapter's pass@1: an
+under-trained policy on true answers (the pipeline's start, by this comparison), labels with slips
+on some addition facts, uniform label noise. They differ in how the per-problem solve rates spread,
+so in pass@64 and in how many problems 64 samples never solve, and perhaps in whether RL narrows
+them. This command trains every
 candidate over its chains in-process (seed workers, one torch thread each, so a chain's numbers are
 the pipeline's own for a run it shares), scores each chain's SFT policy on the held-out problems,
 names the candidate whose SFT-side facts come closest to the chapter's (never-solved count, then
