@@ -3,7 +3,7 @@
 The verdict counts and the claims that differ or are inconclusive (reports/report.json), then one
 line per GRPO variant (reports/metrics): final held-out accuracy with its 95% half-width over chains,
 pass@1 / pass@64 / never-solved from the pass@k stage, final KL and seconds per step. For comparing
-DVC experiments instead, see README ("Comparing experiments").
+DVC experiments instead, see docs/comparing.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`rlvr sweep-report`: where RL sharpens and where it narrows, across a queued grid of settings.
 
-A sweep is a set of DVC experiments over chapter B's `grpo` variant (README, "A sweep"):
+A sweep is a set of DVC experiments over chapter B's `grpo` variant (docs/sweeps.md):
 
     dvc exp run --queue -S 'variants.grpo.beta=0,0.1' -S 'variants.grpo.steps=50,100'
     RLVR_THREADS=1 dvc queue start -j 2
@@ -124,7 +124,7 @@ def sweep_report(show: list[dict], out: Path) -> dict:
     exps = experiments(show)
     if len(exps) < 2:
         raise ConfigError("sweep-report: fewer than two experiments with pass@k results; queue a sweep first "
-                          "(README, \"A sweep\")")
+                          "(docs/sweeps.md)")
     header, rows = sweep_rows(exps)
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
                       + ["| " + " | ".join(r) + " |" for r in rows])

@@ -1,4 +1,4 @@
-"""Team mode, for real: a shared MLflow server and a shared DVC remote, as README "Working as a team" says.
+"""Team mode, for real: a shared MLflow server and a shared DVC remote, as docs/team.md says.
 
 One tiny repo (the real dvc.yaml on `conftest.tiny_raw()` params) runs `dvc repro` against a live
 `mlflow server` (SQLite backend, proxied artifact root in a temp folder) and then plays "clone A":
@@ -302,7 +302,7 @@ def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_a
     restorable = fully_cached_stages(a)
     assert restorable and restorable <= run_cache_stages(a)
     computed = {s for s in lock_stages(a) if s.split("@")[0] in ("sft", "grpo", "passk", "hack", "worked", "report")}
-    assert computed and not computed & run_cache_stages(a), "model stages are run-cached now: update README"
+    assert computed and not computed & run_cache_stages(a), "model stages are run-cached now: update docs/team.md"
 
     b = clone_b(clone_a, tmp_path / "b")
     sh("git reset -q --hard HEAD~1", b.path, b.env)  # back to "team remote": A's results are not here
