@@ -321,15 +321,14 @@ def start_rows(metrics: dict[str, Any]) -> list[list[str]]:
     problems GRPO is evaluated on) beside what GRPO made of it, each ± the half-width of its 95%
     interval over chains. Two starts at the same sampled accuracy can differ in their greedy one, and
     so in what GRPO can do: sharpen a policy whose greedy answer is right, or teach one whose is not."""
+    def cell(d: dict, key: str) -> str:
+        return _cell((d.get(key), d.get("ci95", {}).get(key)))
+
     rows = []
     for name in sorted(k for k in metrics if k.startswith("grpo-")):
         m = metrics[name]
         sft = metrics.get(f"sft-{m['sft']}.json", {})
         where = "heldout" if "sampled_acc_heldout" in sft else "train"
-
-        def cell(d: dict, key: str) -> str:
-            return _cell((d.get(key), d.get("ci95", {}).get(key)))
-
         rows.append([m["variant"], m["sft"], str(len(m["seeds"])), cell(sft, f"sampled_acc_{where}"),
                      cell(sft, f"greedy_acc_{where}"), *[cell(m, k) for k, _ in START_KEYS]])
     return rows

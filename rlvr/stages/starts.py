@@ -43,8 +43,8 @@ def candidate_config(params: Params, name: str) -> SFTConfig:
     return params.starts.runs[name] if name in dict.keys(params.starts.runs) else params.sft_run(name)
 
 
-def train_chain(seed: int, cfg: SFTConfig, model_cfg, task: TaskConfig, data: tuple, train: list[Problem],
-                held: list[Problem], n: int, eval_seed: int) -> dict:
+def train_chain(seed: int, cfg: SFTConfig, model_cfg, task: TaskConfig, data: tuple, held: list[Problem], n: int,
+                eval_seed: int) -> dict:
     """Chain `seed` of one candidate: SFT (its clean epochs then its epochs, from a model initialised
     under the seed, as the warm-up and SFT stages train it), the SFT policy's correct counts on the
     held-out problems, then the SFT weights (GRPO is trained from them in a second pass)."""
@@ -91,9 +91,9 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         rows = sft_rows(train_split, c.noise, c.repeats, params.seed)
         tokens, mask = encode_sft(rows, tok)
         data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
-        args = (c, c.model or params.model, task, data, problems_of(rows, task_name), held, n, params.seed)
+        args = (c, c.model or params.model, task, data, held, n, params.seed)
         with seed_results(train_chain, c.seeds, args, workers) as chains:
-            results[name] = {"seeds": c.seeds, "train": problems_of(rows, task_name),
+            results[name] = {"seeds": c.seeds, "train": problems_of(rows, task_name),  # GRPO's prompts
                              "chains": dict(zip(c.seeds, chains, strict=True))}
         if progress:
             print(f"starts: {name} SFT chains done", flush=True)
