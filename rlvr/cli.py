@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from rlvr.config import UserError, load_params
+from rlvr.fields import UserError
+from rlvr.pipeline.config import load_params
 
 
 class Text(str):
@@ -19,9 +20,11 @@ class Text(str):
 
 
 def _stage(args) -> dict:
-    from rlvr.stages import run_stage
+    from rlvr.pipeline.run import run_stage
 
-    key = next((getattr(args, flag) for flag in ("run", "warmup", "variant") if getattr(args, flag, None)), None)
+    key = next(
+        (getattr(args, flag) for flag in ("run", "warmup", "variant") if getattr(args, flag, None)), None
+    )
     return run_stage(args.command, key, args.params, progress=not args.quiet)
 
 
@@ -34,7 +37,7 @@ def _check(args) -> dict:
 
 
 def _pipeline(args):
-    from rlvr import dvcfile
+    from rlvr.pipeline import dvcfile
 
     if args.write:
         return {"written": str(dvcfile.write())}
@@ -42,15 +45,15 @@ def _pipeline(args):
 
 
 def _provenance(args):
-    from rlvr.provenance import explain, format_explain
+    from rlvr.report.provenance import explain, format_explain
 
     info = explain(Path.cwd(), args.path, check_stale=not args.no_status)
     return info if args.json else Text(format_explain(info))
 
 
 def _diff(args):
-    from rlvr import paths
-    from rlvr.diff import diff_variants, format_diff
+    from rlvr.pipeline import paths
+    from rlvr.report.compare import diff_variants, format_diff
 
     d = diff_variants(paths.METRICS, paths.PASSK_COUNTS, args.a, args.b)
     if not args.json:
@@ -61,8 +64,8 @@ def _diff(args):
 
 
 def _summary(args):
-    from rlvr import paths
-    from rlvr.summary import summary
+    from rlvr.pipeline import paths
+    from rlvr.report.summary import summary
 
     return Text(summary(paths.REPORTS))
 
@@ -70,25 +73,55 @@ def _summary(args):
 def _sweep_report(args) -> dict:
     import subprocess
 
-    from rlvr.sweep import sweep_report
+    from rlvr.report.sweep import sweep_report
 
-    shown = subprocess.run([sys.executable, "-m", "dvc", "exp", "show", "--json"], capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "dvc", "exp", "show", "--json"], capture_output=True, text=True
+    )
     if shown.returncode != 0:
         raise UserError(f"dvc exp show failed: {(shown.stderr.strip().splitlines() or ['?'])[-1]}")
     return sweep_report(json.loads(shown.stdout), Path(args.out))
 
 
 def _starts(args) -> dict:
-    from rlvr.stages.starts import run_starts
+    from rlvr.pipeline.starts import run_starts
 
     return run_starts(load_params(args.params))
 
 
-def _bench(args) -> dict:
-    from rlvr.bench import bench_all
+SHOWN = 8  # problems printed per failed check
 
-    return bench_all(load_params(args.params), Path(args.out), only=args.only, peer=args.peer,
-                     keep_clone=Path(args.keep_clone) if args.keep_clone else None)
+
+class VerifyFailed(UserError):
+    """A committed result is not what the committed code produces (the lines above say which)."""
+
+
+def _verify(args) -> Text:
+    from rlvr.report.verify import verify
+
+    results = verify(Path.cwd())
+    lines = [f"{'ok  ' if not problems else 'FAIL'}  {name}" for name, problems in results.items()]
+    for name, problems in results.items():
+        lines += [f"rlvr verify: {name}: {p}" for p in problems[:SHOWN]]
+        if len(problems) > SHOWN:
+            lines.append(f"rlvr verify: {name}: ... and {len(problems) - SHOWN} more")
+    print("\n".join(lines))
+    failed = [name for name, problems in results.items() if problems]
+    if failed:
+        raise VerifyFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")
+    return Text(f"all {len(results)} checks hold")
+
+
+def _bench(args) -> dict:
+    from bench.suite import bench_all
+
+    return bench_all(
+        load_params(args.params),
+        Path(args.out),
+        only=args.only,
+        peer=args.peer,
+        keep_clone=Path(args.keep_clone) if args.keep_clone else None,
+    )
 
 
 STAGE_HELP = {
@@ -117,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument(flag, required=True, help=f"an entry under `{table}` in params.yaml")
         s.add_argument("--quiet", action="store_true", help="no progress bars")
         s.set_defaults(fn=_stage)
-    s = sub.add_parser("pipeline", help="print dvc.yaml as rlvr/pipeline.py defines it (--write: replace it)")
+    s = sub.add_parser(
+        "pipeline", help="print dvc.yaml as rlvr/pipeline/specs.py defines it (--write: replace it)"
+    )
     s.add_argument("--write", action="store_true")
     s.set_defaults(fn=_pipeline)
     s = sub.add_parser("provenance", help="which stage, params, inputs and MLflow runs produced PATH")
@@ -132,20 +167,36 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_diff)
     s = sub.add_parser("summary", help="verdict counts and one line per GRPO variant, in one terminal screen")
     s.set_defaults(fn=_summary)
-    s = sub.add_parser("sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments")
+    s = sub.add_parser(
+        "sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments"
+    )
     s.add_argument("--out", default="reports/sweep", help="folder for sweep.md and sweep.png")
     s.set_defaults(fn=_sweep_report)
-    s = sub.add_parser("starts", help="chapter B's candidate SFT starts side by side (SFT side, then GRPO) "
-                                      "-> reports/starts.json")
+    s = sub.add_parser(
+        "starts",
+        help="chapter B's candidate SFT starts side by side (SFT side, then GRPO) -> reports/starts.json",
+    )
     s.set_defaults(fn=_starts)
+    s = sub.add_parser(
+        "verify", help="check that the committed results are what the committed code produces (CI runs it)"
+    )
+    s.set_defaults(fn=_verify)
     s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
     s.add_argument("--out", default="reports/benchmarks.json")
     s.add_argument("--only", nargs="*", default=None, help="names of benchmarks to run (default: all)")
-    s.add_argument("--peer", default=None, metavar="trl",
-                   help="also measure TRL's GRPOTrainer and HF generate on the same workloads, interleaved "
-                        "(needs pip install -e '.[peer]')")
-    s.add_argument("--keep-clone", default=None, metavar="DIR",
-                   help="fresh_clone: move the clone and its results to DIR instead of deleting it")
+    s.add_argument(
+        "--peer",
+        default=None,
+        metavar="trl",
+        help="also measure TRL's GRPOTrainer and HF generate on the same workloads, interleaved "
+        "(needs pip install -e '.[peer]')",
+    )
+    s.add_argument(
+        "--keep-clone",
+        default=None,
+        metavar="DIR",
+        help="fresh_clone: move the clone and its results to DIR instead of deleting it",
+    )
     s.set_defaults(fn=_bench)
     return p
 

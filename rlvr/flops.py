@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from rlvr.config import ModelConfig
+from rlvr.configs import ModelConfig
 
 
 def token_flops(cfg: ModelConfig, context: int, vocab: int, logits: bool = True) -> int:
@@ -35,25 +35,36 @@ def sequence_flops(cfg: ModelConfig, start: int, length: int, vocab: int, logits
 def prompts_flops(cfg: ModelConfig, prompts: int, prompt_len: int, vocab: int, shared: int = 0) -> int:
     """Encoding `prompts` prompts whose first `shared` tokens are the same (the chat template's system
     part): those once, each prompt's rest once, logits at each prompt's last position only."""
-    return (sequence_flops(cfg, 0, shared, vocab, logits=False)
-            + prompts * (sequence_flops(cfg, shared, prompt_len - shared, vocab, logits=False) + 2 * cfg.d_model * vocab))
+    return sequence_flops(cfg, 0, shared, vocab, logits=False) + prompts * (
+        sequence_flops(cfg, shared, prompt_len - shared, vocab, logits=False) + 2 * cfg.d_model * vocab
+    )
 
 
-def sampling_flops(cfg: ModelConfig, prompts: int, prompt_len: int, n: int, new_tokens: int, vocab: int,
-                   shared: int = 0) -> int:
+def sampling_flops(
+    cfg: ModelConfig, prompts: int, prompt_len: int, n: int, new_tokens: int, vocab: int, shared: int = 0
+) -> int:
     """Our sampler's work: the prompts encoded once (`prompts_flops`), then prompts * n rows decode
     new_tokens - 1 steps (the last token needs no forward)."""
     decode = prompts * n * sequence_flops(cfg, prompt_len, new_tokens - 1, vocab)
     return prompts_flops(cfg, prompts, prompt_len, vocab, shared) + decode
 
 
-def grpo_step_flops(cfg: ModelConfig, prompts: int, group: int, prompt_len: int, new_tokens: int, vocab: int,
-                    beta: float, shared: int = 0) -> int:
+def grpo_step_flops(
+    cfg: ModelConfig,
+    prompts: int,
+    group: int,
+    prompt_len: int,
+    new_tokens: int,
+    vocab: int,
+    beta: float,
+    shared: int = 0,
+) -> int:
     """One GRPO step at mu = 1: the rollout, the policy's forward and backward over the responses
     (prompts encoded once per group, as our loss does), and the reference's forward when beta > 0."""
     rollout = sampling_flops(cfg, prompts, prompt_len, group, new_tokens, vocab, shared)
-    forward = (prompts_flops(cfg, prompts, prompt_len, vocab, shared)
-               + prompts * group * sequence_flops(cfg, prompt_len, new_tokens - 1, vocab))
+    forward = prompts_flops(cfg, prompts, prompt_len, vocab, shared) + prompts * group * sequence_flops(
+        cfg, prompt_len, new_tokens - 1, vocab
+    )
     return rollout + 3 * forward + (forward if beta > 0 else 0)
 
 

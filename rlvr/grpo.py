@@ -28,14 +28,14 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from rlvr.config import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
+from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
 from rlvr.model import TinyLM, grouped_response_logits
 from rlvr.optim import AdamW
 from rlvr.rollout import sample_scored
@@ -135,8 +135,15 @@ def _ratio_stats(low: torch.Tensor, high: torch.Tensor, ratio: torch.Tensor, liv
     }
 
 
-def policy_objective(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-                     kind: str = "token", clip_eps_low: float = 0.2, clip_eps_high: float = 0.2) -> tuple[torch.Tensor, dict]:
+def policy_objective(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    kind: str = "token",
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.2,
+) -> tuple[torch.Tensor, dict]:
     """Per-token objective to MAXIMISE (B, T), 0 on padding, and ratio statistics (python floats).
 
     logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens.
@@ -166,7 +173,9 @@ def policy_objective(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tens
     return torch.where(live, obj, 0.0), _ratio_stats(low, high, ratio, live)
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: int | None = None) -> torch.Tensor:
+def aggregate(
+    per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: int | None = None
+) -> torch.Tensor:
     """Reduce per-token terms (B, T) over the masked tokens to a scalar.
 
     seq_mean:      mean over each response's own tokens, then over responses (original GRPO). A long
@@ -187,10 +196,21 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: i
     return x.sum() / (max(x.shape[0], 1) * max_len)
 
 
-def grpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor | None, adv: torch.Tensor,
-              mask: torch.Tensor, *, ratio: str = "token", clip_eps_low: float = 0.2, clip_eps_high: float = 0.2,
-              beta: float = 0.04, kl_estimator: str = "k3", aggregation: str = "seq_mean",
-              max_len: int | None = None) -> tuple[torch.Tensor, dict]:
+def grpo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    logp_ref: torch.Tensor | None,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    ratio: str = "token",
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.2,
+    beta: float = 0.04,
+    kl_estimator: str = "k3",
+    aggregation: str = "seq_mean",
+    max_len: int | None = None,
+) -> tuple[torch.Tensor, dict]:
     """Scalar GRPO loss to minimise: aggregate(-objective + beta * KL estimate), and its stats.
 
     logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
@@ -202,7 +222,9 @@ def grpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor
         if logp_ref is None:
             raise ValueError(f"beta = {beta}: a KL penalty needs logp_ref (pass beta = 0 to drop it)")
         live = mask > 0  # (B, T)
-        kl = kl_estimate(torch.where(live, logp, 0.0), torch.where(live, logp_ref, 0.0), kl_estimator)  # (B, T)
+        kl = kl_estimate(
+            torch.where(live, logp, 0.0), torch.where(live, logp_ref, 0.0), kl_estimator
+        )  # (B, T)
         per_token = per_token + beta * kl
         stats["kl_nats"] = float(kl.detach().sum() / live.sum().clamp(min=1))
     return aggregate(per_token, mask, aggregation, max_len), stats
@@ -225,6 +247,7 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, penalty: 
 # ---------------------------------------------------------------------------------------------
 # The loop: sample P prompts x G responses, score, advantages, mu inner epochs of the loss.
 
+
 @dataclass
 class Groups:
     """One step's scored rollouts: P groups of G consecutive rows."""
@@ -242,20 +265,37 @@ class Groups:
 RewardFn = Callable[[torch.Tensor, list[str], int], torch.Tensor]  # (response (P*G, T), answers, G) -> (P*G,)
 
 
-def rollout_groups(policy: TinyLM, problems: list[Problem], cfg: GRPOConfig, max_new_tokens: int, tok: Tokenizer,
-                   gen: torch.Generator, reward_fn: RewardFn | None = None) -> Groups:
+def rollout_groups(
+    policy: TinyLM,
+    problems: list[Problem],
+    cfg: GRPOConfig,
+    max_new_tokens: int,
+    tok: Tokenizer,
+    gen: torch.Generator,
+    reward_fn: RewardFn | None = None,
+) -> Groups:
     """Sample G responses for each problem and score them (reward and true accuracy)."""
-    roll, correct = sample_scored(policy, problems, cfg.group_size, max_new_tokens, cfg.temperature, tok,
-                                  gen)  # correct: (P*G,)
+    roll, correct = sample_scored(
+        policy, problems, cfg.group_size, max_new_tokens, cfg.temperature, tok, gen
+    )  # correct: (P*G,)
     answers = [p.answer for p in problems]
     rewards = correct if reward_fn is None else reward_fn(roll.response, answers, cfg.group_size)  # (P*G,)
-    mask = roll.mask[:, roll.prompt_len:]  # (P*G, T)
+    mask = roll.mask[:, roll.prompt_len :]  # (P*G, T)
     if cfg.overlong_buffer > 0:
-        rewards = rewards + overlong_penalty(mask.sum(dim=1), max_new_tokens, cfg.overlong_buffer,
-                                             cfg.overlong_penalty)
+        rewards = rewards + overlong_penalty(
+            mask.sum(dim=1), max_new_tokens, cfg.overlong_buffer, cfg.overlong_penalty
+        )
     P, G = len(problems), cfg.group_size
-    return Groups(roll.tokens, mask, roll.prompt_len, rewards.view(P, G), correct.view(P, G),
-                  int(mask.sum()), P * G, answers)
+    return Groups(
+        roll.tokens,
+        mask,
+        roll.prompt_len,
+        rewards.view(P, G),
+        correct.view(P, G),
+        int(mask.sum()),
+        P * G,
+        answers,
+    )
 
 
 def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) -> Groups:
@@ -268,9 +308,21 @@ def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) ->
         samples, gen_tokens = samples + b.samples, gen_tokens + b.generated_tokens
         keep = mixed_groups(b.rewards).nonzero().squeeze(1)[: P - have]  # (k,)
         if len(keep):
-            rows = (keep[:, None] * b.rewards.shape[1] + torch.arange(b.rewards.shape[1])).reshape(-1)  # (k*G,)
-            kept.append(Groups(b.tokens[rows], b.mask[rows], b.prompt_len, b.rewards[keep], b.correct[keep], 0, 0,
-                               [b.answers[i] for i in keep.tolist()]))
+            rows = (keep[:, None] * b.rewards.shape[1] + torch.arange(b.rewards.shape[1])).reshape(
+                -1
+            )  # (k*G,)
+            kept.append(
+                Groups(
+                    b.tokens[rows],
+                    b.mask[rows],
+                    b.prompt_len,
+                    b.rewards[keep],
+                    b.correct[keep],
+                    0,
+                    0,
+                    [b.answers[i] for i in keep.tolist()],
+                )
+            )
             have += len(keep)
         if have >= P:
             break
@@ -279,19 +331,41 @@ def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) ->
     width = max(k.mask.shape[1] for k in kept)  # batches may have stopped at different lengths
     tokens = torch.cat([F.pad(k.tokens, (0, width - k.mask.shape[1]), value=0) for k in kept])  # pad id 0
     mask = torch.cat([F.pad(k.mask, (0, width - k.mask.shape[1]), value=0.0) for k in kept])
-    return Groups(tokens, mask, kept[0].prompt_len, torch.cat([k.rewards for k in kept]),
-                  torch.cat([k.correct for k in kept]), gen_tokens, samples, [a for k in kept for a in k.answers])
+    return Groups(
+        tokens,
+        mask,
+        kept[0].prompt_len,
+        torch.cat([k.rewards for k in kept]),
+        torch.cat([k.correct for k in kept]),
+        gen_tokens,
+        samples,
+        [a for k in kept for a in k.answers],
+    )
 
 
-def response_logits(model: TinyLM, tokens: torch.Tensor, prompt_len: int, group_size: int,
-                    temperature: float = 1.0) -> torch.Tensor:
+def response_logits(
+    model: TinyLM,
+    tokens: torch.Tensor,
+    prompt_len: int,
+    group_size: int,
+    temperature: float = 1.0,
+    shared_prefix: bool = False,
+) -> torch.Tensor:
     """Next-token logits at the response positions: tokens (B, Tp+T), G rows per prompt -> (B, T, V).
 
     Divided by the sampling temperature, so the log-probs in the loss are those of the policy that
     actually sampled the rollouts (as TRL and verl do); at T = 1 the division is exact, a no-op.
+
+    The reference path is one forward over every row. `shared_prefix=True` is the fast path the
+    pipeline takes: the G rows of a group share their prompt, and every prompt shares the chat
+    template's system part, so those activations are computed once (`grouped_response_logits`).
+    The two agree to float rounding (tested).
     """
-    prompts = tokens[::group_size, :prompt_len]  # (P, Tp) every group shares its prompt
-    return grouped_response_logits(model, prompts, tokens[:, prompt_len:]) / temperature  # (B, T, V)
+    if shared_prefix:
+        prompts = tokens[::group_size, :prompt_len]  # (P, Tp) every group shares its prompt
+        return grouped_response_logits(model, prompts, tokens[:, prompt_len:]) / temperature  # (B, T, V)
+    logits = model(tokens[:, :-1])  # (B, Tp+T-1, V): position i predicts token i+1
+    return logits[:, prompt_len - 1 :] / temperature  # (B, T, V) predicts tokens[:, prompt_len:]
 
 
 def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -299,33 +373,56 @@ def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: AdamW, batch: Groups,
-                cfg: GRPOConfig, max_len: int) -> dict:
+def grpo_update(
+    policy: TinyLM,
+    ref: TinyLM | None,
+    opt: AdamW,
+    batch: Groups,
+    cfg: GRPOConfig,
+    max_len: int,
+    shared_prefix: bool = False,
+) -> dict:
     """mu inner epochs of the GRPO loss on one batch of groups; returns the step's diagnostics.
 
     pi_old is the policy that sampled the batch, i.e. the policy before the first inner step, so
     its log-probs are the first epoch's own (detached): with mu = 1 the ratio is exactly 1.
+    `shared_prefix` picks `response_logits`' fast path.
     """
     targets = batch.tokens[:, batch.prompt_len :]  # (B, T)
     mask = batch.mask  # (B, T)
     P, G = batch.rewards.shape
+
+    def forward(model: TinyLM) -> torch.Tensor:  # (B, T, V) tempered logits at the response positions
+        return response_logits(model, batch.tokens, batch.prompt_len, G, cfg.temperature, shared_prefix)
+
     adv = group_advantages(batch.rewards, cfg.advantage).reshape(-1)  # (B,)
     ref_logits = None
     if ref is not None and (cfg.beta > 0):
         with torch.no_grad():
-            ref_logits = response_logits(ref, batch.tokens, batch.prompt_len, G, cfg.temperature)  # (B, T, V)
+            ref_logits = forward(ref)  # (B, T, V)
     logp_ref = None if ref_logits is None else gather_logp(ref_logits, targets)  # (B, T)
     stats_sum: dict[str, float] = {}
     logp_old = None
     for epoch in range(cfg.inner_epochs):
-        logits = response_logits(policy, batch.tokens, batch.prompt_len, G, cfg.temperature)  # (B, T, V)
+        logits = forward(policy)  # (B, T, V)
         logp = gather_logp(logits, targets)  # (B, T)
         if epoch == 0:
             logp_old = logp.detach()
             first_logits = logits.detach()
-        loss, stats = grpo_loss(logp, logp_old, logp_ref, adv, mask, ratio=cfg.ratio, clip_eps_low=cfg.clip_eps_low,
-                                clip_eps_high=cfg.clip_eps_high, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
-                                aggregation=cfg.aggregation, max_len=max_len)
+        loss, stats = grpo_loss(
+            logp,
+            logp_old,
+            logp_ref,
+            adv,
+            mask,
+            ratio=cfg.ratio,
+            clip_eps_low=cfg.clip_eps_low,
+            clip_eps_high=cfg.clip_eps_high,
+            beta=cfg.beta,
+            kl_estimator=cfg.kl_estimator,
+            aggregation=cfg.aggregation,
+            max_len=max_len,
+        )
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
@@ -347,84 +444,149 @@ def grpo_update(policy: TinyLM, ref: TinyLM | None, opt: AdamW, batch: Groups,
     return out
 
 
-def exact_drift(policy: TinyLM, ref: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: int) -> float:
+def exact_drift(
+    policy: TinyLM,
+    ref: TinyLM,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    prompt_len: int,
+    shared_prefix: bool = False,
+) -> float:
     """Exact KL(pi || pi_ref) per response (summed over its tokens), averaged over rows."""
     with torch.no_grad():
-        kl, _ = exact_kl_and_entropy(response_logits(policy, tokens, prompt_len, 1),
-                                     response_logits(ref, tokens, prompt_len, 1))  # (B, T)
+        kl, _ = exact_kl_and_entropy(
+            response_logits(policy, tokens, prompt_len, 1, shared_prefix=shared_prefix),
+            response_logits(ref, tokens, prompt_len, 1, shared_prefix=shared_prefix),
+        )  # (B, T)
     return float((kl * mask).sum(dim=1).mean())
 
 
-def evaluate(policy: TinyLM, ref: TinyLM, problems: list[Problem], max_new_tokens: int,
-             tok: Tokenizer, gen: torch.Generator, n: int) -> dict:
+def evaluate(
+    policy: TinyLM,
+    ref: TinyLM,
+    problems: list[Problem],
+    max_new_tokens: int,
+    tok: Tokenizer,
+    gen: torch.Generator,
+    n: int,
+    shared_prefix: bool = False,
+) -> dict:
     """Sampled (T = 1) exact accuracy on the evaluation problems (n samples each), and the policy's
     exact KL to the reference on one sampled response per problem."""
     roll, correct = sample_scored(policy, problems, n, max_new_tokens, 1.0, tok, gen)  # correct: (P*n,)
     acc = float(correct.mean())
     first = slice(None, None, n)  # one sample per problem is enough for the drift: two forwards are costly
-    kl = exact_drift(policy, ref, roll.tokens[first], roll.mask[first, roll.prompt_len :], roll.prompt_len)
+    kl = exact_drift(
+        policy, ref, roll.tokens[first], roll.mask[first, roll.prompt_len :], roll.prompt_len, shared_prefix
+    )
     return {"eval_acc": acc, "eval_kl_exact_nats": kl}
 
 
-def train_grpo(policy: TinyLM, cfg: GRPOConfig, max_new_tokens: int, train: list[Problem], evals: list[Problem],
-               tok: Tokenizer, gen: torch.Generator, reward_fn: RewardFn | None = None, on_step=None,
-               progress: bool = True, desc: str = "grpo", ref: TinyLM | None = None,
-               batch_metrics: Callable[[Groups, int], dict] | None = None) -> list[dict]:
+@dataclass(frozen=True)
+class GRPOData:
+    """What GRPO trains and evaluates on: problems, the tokenizer, the response cap."""
+
+    train: list[Problem]  # prompts sampled for rollouts
+    evals: list[Problem]  # held-out problems scored every `eval_every` steps
+    tok: Tokenizer
+    max_new_tokens: int  # response cap when sampling
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What a caller may change in `train_grpo` without touching the loop.
+
+    reward:        replaces exact match as the training reward (true accuracy is logged either way);
+    batch_metrics: (batch, step) -> extra columns computed on each step's rollouts;
+    on_step:       called with every finished curve row (logging, progress).
+    """
+
+    reward: RewardFn | None = None
+    batch_metrics: Callable[[Groups, int], dict] | None = None
+    on_step: Callable[[dict], None] | None = None
+
+
+def train_grpo(
+    policy: TinyLM,
+    cfg: GRPOConfig,
+    data: GRPOData,
+    gen: torch.Generator,
+    hooks: Hooks = Hooks(),
+    *,
+    ref: TinyLM | None = None,
+    shared_prefix: bool = False,
+    progress: bool = False,
+    desc: str = "grpo",
+) -> list[dict]:
     """Train `policy` in place with GRPO; returns one metrics row per step (plus eval columns).
 
-    `reward_fn` replaces exact match as the training reward (true accuracy is logged either way);
-    `batch_metrics(batch, step)` adds experiment-specific columns computed on each step's rollouts.
-
-    The reference defaults to a frozen copy of the starting policy. With beta = 0 it is never run
-    during training (only at evaluation, to report drift).
-
-    Evaluation samples from its own generator (seeded from `gen`'s seed), so how often we evaluate
-    never changes the training trajectory.
+    Each step: draw P prompts (`gen`), sample G responses each, score them, and run `grpo_update`
+    (mu inner epochs of `grpo_loss` on the group advantages). The reference defaults to a frozen copy
+    of the starting policy; with beta = 0 it is never run during training (only at evaluation, to
+    report drift). Evaluation samples from its own generator (seeded from `gen`'s seed), so how often
+    we evaluate never changes the training trajectory. `shared_prefix` takes the fast forward
+    (`response_logits`), as the pipeline does.
     """
     ref = (ref if ref is not None else copy.deepcopy(policy)).eval().requires_grad_(False)
     eval_gen = torch.Generator().manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
     opt = AdamW(policy.parameters(), lr=cfg.lr)  # Adam: no weight decay
-    P = cfg.prompts_per_step
+    P, train, n_new = cfg.prompts_per_step, data.train, data.max_new_tokens
 
     def draw() -> Groups:
         if P <= len(train):  # distinct prompts; P = len(train) is chapter A's "every prompt, every step"
             idx = torch.randperm(len(train), generator=gen)[:P]  # (P,)
         else:
             idx = torch.randint(len(train), (P,), generator=gen)  # (P,)
-        return rollout_groups(policy, [train[i] for i in idx.tolist()], cfg, max_new_tokens, tok, gen, reward_fn)
+        return rollout_groups(
+            policy, [train[i] for i in idx.tolist()], cfg, n_new, data.tok, gen, hooks.reward
+        )
 
-    curve: list[dict] = [{"step": 0, **evaluate(policy, ref, evals, max_new_tokens, tok, eval_gen, cfg.eval_samples)}]
-    if on_step is not None:
-        on_step(curve[0])
+    def evaluation() -> dict:
+        return evaluate(policy, ref, data.evals, n_new, data.tok, eval_gen, cfg.eval_samples, shared_prefix)
+
+    curve: list[dict] = [{"step": 0, **evaluation()}]
+    if hooks.on_step is not None:
+        hooks.on_step(curve[0])
     for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
         t0 = time.perf_counter()
         batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
         has_groups = batch.rewards.numel() > 0
-        stats = grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, max_new_tokens) \
-            if has_groups else {"grad_tokens": 0}
-        row = {
-            "step": step,
-            "reward_mean": float(batch.rewards.mean()) if has_groups else float("nan"),
-            "accuracy": float(batch.correct.mean()) if has_groups else float("nan"),
-            "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if has_groups else 1.0,
-            "response_len_mean": float(batch.mask.sum(dim=1).mean()) if has_groups else 0.0,
-            "frac_tokens_with_grad": stats["grad_tokens"] / max(batch.generated_tokens, 1),  # of all generated
-            "frac_batch_tokens_with_grad": stats.pop("grad_tokens") / max(int(batch.mask.sum()), 1),  # of the update batch
-            "samples_generated": batch.samples,
-            **stats,
-            "step_seconds": time.perf_counter() - t0,
-            **(batch_metrics(batch, step) if batch_metrics is not None else {}),
-        }
+        stats = (
+            grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, n_new, shared_prefix)
+            if has_groups
+            else {"grad_tokens": 0}
+        )
+        row = {"step": step, **step_metrics(batch, stats), "step_seconds": time.perf_counter() - t0}
+        if hooks.batch_metrics is not None:
+            row.update(hooks.batch_metrics(batch, step))
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            row.update(evaluate(policy, ref, evals, max_new_tokens, tok, eval_gen, cfg.eval_samples))
+            row.update(evaluation())
         curve.append(row)
-        if on_step is not None:
-            on_step(row)
+        if hooks.on_step is not None:
+            hooks.on_step(row)
     return curve
+
+
+def step_metrics(batch: Groups, stats: dict) -> dict:
+    """One step's curve columns: the batch's reward and accuracy, how much of it carried gradient,
+    and `grpo_update`'s diagnostics (`stats`; an empty batch has only grad_tokens = 0)."""
+    has_groups = batch.rewards.numel() > 0
+    grad_tokens = stats.pop("grad_tokens")
+    return {
+        "reward_mean": float(batch.rewards.mean()) if has_groups else float("nan"),
+        "accuracy": float(batch.correct.mean()) if has_groups else float("nan"),
+        "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if has_groups else 1.0,
+        "response_len_mean": float(batch.mask.sum(dim=1).mean()) if has_groups else 0.0,
+        "frac_tokens_with_grad": grad_tokens / max(batch.generated_tokens, 1),  # of all generated
+        "frac_batch_tokens_with_grad": grad_tokens / max(int(batch.mask.sum()), 1),  # of the update batch
+        "samples_generated": batch.samples,
+        **stats,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # One seed's summary numbers, read off its curve.
+
 
 def seed_summary(curve: list[dict]) -> dict:
     """A seed's summary numbers from its per-step curve."""
@@ -438,8 +600,12 @@ def seed_summary(curve: list[dict]) -> dict:
         "train_acc_final": statistics.fmean(col("accuracy")[-3:]),
         "reward_final": statistics.fmean(col("reward_mean")[-3:]),
         "entropy_nats_start": col("entropy_nats")[0] if col("entropy_nats") else float("nan"),
-        "entropy_nats_final": statistics.fmean(col("entropy_nats")[-3:]) if col("entropy_nats") else float("nan"),
-        "clip_frac_max": max(l + h for l, h in zip(col("clip_frac_low"), col("clip_frac_high"))) if col("clip_frac_low") else 0.0,
+        "entropy_nats_final": statistics.fmean(col("entropy_nats")[-3:])
+        if col("entropy_nats")
+        else float("nan"),
+        "clip_frac_max": max(l + h for l, h in zip(col("clip_frac_low"), col("clip_frac_high")))
+        if col("clip_frac_low")
+        else 0.0,
         "frac_reward_zero_std_mean": statistics.fmean(col("frac_reward_zero_std")),
         "frac_tokens_with_grad_mean": statistics.fmean(col("frac_tokens_with_grad")),
         "frac_batch_tokens_with_grad_mean": statistics.fmean(col("frac_batch_tokens_with_grad")),

@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from rlvr.config import ModelConfig
+from rlvr.configs import ModelConfig
 
 # Rows per block of the decode step. Measured on the 2-core CI machine (pass@k's 19,200 rows of
 # chapter B's SFT policy, 5 tokens, medians of 5 interleaved runs): one block of all rows 1.93 s,
@@ -130,9 +130,13 @@ def tree_forward(model: TinyLM, levels: list[torch.Tensor], cache: list | None =
             R, T = x.shape[:2]
             q, k, v = block.heads(x)  # (R, H, T, D)
             if T:  # an empty level (a one-token response has no inputs) passes through
-                K = torch.cat([a.repeat_interleave(R // a.shape[0], dim=0) for a in ks] + [k], dim=2)  # (R, H, T_anc+T, D)
+                K = torch.cat(
+                    [a.repeat_interleave(R // a.shape[0], dim=0) for a in ks] + [k], dim=2
+                )  # (R, H, T_anc+T, D)
                 V = torch.cat([a.repeat_interleave(R // a.shape[0], dim=0) for a in vs] + [v], dim=2)
-                allowed = torch.ones(T, K.shape[2], dtype=torch.bool).tril(K.shape[2] - T)  # all ancestors, causal own
+                allowed = torch.ones(T, K.shape[2], dtype=torch.bool).tril(
+                    K.shape[2] - T
+                )  # all ancestors, causal own
                 att = F.scaled_dot_product_attention(q, K, V, attn_mask=allowed)  # (R, H, T, D)
                 x = block.finish(x, att.transpose(1, 2).reshape(x.shape))
             ks.append(k)
@@ -184,7 +188,7 @@ class Rollout:
 
     @property
     def response(self) -> torch.Tensor:
-        return self.tokens[:, self.prompt_len:]  # (P*n, T)
+        return self.tokens[:, self.prompt_len :]  # (P*n, T)
 
 
 def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -198,10 +202,14 @@ def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | 
 
 def _check_prompts(model: TinyLM, prompts: torch.Tensor, max_new_tokens: int) -> None:
     if prompts.dim() != 2:
-        raise ValueError(f"prompts must be (P, Tp) token ids of equal length, got shape {tuple(prompts.shape)}")
+        raise ValueError(
+            f"prompts must be (P, Tp) token ids of equal length, got shape {tuple(prompts.shape)}"
+        )
     if prompts.shape[1] + max_new_tokens > model.cfg.max_len:
-        raise ValueError(f"prompt length {prompts.shape[1]} + max_new_tokens {max_new_tokens} "
-                         f"exceeds model.max_len = {model.cfg.max_len}")
+        raise ValueError(
+            f"prompt length {prompts.shape[1]} + max_new_tokens {max_new_tokens} "
+            f"exceeds model.max_len = {model.cfg.max_len}"
+        )
 
 
 def _finish(prompts: torch.Tensor, out: torch.Tensor, n: int, eos_id: int, pad_id: int) -> Rollout:
@@ -247,7 +255,9 @@ def _decode_block(model: TinyLM, x: torch.Tensor, prefix: list, own: list, t: in
         own_k[:, :, :, t], own_v[:, :, :, t] = k, v
         s_pre = torch.einsum("pnhd,phsd->pnhs", q, pk)  # (p, n, H, Tp)
         s_own = torch.einsum("pnhd,pnhsd->pnhs", q, own_k[:, :, :, : t + 1])  # (p, n, H, t+1)
-        w = torch.softmax(torch.cat([s_pre, s_own], dim=-1) * (1.0 / math.sqrt(D)), dim=-1)  # (p, n, H, Tp+t+1)
+        w = torch.softmax(
+            torch.cat([s_pre, s_own], dim=-1) * (1.0 / math.sqrt(D)), dim=-1
+        )  # (p, n, H, Tp+t+1)
         att = torch.einsum("pnhs,phsd->pnhd", w[..., :Tp], pv)  # (p, n, H, D)
         att = att + torch.einsum("pnhs,pnhsd->pnhd", w[..., Tp:], own_v[:, :, :, : t + 1])
         x = block.finish(x, att.reshape(p * n, 1, d))  # (p*n, 1, d)
@@ -255,9 +265,17 @@ def _decode_block(model: TinyLM, x: torch.Tensor, prefix: list, own: list, t: in
 
 
 @_outside_inference
-def sample(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eos_id: int, pad_id: int,
-           temperature: float = 1.0, generator: torch.Generator | None = None,
-           chunk_rows: int = DECODE_CHUNK_ROWS) -> Rollout:
+def sample(
+    model: TinyLM,
+    prompts: torch.Tensor,
+    n: int,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    chunk_rows: int = DECODE_CHUNK_ROWS,
+) -> Rollout:
     """n samples of each prompt with a shared-prefix KV cache. prompts (P, Tp) -> Rollout (P*n rows).
 
     Each decode step runs blocks of max(1, chunk_rows // n) prompts; the draws are made for the
@@ -274,12 +292,16 @@ def sample(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eo
     # prompt's rest; keep each layer's keys/values, the shared ones broadcast to every prompt.
     cache: list = []
     x = tree_forward(model, prompt_levels(prompts), cache)[-1]  # (P, Tp-c, d)
-    prefix = [tuple(torch.cat([a.expand(P, -1, -1, -1) for a in parts], dim=2) for parts in kv)
-              for kv in cache]  # per layer: keys, values (P, H, Tp, D)
+    prefix = [
+        tuple(torch.cat([a.expand(P, -1, -1, -1) for a in parts], dim=2) for parts in kv) for kv in cache
+    ]  # per layer: keys, values (P, H, Tp, D)
     last = model.logits(x[:, -1]).repeat_interleave(n, dim=0)  # (B, V)
 
     # Decode: queries are (p, n, H, D); prompt keys broadcast over n, own keys cached per row.
-    own = [(torch.empty(P, n, H, max_new_tokens, D), torch.empty(P, n, H, max_new_tokens, D)) for _ in model.blocks]
+    own = [
+        (torch.empty(P, n, H, max_new_tokens, D), torch.empty(P, n, H, max_new_tokens, D))
+        for _ in model.blocks
+    ]
     step = max(1, chunk_rows // n)  # prompts per block
     blocks = [slice(a, min(P, a + step)) for a in range(0, P, step)]
     out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long)
@@ -291,14 +313,28 @@ def sample(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eo
         if bool(done.all()) or t == max_new_tokens - 1:
             break
         x = model.embed(tok.view(B, 1), start=Tp + t).view(P, n, -1)  # (P, n, d)
-        last = torch.cat([_decode_block(model, x[b], [(k[b], v[b]) for k, v in prefix],
-                                        [(k[b], v[b]) for k, v in own], t) for b in blocks])  # (B, V)
+        last = torch.cat(
+            [
+                _decode_block(
+                    model, x[b], [(k[b], v[b]) for k, v in prefix], [(k[b], v[b]) for k, v in own], t
+                )
+                for b in blocks
+            ]
+        )  # (B, V)
     return _finish(prompts, out, n, eos_id, pad_id)
 
 
 @_outside_inference
-def sample_reference(model: TinyLM, prompts: torch.Tensor, n: int, max_new_tokens: int, eos_id: int,
-                     pad_id: int, temperature: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
+def sample_reference(
+    model: TinyLM,
+    prompts: torch.Tensor,
+    n: int,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> Rollout:
     """Cache-free sampler: a full forward per step. Slow; the ground truth `sample` is tested against."""
     _check_prompts(model, prompts, max_new_tokens)
     seq = prompts.repeat_interleave(n, dim=0)  # (B, Tp)

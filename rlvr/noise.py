@@ -22,13 +22,20 @@ import random
 
 import numpy as np
 
-from rlvr.config import SlipNoise, UniformNoise
+from rlvr.configs import SlipNoise, UniformNoise
 from rlvr.tasks import Problem, answer_range
 
 
 def _row(p: Problem, label: str, noised: bool, copy: int) -> dict:
-    return {"a": p.a, "b": p.b, "prompt": p.prompt, "answer": p.answer, "label": label, "noised": noised,
-            "copy": copy}
+    return {
+        "a": p.a,
+        "b": p.b,
+        "prompt": p.prompt,
+        "answer": p.answer,
+        "label": label,
+        "noised": noised,
+        "copy": copy,
+    }
 
 
 def noisy_rows(problems: list[Problem], noise_rate: float, repeats: int, seed: int) -> list[dict]:
@@ -90,7 +97,9 @@ def author_solve_rates(problems: list[Problem], noise: UniformNoise | SlipNoise,
     """How often the labels' author is right on each problem: the solve rate a policy that fitted the
     labels exactly would have (uniform: 1 - q + q / |range|; slips: 1 - s of the problem's fact)."""
     if noise.kind == "uniform":
-        return [1 - noise.rate + noise.rate / (answer_range(p.task)[1] - answer_range(p.task)[0] + 1)
-                for p in problems]
+        return [
+            1 - noise.rate + noise.rate / (answer_range(p.task)[1] - answer_range(p.task)[0] + 1)
+            for p in problems
+        ]
     table = slip_table(noise.alpha, noise.beta, seed)
     return [1 - table[fact(p)][0] for p in problems]

@@ -10,7 +10,7 @@ bit-identical to torch.optim's (tests/test_optim.py checks that against torch.op
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -22,8 +22,14 @@ class AdamW:
     step count, which advances only on steps where it has a gradient (as in torch.optim).
     """
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         self.params = [p for p in params if p.requires_grad]
         if not self.params:
             raise ValueError("AdamW got no parameters that require a gradient")
@@ -39,8 +45,11 @@ class AdamW:
     def state_dict(self) -> dict:
         """Per-parameter step counts and moments (copies): with the weights and the data order, all a
         run needs to continue bit for bit in another process (SFT after its warm-up)."""
-        return {"steps": list(self.steps), "exp_avg": [m.clone() for m in self.exp_avg],
-                "exp_avg_sq": [v.clone() for v in self.exp_avg_sq]}
+        return {
+            "steps": list(self.steps),
+            "exp_avg": [m.clone() for m in self.exp_avg],
+            "exp_avg_sq": [v.clone() for v in self.exp_avg_sq],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict()` output into this optimiser (same parameters, in the same order)."""
@@ -50,7 +59,9 @@ class AdamW:
             if got != shapes:
                 raise ValueError(f"optimiser state {key}: shapes {got} do not match the parameters' {shapes}")
         if len(state["steps"]) != len(self.params):
-            raise ValueError(f"optimiser state: {len(state['steps'])} step counts for {len(self.params)} parameters")
+            raise ValueError(
+                f"optimiser state: {len(state['steps'])} step counts for {len(self.params)} parameters"
+            )
         self.steps = [int(t) for t in state["steps"]]
         for mine, saved in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
             mine.copy_(saved)
@@ -72,6 +83,6 @@ class AdamW:
                 p.mul_(1 - self.lr * self.weight_decay)
             m.lerp_(grad, 1 - beta1)  # first moment
             v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)  # second moment
-            step_size = self.lr / (1 - beta1 ** t)  # bias corrections, in Python floats as torch does
-            denom = (v.sqrt() / (1 - beta2 ** t) ** 0.5).add_(self.eps)
+            step_size = self.lr / (1 - beta1**t)  # bias corrections, in Python floats as torch does
+            denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)
             p.addcdiv_(m, denom, value=-step_size)

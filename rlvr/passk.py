@@ -61,8 +61,10 @@ def _ks_or_all(ks, n: int) -> np.ndarray:
 def _same_problems(c_a, c_b) -> tuple[np.ndarray, np.ndarray]:
     c_a, c_b = np.asarray(c_a), np.asarray(c_b)
     if c_a.shape != c_b.shape or c_a.size == 0:
-        raise ValueError(f"both models need counts on the same non-empty problem set, "
-                         f"got shapes {c_a.shape} and {c_b.shape}")
+        raise ValueError(
+            f"both models need counts on the same non-empty problem set, "
+            f"got shapes {c_a.shape} and {c_b.shape}"
+        )
     return c_a, c_b
 
 
@@ -95,8 +97,9 @@ def pass_at_k_curve(c, n: int, ks=None) -> tuple[np.ndarray, np.ndarray]:
     return ks, _table(c, n, ks).mean(axis=0)
 
 
-def bootstrap_band(c, n: int, ks=None, resamples: int = 1000, seed: int = 0,
-                   level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_band(
+    c, n: int, ks=None, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile-bootstrap band of mean pass@k, resampling problems: returns lo (K,), hi (K,).
 
     Problems, not samples, are resampled: the question is how the mean would move on another draw
@@ -166,8 +169,11 @@ def paired_test(c_a, c_b, n: int, k: int) -> dict:
     # them and test only the problems that differ, overstating a gap confined to a handful of
     # problems when reported as a benchmark-level result; zsplit is the conservative choice.
     res = wilcoxon(diff, zero_method="zsplit")
-    return {"statistic": float(res.statistic), "pvalue": float(res.pvalue),
-            "mean_diff_a_minus_b": float(diff.mean())}
+    return {
+        "statistic": float(res.statistic),
+        "pvalue": float(res.pvalue),
+        "mean_diff_a_minus_b": float(diff.mean()),
+    }
 
 
 def _model_summary(c, n: int, grid: np.ndarray, resamples: int, seed: int, name: str) -> dict:
@@ -194,8 +200,12 @@ def compare(c_base, c_rl, n: int, ks=None, resamples: int = 1000, seed: int = 0)
     """
     c_base, c_rl = _same_problems(c_base, c_rl)
     grid = np.union1d(_ks_or_all(ks, n), [1, n])  # (K,) sorted, starts at 1, ends at n
-    out = {"n_problems": int(c_base.size), "samples_per_problem": int(n), "ci_level": 0.95,
-           "ks": grid.tolist()}
+    out = {
+        "n_problems": int(c_base.size),
+        "samples_per_problem": int(n),
+        "ci_level": 0.95,
+        "ks": grid.tolist(),
+    }
     out.update(_model_summary(c_base, n, grid, resamples, seed, "base"))
     out.update(_model_summary(c_rl, n, grid, resamples, seed, "rl"))
     out["crossover_k"] = crossover_k(c_base, c_rl, n)
@@ -208,8 +218,9 @@ def compare(c_base, c_rl, n: int, ks=None, resamples: int = 1000, seed: int = 0)
     return out
 
 
-def two_problem_toy(p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float = 0.98,
-                    p_b_rl: float = 0.01, ks=None) -> dict:
+def two_problem_toy(
+    p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float = 0.98, p_b_rl: float = 0.01, ks=None
+) -> dict:
     """Chapter B's two-problem toy in closed form (true pass@k, no sampling).
 
     A model that solves problem A with probability p_a and B with p_b per sample has pass@k equal to
@@ -217,8 +228,7 @@ def two_problem_toy(p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float
     pass_at_k_base (K,), pass_at_k_rl (K,) and crossover_k: the smallest k in ks with base >= rl,
     under the same convention as `crossover_k` (None unless rl is strictly ahead at ks[0]).
     """
-    for name, p in (("p_a_base", p_a_base), ("p_b_base", p_b_base), ("p_a_rl", p_a_rl),
-                    ("p_b_rl", p_b_rl)):
+    for name, p in (("p_a_base", p_a_base), ("p_b_base", p_b_base), ("p_a_rl", p_a_rl), ("p_b_rl", p_b_rl)):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"{name} = {p} must be a probability in [0, 1]")
     ks = np.arange(1, 65) if ks is None else np.atleast_1d(np.asarray(ks, dtype=np.int64))
@@ -229,8 +239,12 @@ def two_problem_toy(p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float
         return ((1.0 - (1.0 - p_a) ** ks) + (1.0 - (1.0 - p_b) ** ks)) / 2  # (K,)
 
     base, rl = curve(p_a_base, p_b_base), curve(p_a_rl, p_b_rl)
-    return {"ks": ks, "pass_at_k_base": base, "pass_at_k_rl": rl,
-            "crossover_k": _first_catch_up(ks, base, rl)}
+    return {
+        "ks": ks,
+        "pass_at_k_base": base,
+        "pass_at_k_rl": rl,
+        "crossover_k": _first_catch_up(ks, base, rl),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,13 +252,22 @@ def two_problem_toy(p_a_base: float = 0.6, p_b_base: float = 0.05, p_a_rl: float
 # SFT start is itself a random draw, so every interval here is over chains (or seeds), not problems,
 # and each variant seed is compared with the SFT policy it was trained from.
 
+
 def _seed_mean(rows: list[dict], key: str):
     vals = [r[key] for r in rows if r[key] is not None]
     return float(np.mean(vals)) if vals else None
 
 
-SEED_KEYS = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "solved_by_base_only",
-             "solved_by_rl_only", "wilcoxon_pvalue_at_1", "wilcoxon_pvalue_at_n")
+SEED_KEYS = (
+    "pass_at_1_rl",
+    "pass_at_n_rl",
+    "never_solved_rl",
+    "crossover_k",
+    "solved_by_base_only",
+    "solved_by_rl_only",
+    "wilcoxon_pvalue_at_1",
+    "wilcoxon_pvalue_at_n",
+)
 
 
 def _chain_counts(counts: dict, name: str, seeds: list[int]) -> np.ndarray:
@@ -260,8 +283,14 @@ def _start_summary(c: np.ndarray, n: int, seeds: list[int]) -> dict:
     top level, then `seeds`, `per_seed` and `ci95` (t-interval over chains, None with one chain)."""
     from rlvr.stats import seed_metrics
 
-    per_chain = {s: {"pass_at_1": float(pass_at_k(row, n, 1).mean()), "pass_at_n": float(pass_at_k(row, n, n).mean()),
-                     "never_solved": never_solved(row)} for s, row in zip(seeds, c)}
+    per_chain = {
+        s: {
+            "pass_at_1": float(pass_at_k(row, n, 1).mean()),
+            "pass_at_n": float(pass_at_k(row, n, n).mean()),
+            "never_solved": never_solved(row),
+        }
+        for s, row in zip(seeds, c)
+    }
     return {**seed_metrics(per_chain), "seeds": list(seeds)}
 
 
@@ -270,8 +299,15 @@ def _curves(c: np.ndarray, n: int) -> np.ndarray:
     return np.stack([pass_at_k_curve(row, n)[1] for row in c])
 
 
-def summarise_counts(counts: dict[str, list[int]], chains: dict[str, list[int]], n: int, ks, resamples: int,
-                     seed: int, contrast: str | None = None) -> tuple[dict, dict[str, list[dict]]]:
+def summarise_counts(
+    counts: dict[str, list[int]],
+    chains: dict[str, list[int]],
+    n: int,
+    ks,
+    resamples: int,
+    seed: int,
+    contrast: str | None = None,
+) -> tuple[dict, dict[str, list[dict]]]:
     """Per-problem counts of "{name}/seed{s}" -> (metrics, curves). chains: "sft", the `contrast`
     run (if given) and every variant -> its seeds; a variant's seeds must be SFT seeds, since
     variant seed s is trained from, and compared with, SFT seed s.
@@ -285,14 +321,18 @@ def summarise_counts(counts: dict[str, list[int]], chains: dict[str, list[int]],
     catches up).
     """
     chains = {name: sorted(seeds) for name, seeds in chains.items()}
-    starts = {"sft": "sft"} if contrast is None else {"sft": "sft", "contrast": contrast}  # metrics key -> run
+    starts = (
+        {"sft": "sft"} if contrast is None else {"sft": "sft", "contrast": contrast}
+    )  # metrics key -> run
     sft = _chain_counts(counts, "sft", chains.get("sft", []))  # (C, P)
     metrics = {"n": n, "problems": int(sft.shape[1]), "ks": sorted(set(ks) | {1, n})}
     curves = {}
     for key, name in starts.items():
         c = _chain_counts(counts, name, chains.get(name, []))  # (C, P)
         metrics[key] = _start_summary(c, n, chains[name])
-        curves[name] = [{"k": k, **_band(col, "pass_at_k", "ci95")} for k, col in enumerate(_curves(c, n).T, 1)]
+        curves[name] = [
+            {"k": k, **_band(col, "pass_at_k", "ci95")} for k, col in enumerate(_curves(c, n).T, 1)
+        ]
     if contrast is not None:
         metrics["contrast"]["run"] = contrast
     sft_curve = dict(zip(chains["sft"], _curves(sft, n)))  # seed -> (n,)
@@ -301,18 +341,26 @@ def summarise_counts(counts: dict[str, list[int]], chains: dict[str, list[int]],
     for v in (v for v in chains if v not in starts.values()):
         for s in chains[v]:
             if s not in sft:
-                raise ValueError(f"{v}/seed{s} has no SFT chain to compare with: no counts for sft/seed{s} "
-                                 f"(SFT seeds {chains['sft']})")
+                raise ValueError(
+                    f"{v}/seed{s} has no SFT chain to compare with: no counts for sft/seed{s} "
+                    f"(SFT seeds {chains['sft']})"
+                )
         c = _chain_counts(counts, v, chains[v])  # (S_v, P)
         rows = [compare(sft[s], c_s, n, ks, resamples, seed) for s, c_s in zip(chains[v], c)]
         entry = {k: _seed_mean(rows, k) for k in SEED_KEYS}
-        entry.update(seeds=chains[v], per_seed={k: [r[k] for r in rows] for k in SEED_KEYS},
-                     pass_at_1_rl_ci_seed0=rows[0]["pass_at_1_rl_ci"], pass_at_n_rl_ci_seed0=rows[0]["pass_at_n_rl_ci"])
+        entry.update(
+            seeds=chains[v],
+            per_seed={k: [r[k] for r in rows] for k in SEED_KEYS},
+            pass_at_1_rl_ci_seed0=rows[0]["pass_at_1_rl_ci"],
+            pass_at_n_rl_ci_seed0=rows[0]["pass_at_n_rl_ci"],
+        )
         metrics["variants"][v] = entry
         per_seed = _curves(c, n)  # (S_v, n)
         minus_sft = per_seed - np.stack([sft_curve[s] for s in chains[v]])  # (S_v, n) paired by chain
-        curves[v] = [{"k": k, **_band(a, "pass_at_k"), **_band(d, "minus_sft")}
-                     for k, a, d in zip(range(1, n + 1), per_seed.T, minus_sft.T)]
+        curves[v] = [
+            {"k": k, **_band(a, "pass_at_k"), **_band(d, "minus_sft")}
+            for k, a, d in zip(range(1, n + 1), per_seed.T, minus_sft.T)
+        ]
     return metrics, curves
 
 
@@ -323,8 +371,11 @@ def _band(values: np.ndarray, name: str, interval: str | None = None) -> dict:
 
     mean, lo, hi = mean_ci([float(x) for x in values])
     bound = interval or name
-    return {name: float(mean), f"{bound}_lo": float(mean if lo is None else lo),
-            f"{bound}_hi": float(mean if hi is None else hi)}
+    return {
+        name: float(mean),
+        f"{bound}_lo": float(mean if lo is None else lo),
+        f"{bound}_hi": float(mean if hi is None else hi),
+    }
 
 
 def one_sided_problems(c_sft: list, c_seeds: list, prompts: list[str]) -> dict[str, list[dict]]:
@@ -336,7 +387,9 @@ def one_sided_problems(c_sft: list, c_seeds: list, prompts: list[str]) -> dict[s
     rl_never, base_never = (c_all == 0).all(axis=0), (c_base == 0).all(axis=0)  # (P,) each
 
     def rows(mask: np.ndarray) -> list[dict]:
-        return [{"prompt": prompts[i], "c_sft": c_base[:, i].tolist(), "c_seeds": c_all[:, i].tolist()}
-                for i in np.flatnonzero(mask)]
+        return [
+            {"prompt": prompts[i], "c_sft": c_base[:, i].tolist(), "c_seeds": c_all[:, i].tolist()}
+            for i in np.flatnonzero(mask)
+        ]
 
     return {"sft_only": rows(~base_never & rl_never), "rl_only": rows(base_never & ~rl_never)}

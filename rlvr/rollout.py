@@ -21,23 +21,46 @@ def prompt_tensor(problems: list[Problem], tok: Tokenizer) -> torch.Tensor:
     return torch.tensor(rows)  # (P, Tp)
 
 
-def sample_scored(model: TinyLM, problems: list[Problem], n: int, max_new_tokens: int, temperature: float,
-                  tok: Tokenizer, gen: torch.Generator | None) -> tuple[Rollout, torch.Tensor]:
+def sample_scored(
+    model: TinyLM,
+    problems: list[Problem],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    tok: Tokenizer,
+    gen: torch.Generator | None,
+) -> tuple[Rollout, torch.Tensor]:
     """n samples of each problem and whether each is exactly right: Rollout (P*n rows), correct (P*n,)."""
-    roll = sample(model, prompt_tensor(problems, tok), n, max_new_tokens, tok.eos_id, tok.pad_id, temperature, gen)
+    roll = sample(
+        model, prompt_tensor(problems, tok), n, max_new_tokens, tok.eos_id, tok.pad_id, temperature, gen
+    )
     targets = answer_targets([p.answer for p in problems], tok)  # (P, L)
     return roll, exact_match(roll.response, targets, n, tok.pad_id)  # (P*n,)
 
 
-def correct_counts(model: TinyLM, problems: list[Problem], n: int, max_new_tokens: int, temperature: float,
-                   tok: Tokenizer, gen: torch.Generator | None) -> torch.Tensor:
+def correct_counts(
+    model: TinyLM,
+    problems: list[Problem],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    tok: Tokenizer,
+    gen: torch.Generator | None,
+) -> torch.Tensor:
     """Correct samples out of n for each problem: (P,) ints (pass@k's c_i)."""
     _, correct = sample_scored(model, problems, n, max_new_tokens, temperature, tok, gen)  # (P*n,)
     return correct.view(len(problems), n).sum(dim=1).long()  # (P,)
 
 
-def accuracy(model: TinyLM, problems: list[Problem], n: int, max_new_tokens: int, temperature: float,
-             tok: Tokenizer, gen: torch.Generator | None) -> float:
+def accuracy(
+    model: TinyLM,
+    problems: list[Problem],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    tok: Tokenizer,
+    gen: torch.Generator | None,
+) -> float:
     """Mean exact-match accuracy of n samples per problem (temperature 0: greedy, n forced to 1)."""
     if not problems:
         return float("nan")

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from rlvr.config import SFTConfig
+from rlvr.configs import SFTConfig
 from rlvr.model import TinyLM, common_prefix_len, grouped_response_logits
 from rlvr.optim import AdamW
 from rlvr.tokenizer import Tokenizer
@@ -46,15 +46,28 @@ def shared_prefix_len(tokens: torch.Tensor, mask: torch.Tensor) -> int:
 
 
 def sft_loss(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over assistant tokens only. tokens (B, T), mask (B, T-1).
+    """Mean cross-entropy over assistant tokens only: tokens (B, T), mask (B, T-1) -> a scalar.
+
+    mask[:, i] is 1 where token i+1 is part of the response (its digits and <eos>): the prompt is
+    context, never a target.
+    """
+    logits = model(tokens[:, :-1])  # (B, T-1, V): position i predicts token i+1
+    ce = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")  # (B, T-1)
+    return (ce * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def sft_loss_shared_prefix(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`sft_loss` by the fast path the pipeline takes: tokens (B, T), mask (B, T-1) -> a scalar.
 
     Every row starts with the same system prompt, whose activations are therefore the same in every
     row: it is encoded once per batch (a prefix shared by all B rows, `grouped_response_logits`) and
-    only the rest of each row is run per row. Same loss as `model(tokens[:, :-1])`, to float
-    rounding (tested), at about half the cost.
+    only the rest of each row is run per row. Same loss as `sft_loss`, to float rounding (tested),
+    at about half the cost.
     """
     c = shared_prefix_len(tokens, mask)
-    logits = grouped_response_logits(model, tokens[:1, :c], tokens[:, c:])  # (B, T-c, V) predicts tokens[:, c:]
+    logits = grouped_response_logits(
+        model, tokens[:1, :c], tokens[:, c:]
+    )  # (B, T-c, V) predicts tokens[:, c:]
     ce = F.cross_entropy(logits.transpose(1, 2), tokens[:, c:], reduction="none")  # (B, T-c)
     m = mask[:, c - 1 :]  # (B, T-c) targets tokens[:, c:]
     return (ce * m).sum() / m.sum().clamp(min=1.0)
@@ -78,11 +91,20 @@ def lr_at(step: int, total: int, peak: float, schedule: str = "cosine") -> float
     return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTConfig,
-              generator: torch.Generator, on_step=None, progress: bool = True,
-              clean: tuple[torch.Tensor, torch.Tensor] | None = None) -> list[dict]:
+def train_sft(
+    model: TinyLM,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: SFTConfig,
+    generator: torch.Generator,
+    on_step=None,
+    progress: bool = True,
+    clean: tuple[torch.Tensor, torch.Tensor] | None = None,
+    shared_prefix: bool = False,
+) -> list[dict]:
     """AdamW over shuffled mini-batches: `cfg.clean_epochs` passes over `clean` (the same rows with
-    their true answers), then `cfg.epochs` over the noisy `tokens`; one lr schedule spans both. Returns the per-step curve (`phase` says which data each step saw).
+    their true answers), then `cfg.epochs` over the noisy `tokens`; one lr schedule spans both.
+    Returns the per-step curve (`phase` says which data each step saw).
 
     Why a clean warm-up: under heavy label noise the model sits for a long, seed-dependent time on
     the plateau where it ignores the operands; when (and whether) it leaves it within the budget is
@@ -95,47 +117,93 @@ def train_sft(model: TinyLM, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTC
     """
     if cfg.clean_epochs and clean is None:
         raise ValueError(f"clean_epochs = {cfg.clean_epochs} needs the clean-label tensors (clean=...)")
-    opt, curve = warm_up(model, clean if clean is not None else (tokens, mask), cfg, generator, on_step, progress)
-    return curve + fit_noisy(model, opt, tokens, mask, cfg, generator, on_step, progress)
+    opt, curve = warm_up(
+        model,
+        clean if clean is not None else (tokens, mask),
+        cfg,
+        generator,
+        on_step,
+        progress,
+        shared_prefix,
+    )
+    return curve + fit_noisy(model, opt, tokens, mask, cfg, generator, on_step, progress, shared_prefix)
 
 
-def warm_up(model: TinyLM, clean: tuple[torch.Tensor, torch.Tensor], cfg: SFTConfig, generator: torch.Generator,
-            on_step=None, progress: bool = True) -> tuple[AdamW, list[dict]]:
+def warm_up(
+    model: TinyLM,
+    clean: tuple[torch.Tensor, torch.Tensor],
+    cfg: SFTConfig,
+    generator: torch.Generator,
+    on_step=None,
+    progress: bool = True,
+    shared_prefix: bool = False,
+) -> tuple[AdamW, list[dict]]:
     """The clean phase alone: epochs 0 .. clean_epochs - 1 of the run's schedule, on `clean` (tokens
     (N, T), mask (N, T-1)). Returns the optimiser, whose state `fit_noisy` continues, and the curve."""
     opt = AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return opt, _epochs(model, opt, *clean, "clean", range(cfg.clean_epochs), cfg, generator, on_step, progress)
+    return opt, _epochs(
+        model, opt, *clean, "clean", range(cfg.clean_epochs), cfg, generator, on_step, progress, shared_prefix
+    )
 
 
-def fit_noisy(model: TinyLM, opt: AdamW, tokens: torch.Tensor, mask: torch.Tensor, cfg: SFTConfig,
-              generator: torch.Generator, on_step=None, progress: bool = True) -> list[dict]:
+def fit_noisy(
+    model: TinyLM,
+    opt: AdamW,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: SFTConfig,
+    generator: torch.Generator,
+    on_step=None,
+    progress: bool = True,
+    shared_prefix: bool = False,
+) -> list[dict]:
     """The noisy phase: epochs clean_epochs .. clean_epochs + epochs - 1, continuing `warm_up`'s
     optimiser and generator. Leaves the model in eval mode."""
     first = cfg.clean_epochs
-    curve = _epochs(model, opt, tokens, mask, "noisy", range(first, first + cfg.epochs), cfg, generator, on_step,
-                    progress)
+    epochs = range(first, first + cfg.epochs)
+    curve = _epochs(
+        model, opt, tokens, mask, "noisy", epochs, cfg, generator, on_step, progress, shared_prefix
+    )
     model.eval()
     return curve
 
 
-def _epochs(model: TinyLM, opt: AdamW, tokens: torch.Tensor, mask: torch.Tensor, phase: str, epochs: range,
-            cfg: SFTConfig, generator: torch.Generator, on_step, progress: bool) -> list[dict]:
+def _epochs(
+    model: TinyLM,
+    opt: AdamW,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    phase: str,
+    epochs: range,
+    cfg: SFTConfig,
+    generator: torch.Generator,
+    on_step,
+    progress: bool,
+    shared_prefix: bool,
+) -> list[dict]:
     """The given epochs of the run's schedule over tokens (N, T) / mask (N, T-1): one shuffle per epoch
-    from `generator`, `ceil(N / batch_size)` steps each, lr from the step's place in the whole run."""
+    from `generator`, `ceil(N / batch_size)` steps each, lr from the step's place in the whole run.
+    `shared_prefix` takes the loss's fast path (`sft_loss_shared_prefix`)."""
+    loss_fn = sft_loss_shared_prefix if shared_prefix else sft_loss
     N = tokens.shape[0]
     per_epoch = math.ceil(N / cfg.batch_size)
     total = per_epoch * (cfg.clean_epochs + cfg.epochs)
     curve = []
     model.train()
-    bar = tqdm(total=per_epoch * len(epochs), desc=f"sft ({phase})", unit="step", disable=not progress,
-               mininterval=1.0)
+    bar = tqdm(
+        total=per_epoch * len(epochs),
+        desc=f"sft ({phase})",
+        unit="step",
+        disable=not progress,
+        mininterval=1.0,
+    )
     for epoch in epochs:
         order = torch.randperm(N, generator=generator)  # (N,)
         for i in range(per_epoch):
             step = epoch * per_epoch + i
             idx = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
             opt.lr = lr_at(step, total, cfg.lr, cfg.schedule)
-            loss = sft_loss(model, tokens[idx], mask[idx])
+            loss = loss_fn(model, tokens[idx], mask[idx])
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

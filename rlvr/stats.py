@@ -36,6 +36,8 @@ def seed_metrics(per_seed: dict[int, dict]) -> dict:
     """The metrics-file layout of a multi-seed stage: each metric's mean at the top level, then
     `ci95` {metric: [lo, hi]} and `per_seed` {metric: [values]}."""
     summary = summarise_seeds(per_seed)
-    return {**{k: v["mean"] for k, v in summary.items()},
-            "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
-            "per_seed": {k: v["per_seed"] for k, v in summary.items()}}
+    return {
+        **{k: v["mean"] for k, v in summary.items()},
+        "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
+        "per_seed": {k: v["per_seed"] for k, v in summary.items()},
+    }

@@ -38,8 +38,10 @@ class Tokenizer:
         for m in _PIECE.finditer(text):
             piece = m.group()
             if piece not in self.ids:
-                raise ValueError(f"cannot tokenize {piece!r} at position {m.start()} of {text!r}; "
-                                 f"known pieces: specials, digits, '+', '=', ' ', '.', words {list(WORDS)}")
+                raise ValueError(
+                    f"cannot tokenize {piece!r} at position {m.start()} of {text!r}; "
+                    f"known pieces: specials, digits, '+', '=', ' ', '.', words {list(WORDS)}"
+                )
             out.append(self.ids[piece])
         return out
 

@@ -59,7 +59,9 @@ def final_answer(text: str) -> str | None:
 
 def final_answer_reward(response: torch.Tensor, answers: list[str], n: int, tok: Tokenizer) -> torch.Tensor:
     """The fix: parse the committed (last) number and compare it exactly. (P*n, T) -> (P*n,)."""
-    return torch.tensor([float(final_answer(t) == answers[i // n]) for i, t in enumerate(_texts(response, tok))])
+    return torch.tensor(
+        [float(final_answer(t) == answers[i // n]) for i, t in enumerate(_texts(response, tok))]
+    )
 
 
 def digit_counts(response: torch.Tensor, tok: Tokenizer) -> tuple[torch.Tensor, torch.Tensor]:

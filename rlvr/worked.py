@@ -7,7 +7,7 @@ constants, so a change in that code that breaks a chapter's arithmetic shows up 
 Ids follow the chapters: `A1`..`A8` for chapter A (reasoning RL and GRPO), `B1`..`B14` for chapter B
 (RLVR and GRPO). Every gradient is taken by torch autograd through the library functions; the closed
 form is reported beside it where there is one. `worked_metrics` collects them all, keyed by id; the
-`worked` stage writes them as one JSON and `rlvr.plots` draws their figures.
+`worked` stage writes them as one JSON and `rlvr.report.plots` draws their figures.
 
 Where this departs from the chapters, or fills in what they leave open:
 1. Every advantage comes from `group_advantages`, whose std has eps = 1e-6 added, so the chapters'
@@ -44,7 +44,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlvr.config import WorkedConfig
+from rlvr.configs import WorkedConfig
 from rlvr.grpo import exact_kl_and_entropy, group_advantages, grpo_loss, kl_estimate, policy_objective
 from rlvr.passk import two_problem_toy
 
@@ -61,15 +61,20 @@ def _floats(x) -> list:
 
 # ------------------------------------------------------------------------------------------ chapter A
 
+
 def a1_group_of_eight() -> dict:
     """A1: the '2 + 3 =' group, 4 of 8 responses correct."""
     answers = [5, 8, 5, 6, 5, 2, 5, 7]
     rewards = torch.tensor([[1.0 if a == 5 else 0.0 for a in answers]])  # (1, 8)
     adv = group_advantages(rewards)[0]  # (8,)
-    return {"rewards": _floats(rewards[0]), "group_mean": float(rewards.mean()),
-            "group_std_population": float(rewards.std(unbiased=False)), "advantages": _floats(adv),
-            "advantage_correct": float(adv[rewards[0] > 0].mean()),
-            "advantage_wrong": float(adv[rewards[0] == 0].mean())}
+    return {
+        "rewards": _floats(rewards[0]),
+        "group_mean": float(rewards.mean()),
+        "group_std_population": float(rewards.std(unbiased=False)),
+        "advantages": _floats(adv),
+        "advantage_correct": float(adv[rewards[0] > 0].mean()),
+        "advantage_wrong": float(adv[rewards[0] == 0].mean()),
+    }
 
 
 def a2_three_groups() -> dict:
@@ -109,11 +114,16 @@ def a3_advantage_table(group_size: int = 8) -> dict:
     def max_diff(c, w):
         return float(max(np.abs(c.numpy() - closed_correct).max(), np.abs(w.numpy() - closed_wrong).max()))
 
-    return {"group_size": G, "correct_counts": ks, "advantage_correct": _floats(correct),
-            "advantage_wrong": _floats(wrong), "closed_form_correct": _floats(closed_correct),
-            "closed_form_wrong": _floats(closed_wrong),
-            "max_abs_diff_closed_form_eps0_float64": max_diff(correct64, wrong64),
-            "max_abs_diff_closed_form_default_eps": max_diff(correct.double(), wrong.double())}
+    return {
+        "group_size": G,
+        "correct_counts": ks,
+        "advantage_correct": _floats(correct),
+        "advantage_wrong": _floats(wrong),
+        "closed_form_correct": _floats(closed_correct),
+        "closed_form_wrong": _floats(closed_wrong),
+        "max_abs_diff_closed_form_eps0_float64": max_diff(correct64, wrong64),
+        "max_abs_diff_closed_form_default_eps": max_diff(correct.double(), wrong.double()),
+    }
 
 
 def _toy_logits(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,10 +143,16 @@ def a4_k3_sampled(cfg: WorkedConfig) -> dict:
     k3 = kl_estimate(logp[tokens][None], logp_ref[tokens][None], "k3")[0]  # (N,)
     kl, _ = exact_kl_and_entropy(logits[None, None], ref_logits[None, None])  # (1, 1)
     kl = float(kl)
-    return {"samples": cfg.kl_samples, "vocab": cfg.kl_vocab, "k3_all_non_negative": bool((k3 >= 0).all()),
-            "k3_min_nats": float(k3.min()), "k3_mean_nats": float(k3.mean()),
-            "k3_std_error_nats": float(k3.std() / math.sqrt(cfg.kl_samples)), "kl_exact_nats": kl,
-            "abs_diff_nats": abs(float(k3.mean()) - kl)}
+    return {
+        "samples": cfg.kl_samples,
+        "vocab": cfg.kl_vocab,
+        "k3_all_non_negative": bool((k3 >= 0).all()),
+        "k3_min_nats": float(k3.min()),
+        "k3_mean_nats": float(k3.mean()),
+        "k3_std_error_nats": float(k3.std() / math.sqrt(cfg.kl_samples)),
+        "kl_exact_nats": kl,
+        "abs_diff_nats": abs(float(k3.mean()) - kl),
+    }
 
 
 def a5_aggregation_sign() -> dict:
@@ -144,10 +160,16 @@ def a5_aggregation_sign() -> dict:
     mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])  # (2, 4)
     logp = torch.full((2, 4), math.log(0.5))  # (2, 4) any value: only the ratio (1) enters
     adv = torch.tensor([1.0, -1.0])  # (2,)
-    losses = {mode: float(grpo_loss(logp, logp, None, adv, mask, beta=0.0, aggregation=mode)[0])
-              for mode in ("seq_mean", "token_mean")}
-    return {"lengths": [4, 1], "advantages": _floats(adv), "loss_seq_mean": losses["seq_mean"],
-            "loss_token_mean": losses["token_mean"]}
+    losses = {
+        mode: float(grpo_loss(logp, logp, None, adv, mask, beta=0.0, aggregation=mode)[0])
+        for mode in ("seq_mean", "token_mean")
+    }
+    return {
+        "lengths": [4, 1],
+        "advantages": _floats(adv),
+        "loss_seq_mean": losses["seq_mean"],
+        "loss_token_mean": losses["token_mean"],
+    }
 
 
 def a6_length_dilution() -> dict:
@@ -159,10 +181,15 @@ def a6_length_dilution() -> dict:
     loss, _ = grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, aggregation="seq_mean")
     (grad,) = torch.autograd.grad(loss, logp)  # (2, 20)
     short, long = abs(float(grad[0, 0])), abs(float(grad[1, 0]))
-    return {"lengths": lengths, "advantages": _floats(adv), "grad_per_token_short": short,
-            "grad_per_token_long": long, "ratio_long_to_short": long / short,
-            "ratio_formula": lengths[0] / lengths[1],
-            "grad_per_token_formula": [1.0 / (len(lengths) * n) for n in lengths]}
+    return {
+        "lengths": lengths,
+        "advantages": _floats(adv),
+        "grad_per_token_short": short,
+        "grad_per_token_long": long,
+        "ratio_long_to_short": long / short,
+        "ratio_formula": lengths[0] / lengths[1],
+        "grad_per_token_formula": [1.0 / (len(lengths) * n) for n in lengths],
+    }
 
 
 def a7_kl_estimator_bias(cfg: WorkedConfig, deltas=None) -> dict:
@@ -192,16 +219,21 @@ def a7_kl_estimator_bias(cfg: WorkedConfig, deltas=None) -> dict:
                 k2_min = min(k2_min, float(values.min()))
     bias2 = np.array(out["bias_k2_nats"])  # (D,)
     small = deltas <= 0.1
-    slope = np.polyfit(np.log(deltas[small]), np.log(np.abs(bias2[small])), 1)[0] if small.sum() >= 2 else None
-    out.update({
-        "vocab": cfg.kl_vocab, "k2_min_over_tokens": k2_min,
-        "k2_bias_over_delta_cubed": _floats(bias2 / deltas**3),
-        "k2_bias_over_delta_cubed_limit": float(-(pi * z**3).sum() / 6),  # leading term, delta -> 0
-        "k2_bias_loglog_slope_small_delta": None if slope is None else float(slope),
-        "small_delta_max": 0.1,
-        "max_abs_bias_k1_nats": float(np.abs(out["bias_k1_nats"]).max()),
-        "max_abs_bias_k3_nats": float(np.abs(out["bias_k3_nats"]).max()),
-    })
+    slope = (
+        np.polyfit(np.log(deltas[small]), np.log(np.abs(bias2[small])), 1)[0] if small.sum() >= 2 else None
+    )
+    out.update(
+        {
+            "vocab": cfg.kl_vocab,
+            "k2_min_over_tokens": k2_min,
+            "k2_bias_over_delta_cubed": _floats(bias2 / deltas**3),
+            "k2_bias_over_delta_cubed_limit": float(-(pi * z**3).sum() / 6),  # leading term, delta -> 0
+            "k2_bias_loglog_slope_small_delta": None if slope is None else float(slope),
+            "small_delta_max": 0.1,
+            "max_abs_bias_k1_nats": float(np.abs(out["bias_k1_nats"]).max()),
+            "max_abs_bias_k3_nats": float(np.abs(out["bias_k3_nats"]).max()),
+        }
+    )
     return out
 
 
@@ -211,8 +243,9 @@ FROZEN_BYTES_PER_PARAM = 2
 GB = 1e9
 
 
-def a8_memory(sizes_billion=(0.5, 1.5, 3, 7, 14, 32, 70), prompts_per_step: int = 256,
-              group_size: int = 8) -> dict:
+def a8_memory(
+    sizes_billion=(0.5, 1.5, 3, 7, 14, 32, 70), prompts_per_step: int = 256, group_size: int = 8
+) -> dict:
     """A8: weight + optimiser memory of GRPO (policy + reference), GRPO at beta = 0, and PPO-RLHF."""
     sizes = np.asarray(sizes_billion, dtype=float)  # (S,) billions of parameters
 
@@ -220,18 +253,29 @@ def a8_memory(sizes_billion=(0.5, 1.5, 3, 7, 14, 32, 70), prompts_per_step: int 
         return billions * 1e9 * (trained * TRAINED_BYTES_PER_PARAM + frozen * FROZEN_BYTES_PER_PARAM) / GB
 
     setups = {"grpo": (1, 1), "grpo_beta0": (1, 0), "ppo": (2, 2)}  # PPO adds a critic and a reward model
-    out = {"gigabyte_bytes": GB, "bytes_per_param_trained": TRAINED_BYTES_PER_PARAM,
-           "bytes_per_param_frozen_bf16": FROZEN_BYTES_PER_PARAM, "model_sizes_billion": _floats(sizes)}
+    out = {
+        "gigabyte_bytes": GB,
+        "bytes_per_param_trained": TRAINED_BYTES_PER_PARAM,
+        "bytes_per_param_frozen_bf16": FROZEN_BYTES_PER_PARAM,
+        "model_sizes_billion": _floats(sizes),
+    }
     for name, (trained, frozen) in setups.items():
         out[f"{name}_gb"] = _floats(gb(sizes, trained, frozen))
         out[f"{name}_7b_gb"] = float(gb(7.0, trained, frozen))
-    out.update({"beta0_saving_7b_gb": out["grpo_7b_gb"] - out["grpo_beta0_7b_gb"],
-                "ppo_over_grpo": out["ppo_7b_gb"] / out["grpo_7b_gb"], "prompts_per_step": prompts_per_step,
-                "group_size": group_size, "responses_per_step": prompts_per_step * group_size})
+    out.update(
+        {
+            "beta0_saving_7b_gb": out["grpo_7b_gb"] - out["grpo_beta0_7b_gb"],
+            "ppo_over_grpo": out["ppo_7b_gb"] / out["grpo_7b_gb"],
+            "prompts_per_step": prompts_per_step,
+            "group_size": group_size,
+            "responses_per_step": prompts_per_step * group_size,
+        }
+    )
     return out
 
 
 # ------------------------------------------------------------------------------------------ chapter B
+
 
 def _advantages_of(rewards: list[float]) -> list[float]:
     return _floats(group_advantages(torch.tensor([rewards]))[0])
@@ -247,17 +291,25 @@ def b2_one_of_four() -> dict:
     """B2: a harder prompt, rewards 1, 0, 0, 0: a big push up, three small pushes down."""
     rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]])  # (1, 4)
     adv = group_advantages(rewards)[0]  # (4,)
-    return {"rewards": _floats(rewards[0]), "group_mean": float(rewards.mean()),
-            "group_std_population": float(rewards.std(unbiased=False)), "advantages": _floats(adv),
-            "advantage_correct": float(adv[0]), "advantage_wrong": float(adv[1]),
-            "advantage_sum": float(adv.sum())}
+    return {
+        "rewards": _floats(rewards[0]),
+        "group_mean": float(rewards.mean()),
+        "group_std_population": float(rewards.std(unbiased=False)),
+        "advantages": _floats(adv),
+        "advantage_correct": float(adv[0]),
+        "advantage_wrong": float(adv[1]),
+        "advantage_sum": float(adv.sum()),
+    }
 
 
 def b3_equal_rewards() -> dict:
     """B3: all four right, or all four wrong: every advantage is zero."""
     right, wrong = _advantages_of([1.0] * 4), _advantages_of([0.0] * 4)
-    return {"advantages_all_correct": right, "advantages_all_wrong": wrong,
-            "all_zero": all(a == 0.0 for a in right + wrong)}
+    return {
+        "advantages_all_correct": right,
+        "advantages_all_wrong": wrong,
+        "all_zero": all(a == 0.0 for a in right + wrong),
+    }
 
 
 def b4_std_weighting(group_size: int = 8) -> dict:
@@ -269,13 +321,19 @@ def b4_std_weighting(group_size: int = 8) -> dict:
             adv = group_advantages(_group(k, G, torch.float64), kind)  # (1, G)
             out[f"mean_abs_adv_{tag}_{k}_of_{G}"] = float(adv.abs().mean())
     sums = [float(group_advantages(_group(k, G, torch.float64)).square().sum()) for k in range(1, G)]
-    out.update({"sum_sq_adv_correct_counts": list(range(1, G)), "sum_sq_adv": sums,
-                "max_abs_dev_sum_sq_from_G": max(abs(s - G) for s in sums)})
+    out.update(
+        {
+            "sum_sq_adv_correct_counts": list(range(1, G)),
+            "sum_sq_adv": sums,
+            "max_abs_dev_sum_sq_from_G": max(abs(s - G) for s in sums),
+        }
+    )
     return out
 
 
-def b5_signal_probability(cfg: WorkedConfig, mc_p: float = 0.05, mc_group_size: int = 8,
-                          mc_groups: int = 100_000) -> dict:
+def b5_signal_probability(
+    cfg: WorkedConfig, mc_p: float = 0.05, mc_group_size: int = 8, mc_groups: int = 100_000
+) -> dict:
     """B5: chance a group has mixed rewards (so any gradient), 1 - p^G - (1-p)^G, over p and G."""
     ps = [0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99]
     sizes = [4, 8, 16, 32, 64]
@@ -288,11 +346,19 @@ def b5_signal_probability(cfg: WorkedConfig, mc_p: float = 0.05, mc_group_size: 
     wins = rng.random((mc_groups, mc_group_size)) < mc_p  # (N, G) sampled binary rewards
     mixed = wins.any(axis=1) & ~wins.all(axis=1)  # (N,)
     mc = float(mixed.mean())
-    return {"ps": ps, "group_sizes": sizes, "signal_probability": table,
-            "signal_p005_g8": signal(0.05, 8), "signal_p005_g64": signal(0.05, 64),
-            "mc_p": mc_p, "mc_group_size": mc_group_size, "mc_groups": mc_groups,
-            "mc_signal_probability": mc, "mc_std_error": math.sqrt(mc * (1 - mc) / mc_groups),
-            "mc_exact": signal(mc_p, mc_group_size)}
+    return {
+        "ps": ps,
+        "group_sizes": sizes,
+        "signal_probability": table,
+        "signal_p005_g8": signal(0.05, 8),
+        "signal_p005_g64": signal(0.05, 64),
+        "mc_p": mc_p,
+        "mc_group_size": mc_group_size,
+        "mc_groups": mc_groups,
+        "mc_signal_probability": mc,
+        "mc_std_error": math.sqrt(mc * (1 - mc) / mc_groups),
+        "mc_exact": signal(mc_p, mc_group_size),
+    }
 
 
 def b6_token_weights() -> dict:
@@ -316,14 +382,19 @@ def b6_token_weights() -> dict:
     first: dict[str, float] = {}
     for i, r in enumerate(responses):
         first[r[0]] = first.get(r[0], 0.0) + per_response[i][0]
-    return {"responses": [" ".join(r) for r in responses], "rewards": _floats(rewards[0]),
-            "advantages": _floats(adv), "lengths": lengths.tolist(), "token_weights": per_response,
-            "token_weights_formula": formula,
-            "max_abs_diff_formula": max(abs(a - b) for w, f in zip(per_response, formula) for a, b in zip(w, f)),
-            "max_abs_diff_reinforce_form": float((grad - grad_reinforce).abs().max()),
-            "first_token_weight_by_token": first,
-            "weight_per_token_short_wrong": per_response[1][0],
-            "weight_per_token_long_wrong": per_response[2][0]}
+    return {
+        "responses": [" ".join(r) for r in responses],
+        "rewards": _floats(rewards[0]),
+        "advantages": _floats(adv),
+        "lengths": lengths.tolist(),
+        "token_weights": per_response,
+        "token_weights_formula": formula,
+        "max_abs_diff_formula": max(abs(a - b) for w, f in zip(per_response, formula) for a, b in zip(w, f)),
+        "max_abs_diff_reinforce_form": float((grad - grad_reinforce).abs().max()),
+        "first_token_weight_by_token": first,
+        "weight_per_token_short_wrong": per_response[1][0],
+        "weight_per_token_long_wrong": per_response[2][0],
+    }
 
 
 def b7_clip_zero_gradient(clip_eps: float = 0.2) -> dict:
@@ -336,8 +407,14 @@ def b7_clip_zero_gradient(clip_eps: float = 0.2) -> dict:
         logp_old = torch.tensor([[math.log(prob_old)]], dtype=torch.float64)  # (1, 1)
         obj, stats = policy_objective(logp, logp_old, adv, mask, "token", clip_eps, clip_eps)
         (grad,) = torch.autograd.grad(obj.sum(), logp)  # (1, 1)
-        out.update({f"prob_new_{tag}": prob_new, f"ratio_{tag}": stats["ratio_mean"],
-                    f"grad_logp_{tag}": float(grad), f"clip_frac_high_{tag}": stats["clip_frac_high"]})
+        out.update(
+            {
+                f"prob_new_{tag}": prob_new,
+                f"ratio_{tag}": stats["ratio_mean"],
+                f"grad_logp_{tag}": float(grad),
+                f"clip_frac_high_{tag}": stats["clip_frac_high"],
+            }
+        )
     out["grad_logp_unclipped_formula"] = out["ratio_unclipped"] * out["advantage"]  # d(rho A)/d log pi
     return out
 
@@ -349,8 +426,15 @@ def b8_k3_derivative() -> dict:
     k3 = kl_estimate(logp, torch.tensor(math.log(pi_ref), dtype=torch.float64), "k3")
     (grad,) = torch.autograd.grad(k3, logp)
     u = pi_ref / pi
-    return {"pi": pi, "pi_ref": pi_ref, "u": u, "k3_nats": float(k3.detach()), "k3_formula_nats": u - math.log(u) - 1,
-            "dk3_dlogpi_autograd": float(grad), "dk3_dlogpi_formula": 1 - u}
+    return {
+        "pi": pi,
+        "pi_ref": pi_ref,
+        "u": u,
+        "k3_nats": float(k3.detach()),
+        "k3_formula_nats": u - math.log(u) - 1,
+        "dk3_dlogpi_autograd": float(grad),
+        "dk3_dlogpi_formula": 1 - u,
+    }
 
 
 def b10_passk_toy() -> dict:
@@ -358,11 +442,20 @@ def b10_passk_toy() -> dict:
     toy = two_problem_toy(0.6, 0.05, 0.98, 0.01)
     ks, base, rl = toy["ks"], toy["pass_at_k_base"], toy["pass_at_k_rl"]
     at = {int(k): i for i, k in enumerate(ks)}
-    return {"p_a_base": 0.6, "p_b_base": 0.05, "p_a_rl": 0.98, "p_b_rl": 0.01,
-            "ks": [int(k) for k in ks], "pass_at_k_base": _floats(base), "pass_at_k_rl": _floats(rl),
-            "pass_at_1_base": float(base[at[1]]), "pass_at_1_rl": float(rl[at[1]]),
-            "pass_at_64_base": float(base[at[64]]), "pass_at_64_rl": float(rl[at[64]]),
-            "crossover_k": toy["crossover_k"]}
+    return {
+        "p_a_base": 0.6,
+        "p_b_base": 0.05,
+        "p_a_rl": 0.98,
+        "p_b_rl": 0.01,
+        "ks": [int(k) for k in ks],
+        "pass_at_k_base": _floats(base),
+        "pass_at_k_rl": _floats(rl),
+        "pass_at_1_base": float(base[at[1]]),
+        "pass_at_1_rl": float(rl[at[1]]),
+        "pass_at_64_base": float(base[at[64]]),
+        "pass_at_64_rl": float(rl[at[64]]),
+        "crossover_k": toy["crossover_k"],
+    }
 
 
 def _first_above(values: np.ndarray, level: float) -> int | None:
@@ -408,29 +501,53 @@ def b14_demo(cfg: WorkedConfig) -> dict:
     with torch.no_grad():
         final = torch.sigmoid(w + u - difficulty)  # (P,)
     return {
-        "prompts": P, "group_size": G, "iterations": cfg.demo_iters, "lr": cfg.demo_lr,
-        "difficulty": _floats(difficulty), "mean_accuracy": _floats(accuracy), "sampled_accuracy": sampled,
-        "share_all_correct": all_right, "share_all_wrong": all_wrong,
-        "p_per_prompt": np.round(probs, 5).tolist(), "window_iters": window,
-        "accuracy_first": float(accuracy[:window].mean()), "accuracy_last": float(accuracy[-window:].mean()),
+        "prompts": P,
+        "group_size": G,
+        "iterations": cfg.demo_iters,
+        "lr": cfg.demo_lr,
+        "difficulty": _floats(difficulty),
+        "mean_accuracy": _floats(accuracy),
+        "sampled_accuracy": sampled,
+        "share_all_correct": all_right,
+        "share_all_wrong": all_wrong,
+        "p_per_prompt": np.round(probs, 5).tolist(),
+        "window_iters": window,
+        "accuracy_first": float(accuracy[:window].mean()),
+        "accuracy_last": float(accuracy[-window:].mean()),
         "accuracy_after_last_step": float(final.mean()),
         "share_all_correct_first": float(np.mean(all_right[:window])),
         "share_all_correct_last": float(np.mean(all_right[-window:])),
         "share_all_wrong_first": float(np.mean(all_wrong[:window])),
         "share_all_wrong_last": float(np.mean(all_wrong[-window:])),
         "third_prompt_indices": {k: v.tolist() for k, v in thirds.items()},
-        "iteration_third_mean_p_exceeds_half": crossing, "thirds_cross_in_order": bool(ordered),
+        "iteration_third_mean_p_exceeds_half": crossing,
+        "thirds_cross_in_order": bool(ordered),
         "shared_skill_w_final": float(w.detach()),
     }
 
 
 # ------------------------------------------------------------------------------------------ all of them
 
+
 def worked_metrics(cfg: WorkedConfig) -> dict:
     """Every example's numbers, keyed by the chapters' example id."""
-    return {"A1": a1_group_of_eight(), "A2": a2_three_groups(), "A3": a3_advantage_table(),
-            "A4": a4_k3_sampled(cfg), "A5": a5_aggregation_sign(), "A6": a6_length_dilution(),
-            "A7": a7_kl_estimator_bias(cfg), "A8": a8_memory(), "B1": b1_two_of_four(), "B2": b2_one_of_four(),
-            "B3": b3_equal_rewards(), "B4": b4_std_weighting(), "B5": b5_signal_probability(cfg),
-            "B6": b6_token_weights(), "B7": b7_clip_zero_gradient(), "B8": b8_k3_derivative(),
-            "B10": b10_passk_toy(), "B14": b14_demo(cfg)}
+    return {
+        "A1": a1_group_of_eight(),
+        "A2": a2_three_groups(),
+        "A3": a3_advantage_table(),
+        "A4": a4_k3_sampled(cfg),
+        "A5": a5_aggregation_sign(),
+        "A6": a6_length_dilution(),
+        "A7": a7_kl_estimator_bias(cfg),
+        "A8": a8_memory(),
+        "B1": b1_two_of_four(),
+        "B2": b2_one_of_four(),
+        "B3": b3_equal_rewards(),
+        "B4": b4_std_weighting(),
+        "B5": b5_signal_probability(cfg),
+        "B6": b6_token_weights(),
+        "B7": b7_clip_zero_gradient(),
+        "B8": b8_k3_derivative(),
+        "B10": b10_passk_toy(),
+        "B14": b14_demo(cfg),
+    }

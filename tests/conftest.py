@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr.config import GRPOConfig, ModelConfig, SFTConfig, TaskConfig, WorkedConfig, build, parse_params
+from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig, TaskConfig, WorkedConfig
+from rlvr.pipeline.config import build, parse_params, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,16 +15,59 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_SETTINGS = {
     ModelConfig: {"d_model": 128, "n_layer": 2, "n_head": 4, "max_len": 32},
     TaskConfig: {"heldout": 0, "max_new_tokens": 2},
-    SFTConfig: {"task": "single_digit", "seeds": [0], "model": None, "noise": {"kind": "uniform", "rate": 0.5}, "repeats": 4, "warmup": "single_digit", "clean_epochs": 0, "epochs": 10,
-                "batch_size": 64, "lr": 3e-3, "schedule": "cosine", "weight_decay": 0.0, "grad_clip": 1.0, "eval_samples": 16,
-                "eval_max_prompts": 300},
-    GRPOConfig: {"task": "single_digit", "sft": "single_digit", "seeds": [0], "steps": 25, "prompts_per_step": 16, "group_size": 8,
-                 "temperature": 1.0, "lr": 1e-3, "grad_clip": 1.0, "beta": 0.04, "kl_estimator": "k3",
-                 "clip_eps_low": 0.2, "clip_eps_high": 0.2, "ratio": "token", "advantage": "group",
-                 "aggregation": "seq_mean", "inner_epochs": 1, "dynamic_sampling": False, "max_gen_rounds": 4,
-                 "overlong_buffer": 0, "overlong_penalty": 1.0, "eval_every": 5, "eval_samples": 8},
-    WorkedConfig: {"seed": 0, "kl_samples": 4000, "kl_vocab": 10, "demo_prompts": 24, "demo_group_size": 8,
-                   "demo_iters": 200, "demo_lr": 0.01, "demo_d_min": -2.0, "demo_d_max": 5.0},
+    SFTConfig: {
+        "task": "single_digit",
+        "seeds": [0],
+        "model": None,
+        "noise": {"kind": "uniform", "rate": 0.5},
+        "repeats": 4,
+        "warmup": "single_digit",
+        "clean_epochs": 0,
+        "epochs": 10,
+        "batch_size": 64,
+        "lr": 3e-3,
+        "schedule": "cosine",
+        "weight_decay": 0.0,
+        "grad_clip": 1.0,
+        "eval_samples": 16,
+        "eval_max_prompts": 300,
+    },
+    GRPOConfig: {
+        "task": "single_digit",
+        "sft": "single_digit",
+        "seeds": [0],
+        "steps": 25,
+        "prompts_per_step": 16,
+        "group_size": 8,
+        "temperature": 1.0,
+        "lr": 1e-3,
+        "grad_clip": 1.0,
+        "beta": 0.04,
+        "kl_estimator": "k3",
+        "clip_eps_low": 0.2,
+        "clip_eps_high": 0.2,
+        "ratio": "token",
+        "advantage": "group",
+        "aggregation": "seq_mean",
+        "inner_epochs": 1,
+        "dynamic_sampling": False,
+        "max_gen_rounds": 4,
+        "overlong_buffer": 0,
+        "overlong_penalty": 1.0,
+        "eval_every": 5,
+        "eval_samples": 8,
+    },
+    WorkedConfig: {
+        "seed": 0,
+        "kl_samples": 4000,
+        "kl_vocab": 10,
+        "demo_prompts": 24,
+        "demo_group_size": 8,
+        "demo_iters": 200,
+        "demo_lr": 0.01,
+        "demo_d_min": -2.0,
+        "demo_d_max": 5.0,
+    },
 }
 
 
@@ -35,7 +79,7 @@ def make(cls, **overrides):
 
 def tiny_raw() -> dict:
     """params.yaml shrunk so every stage runs in seconds (same keys, smaller numbers)."""
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_yaml(ROOT / "params.yaml")  # as the stages read it, merged anchors unshared
     raw = copy.deepcopy(raw)
     raw["model"].update(d_model=32, n_layer=1, n_head=2)
     del raw["sft"]["single_digit_hi"]  # only the a_hi_* variants start from it; they are dropped below
@@ -43,19 +87,27 @@ def tiny_raw() -> dict:
     for run in raw["sft"].values():
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)
-    raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1,
-                                   eval_samples=2)
+    raw["grpo"]["defaults"].update(
+        seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1, eval_samples=2
+    )
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
-    raw["variants"] = {k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
-                       for k, v in raw["variants"].items() if k in keep}
-    del raw["sft"]["two_digit_uniform"], raw["warmups"]["two_digit_uniform"]  # the contrast: two_digit stands in
+    raw["variants"] = {
+        k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
+        for k, v in raw["variants"].items()
+        if k in keep
+    }
+    del (
+        raw["sft"]["two_digit_uniform"],
+        raw["warmups"]["two_digit_uniform"],
+    )  # the contrast: two_digit stands in
     raw["passk"]["contrast"] = "two_digit"
     raw["worked"].update(kl_samples=500, demo_iters=20)
     raw["passk"].update(n=4, ks=[1, 2, 4], bootstrap=20)
     raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
     raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # the uniform contrast is dropped above
-    raw["starts"]["runs"]["two_digit_slips"].update(seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256,
-                                                    eval_samples=2, eval_max_prompts=20)
+    raw["starts"]["runs"]["two_digit_slips"].update(
+        seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256, eval_samples=2, eval_max_prompts=20
+    )
     return raw
 
 
@@ -100,6 +152,6 @@ def tiny_checkout(d: Path, env: dict) -> None:
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
-    subprocess.run([sys.executable, "-m", "rlvr", "pipeline", "--write"], cwd=d, env=env, check=True,
-                   capture_output=True)
-
+    subprocess.run(
+        [sys.executable, "-m", "rlvr", "pipeline", "--write"], cwd=d, env=env, check=True, capture_output=True
+    )

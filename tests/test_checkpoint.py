@@ -5,12 +5,12 @@ import hashlib
 
 import pytest
 import torch
-
 from conftest import make
-from rlvr import checkpoint
-from rlvr.checkpoint import CheckpointError
-from rlvr.config import ModelConfig
+
+from rlvr.configs import ModelConfig
 from rlvr.model import TinyLM
+from rlvr.pipeline import checkpoint
+from rlvr.pipeline.checkpoint import CheckpointError
 from rlvr.tokenizer import Tokenizer
 
 TOK = Tokenizer()
@@ -44,9 +44,9 @@ def test_training_twice_gives_the_same_checkpoint_file(tmp_path, monkeypatch, ml
     """The SFT stage, run twice on the same inputs, writes byte-identical checkpoints (its timings and
     run ids go to the metrics JSON, which does differ)."""
     import yaml
-
     from conftest import tiny_raw
-    from rlvr.stages import run_stage
+
+    from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_raw()))
@@ -59,10 +59,13 @@ def test_training_twice_gives_the_same_checkpoint_file(tmp_path, monkeypatch, ml
     assert hashes[0] == hashes[1] and run_ids[0] != run_ids[1]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"run": "sft@single_digit"}, "holds 'sft@single_digit_hi', expected 'sft@single_digit'"),
-    ({"config_hash": "0000"}, "made with other params (config hash h1, params.yaml gives 0000)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"run": "sft@single_digit"}, "holds 'sft@single_digit_hi', expected 'sft@single_digit'"),
+        ({"config_hash": "0000"}, "made with other params (config hash h1, params.yaml gives 0000)"),
+    ],
+)
 def test_a_foreign_or_stale_checkpoint_is_refused_in_one_line(tmp_path, kwargs, message):
     path = checkpoint.save(tmp_path / "sft.pt", tiny(), TOK, "sft@single_digit_hi", "h1")
     with pytest.raises(CheckpointError) as err:
@@ -93,8 +96,17 @@ def test_a_missing_checkpoint_names_the_stage_to_run(tmp_path):
 def test_a_warm_up_state_and_a_checkpoint_are_not_taken_for_each_other(tmp_path):
     model = tiny()
     ckpt = checkpoint.save(tmp_path / "sft.pt", model, TOK, "sft@x", "h")
-    state = checkpoint.save_warmup(tmp_path / "w.pt", model, TOK, "warmup@x", "h", {"steps": []},
-                                   torch.Generator().get_state(), [], "digest")
+    state = checkpoint.save_warmup(
+        tmp_path / "w.pt",
+        model,
+        TOK,
+        "warmup@x",
+        "h",
+        {"steps": []},
+        torch.Generator().get_state(),
+        [],
+        "digest",
+    )
     with pytest.raises(CheckpointError, match="expected format 'rlvr-checkpoint/1'"):
         checkpoint.load(state, TOK)
     with pytest.raises(CheckpointError, match="expected format 'rlvr-warmup/1'"):

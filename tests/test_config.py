@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from rlvr.cli import main
-from rlvr.config import ConfigError, parse_params
+from rlvr.fields import ConfigError
+from rlvr.pipeline.config import parse_params
 
 
 def run_check(tmp_path, raw, capsys):
@@ -25,72 +26,167 @@ def with_grpo(raw, variant=None, **defaults):
     return raw
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda r: r["model"].update(width=3), "model.width: unknown key; allowed keys: d_model, n_layer"),
-    (lambda r: r.update(extra=1), "extra: unknown key; allowed keys: seed, threads"),
-    (lambda r: r["sft"]["single_digit"]["noise"].update(rate=1.5), "sft.single_digit.noise.rate = 1.5: must lie in [0, 1]"),
-    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "uniform", "rate": -0.1}),
-     "sft.two_digit.noise.rate = -0.1: must lie in [0, 1]"),
-    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "alpha": 0, "beta": 1}),
-     "sft.two_digit.noise.alpha = 0.0: must be > 0"),
-    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "typos"}),
-     "sft.two_digit.noise.kind = 'typos': must be one of uniform, slips"),
-    (lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "rate": 0.3}),
-     "sft.two_digit.noise.rate: unknown key; allowed keys: kind, alpha, beta"),
-    (lambda r: r["sft"]["single_digit"]["model"].update(n_head=5), "sft.single_digit.model.n_head = 5: must divide"),
-    (lambda r: r["sft"]["two_digit"].update(lr=-0.001), "sft.two_digit.lr = -0.001: must be > 0"),
-    (lambda r: r["sft"]["two_digit"].update(task="three_digit"), "sft.two_digit.task = 'three_digit': must be one of"),
-    (lambda r: r["tasks"].update(three_digit={"heldout": 1}), "tasks.three_digit = 'three_digit': unknown task"),
-    (lambda r: with_grpo(r, group_size=1), "grpo.defaults.group_size = 1: must be >= 2"),
-    (lambda r: with_grpo(r, {"group_size": 1}), "variants.grpo.group_size = 1: must be >= 2"),
-    (lambda r: with_grpo(r, {"sft": "nope"}), "variants.grpo.sft = 'nope': must name an sft run"),
-    (lambda r: with_grpo(r, {"task": "two_digit"}), "variants.grpo.task = 'two_digit': must be the task of sft run"),
-    (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
-    (lambda r: r["passk"].update(n=8, ks=[1, 16]), "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)"),
-    (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
-    (lambda r: r["hack"].update(temperature=0), "hack.temperature = 0.0: must be > 0"),
-    (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
-    (lambda r: r["sft"]["two_digit"].update(epochs="many"), "sft.two_digit.epochs = 'many': must be an integer"),
-    (lambda r: r["sft"]["two_digit"].update(clean_epochs=-1), "sft.two_digit.clean_epochs = -1: must be >= 0"),
-    (lambda r: r["sft"]["two_digit"].pop("lr"), "sft.two_digit.lr: missing required key"),
-    (lambda r: r["grpo"]["defaults"].pop("beta"), "grpo.defaults.beta: missing required key"),
-    (lambda r: r.pop("worked"), "worked: missing required key"),
-    (lambda r: r["hack"].pop("temperature"), "hack.temperature: missing required key"),
-    (lambda r: r["variants"]["grpo"].update(advantage="median"),
-     "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std"),
-    (lambda r: r["grpo"]["defaults"].update(aggregation="sum"),
-     "grpo.defaults.aggregation = 'sum': must be one of seq_mean, token_mean, seq_sum_const"),
-    (lambda r: r["variants"]["grpo"].update(seeds=[]), "variants.grpo.seeds = []: list at least one seed"),
-    (lambda r: r["hack"].update(seeds=[1, 1]), "hack.seeds = [1, 1]: seeds must differ"),
-    (lambda r: r["passk"].update(contrast="single_digit"), "passk.contrast = 'single_digit': must be an sft run of"),
-    (lambda r: r["hack"].update(sft="two_digit"), "hack.sft = 'two_digit': must be an sft run of variant 'a_grpo'"),
-    (lambda r: r["model"].update(n_head=3), "model.n_head = 3: must divide model.d_model"),
-    (lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "warmup": "nope"}),
-     "sft.extra.warmup = 'nope': must name a warm-up under warmups (single_digit, two_digit)"),
-        (lambda r: r["variants"]["grpo"].update(seeds=[0, 9]),
-         "variants.grpo.seeds = [0, 9]: seed 9 has no SFT start: every seed must be one of sft.two_digit.seeds"),
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda r: r["model"].update(width=3), "model.width: unknown key; allowed keys: d_model, n_layer"),
+        (lambda r: r.update(extra=1), "extra: unknown key; allowed keys: seed, threads"),
+        (
+            lambda r: r["sft"]["single_digit"]["noise"].update(rate=1.5),
+            "sft.single_digit.noise.rate = 1.5: must lie in [0, 1]",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(noise={"kind": "uniform", "rate": -0.1}),
+            "sft.two_digit.noise.rate = -0.1: must lie in [0, 1]",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "alpha": 0, "beta": 1}),
+            "sft.two_digit.noise.alpha = 0.0: must be > 0",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(noise={"kind": "typos"}),
+            "sft.two_digit.noise.kind = 'typos': must be one of uniform, slips",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(noise={"kind": "slips", "rate": 0.3}),
+            "sft.two_digit.noise.rate: unknown key; allowed keys: kind, alpha, beta",
+        ),
+        (
+            lambda r: r["sft"]["single_digit"]["model"].update(n_head=5),
+            "sft.single_digit.model.n_head = 5: must divide",
+        ),
+        (lambda r: r["sft"]["two_digit"].update(lr=-0.001), "sft.two_digit.lr = -0.001: must be > 0"),
+        (
+            lambda r: r["sft"]["two_digit"].update(task="three_digit"),
+            "sft.two_digit.task = 'three_digit': must be one of",
+        ),
+        (
+            lambda r: r["tasks"].update(three_digit={"heldout": 1}),
+            "tasks.three_digit = 'three_digit': unknown task",
+        ),
+        (lambda r: with_grpo(r, group_size=1), "grpo.defaults.group_size = 1: must be >= 2"),
+        (lambda r: with_grpo(r, {"group_size": 1}), "variants.grpo.group_size = 1: must be >= 2"),
+        (lambda r: with_grpo(r, {"sft": "nope"}), "variants.grpo.sft = 'nope': must name an sft run"),
+        (
+            lambda r: with_grpo(r, {"task": "two_digit"}),
+            "variants.grpo.task = 'two_digit': must be the task of sft run",
+        ),
+        (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
+        (
+            lambda r: r["passk"].update(n=8, ks=[1, 16]),
+            "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)",
+        ),
+        (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
+        (lambda r: r["hack"].update(temperature=0), "hack.temperature = 0.0: must be > 0"),
+        (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
+        (
+            lambda r: r["sft"]["two_digit"].update(epochs="many"),
+            "sft.two_digit.epochs = 'many': must be an integer",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(clean_epochs=-1),
+            "sft.two_digit.clean_epochs = -1: must be >= 0",
+        ),
+        (lambda r: r["sft"]["two_digit"].pop("lr"), "sft.two_digit.lr: missing required key"),
+        (lambda r: r["grpo"]["defaults"].pop("beta"), "grpo.defaults.beta: missing required key"),
+        (lambda r: r.pop("worked"), "worked: missing required key"),
+        (lambda r: r["hack"].pop("temperature"), "hack.temperature: missing required key"),
+        (
+            lambda r: r["variants"]["grpo"].update(advantage="median"),
+            "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].update(aggregation="sum"),
+            "grpo.defaults.aggregation = 'sum': must be one of seq_mean, token_mean, seq_sum_const",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(seeds=[]),
+            "variants.grpo.seeds = []: list at least one seed",
+        ),
+        (lambda r: r["hack"].update(seeds=[1, 1]), "hack.seeds = [1, 1]: seeds must differ"),
+        (
+            lambda r: r["passk"].update(contrast="single_digit"),
+            "passk.contrast = 'single_digit': must be an sft run of",
+        ),
+        (
+            lambda r: r["hack"].update(sft="two_digit"),
+            "hack.sft = 'two_digit': must be an sft run of variant 'a_grpo'",
+        ),
+        (lambda r: r["model"].update(n_head=3), "model.n_head = 3: must divide model.d_model"),
+        (
+            lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "warmup": "nope"}),
+            "sft.extra.warmup = 'nope': must name a warm-up under warmups (single_digit, two_digit)",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(seeds=[0, 9]),
+            "variants.grpo.seeds = [0, 9]: seed 9 has no SFT start: every seed must be one of "
+            "sft.two_digit.seeds",
+        ),
         (lambda r: r["hack"].update(seeds=[5]), "hack.seeds = [5]: seed 5 has no SFT start"),
-        (lambda r: r["sft"]["two_digit"].update(seeds=[]), "sft.two_digit.seeds = []: list at least one seed"),
-        (lambda r: r["starts"].update(candidates=["nope"]), "starts.candidates[0] = 'nope': must name an sft run"),
-        (lambda r: r["starts"].update(candidates=["single_digit"]),
-         "starts.candidates[0] = 'single_digit': must be a run of task two_digit"),
-        (lambda r: r["starts"].update(variant="a_grpo"), "starts.candidates[0] = 'two_digit': must be a run of task single_digit"),
-        (lambda r: r["starts"]["runs"].update(two_digit=r["sft"]["two_digit"]),
-         "starts.runs.two_digit = 'two_digit': is already an sft run"),
-        (lambda r: r["starts"]["runs"]["two_digit_slips"].update(lr=0), "starts.runs.two_digit_slips.lr = 0.0: must be > 0"),
-        (lambda r: r["sft"]["two_digit"].update(schedule="linear"), "sft.two_digit.schedule = 'linear': must be one of"),
-        (lambda r: r["sft"]["two_digit_uniform"].update(seeds=[0]) if "two_digit_uniform" in r["sft"] else
-         r["sft"].update(extra={**r["sft"]["two_digit"], "seeds": [0]}),
-         "seeds = [0]: must equal sft.two_digit.seeds ([0, 1])"),
-    (lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "lr": 0.1}),
-     "sft.extra.lr = 0.1: must equal sft.two_digit.lr (0.003): the run starts from warm-up 'two_digit'"),
-    (lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "model": {**r["model"], "d_model": 64}}),
-     "sft.extra.model = ModelConfig(d_model=64"),
-    (lambda r: r["warmups"].update(w={"run": "single_digit"}),
-     "warmups.w.run = 'single_digit': must be a run that starts from this warm-up (sft.single_digit.warmup is"),
-    (lambda r: r["warmups"]["two_digit"].update(run="zzz"), "warmups.two_digit.run = 'zzz': must name an sft run"),
-    (lambda r: r.pop("warmups"), "warmups: missing required key"),
-])
+        (
+            lambda r: r["sft"]["two_digit"].update(seeds=[]),
+            "sft.two_digit.seeds = []: list at least one seed",
+        ),
+        (
+            lambda r: r["starts"].update(candidates=["nope"]),
+            "starts.candidates[0] = 'nope': must name an sft run",
+        ),
+        (
+            lambda r: r["starts"].update(candidates=["single_digit"]),
+            "starts.candidates[0] = 'single_digit': must be a run of task two_digit",
+        ),
+        (
+            lambda r: r["starts"].update(variant="a_grpo"),
+            "starts.candidates[0] = 'two_digit': must be a run of task single_digit",
+        ),
+        (
+            lambda r: r["starts"]["runs"].update(two_digit=r["sft"]["two_digit"]),
+            "starts.runs.two_digit = 'two_digit': is already an sft run",
+        ),
+        (
+            lambda r: r["starts"]["runs"]["two_digit_slips"].update(lr=0),
+            "starts.runs.two_digit_slips.lr = 0.0: must be > 0",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(schedule="linear"),
+            "sft.two_digit.schedule = 'linear': must be one of",
+        ),
+        (
+            lambda r: (
+                r["sft"]["two_digit_uniform"].update(seeds=[0])
+                if "two_digit_uniform" in r["sft"]
+                else r["sft"].update(extra={**r["sft"]["two_digit"], "seeds": [0]})
+            ),
+            "seeds = [0]: must equal sft.two_digit.seeds ([0, 1])",
+        ),
+        (
+            lambda r: r["sft"].update(extra={**r["sft"]["two_digit"], "lr": 0.1}),
+            "sft.extra.lr = 0.1: must equal sft.two_digit.lr (0.003): the run starts from warm-up "
+            "'two_digit'",
+        ),
+        (
+            lambda r: r["sft"].update(
+                extra={**r["sft"]["two_digit"], "model": {**r["model"], "d_model": 64}}
+            ),
+            "sft.extra.model = ModelConfig(d_model=64",
+        ),
+        (
+            lambda r: r["warmups"].update(w={"run": "single_digit"}),
+            "warmups.w.run = 'single_digit': must be a run that starts from this warm-up "
+            "(sft.single_digit.warmup is",
+        ),
+        (
+            lambda r: r["warmups"]["two_digit"].update(run="zzz"),
+            "warmups.two_digit.run = 'zzz': must name an sft run",
+        ),
+        (lambda r: r.pop("warmups"), "warmups: missing required key"),
+        (lambda r: r["sft_defaults"].update(lr=-1), "sft_defaults.lr = -1.0: must be > 0"),
+        (
+            lambda r: r["sft_defaults"].update(task="two_digit"),
+            "sft_defaults.task = 'two_digit': unknown key; allowed keys: seeds, model,",
+        ),
+    ],
+)
 def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
     mutate(tiny_raw_params)
     code, err = run_check(tmp_path, tiny_raw_params, capsys)
@@ -112,12 +208,17 @@ def test_valid_params_pass(tmp_path, capsys, tiny_raw_params):
 
 
 def test_cli_user_error_has_no_traceback(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "rlvr", "--params", str(tmp_path / "missing.yaml"), "check"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvr", "--params", str(tmp_path / "missing.yaml"), "check"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
-    assert out.stderr.strip() == f"rlvr: error: {tmp_path / 'missing.yaml'}: params file not found " \
-                                 "(run from the repo root or pass --params)"
+    assert (
+        out.stderr.strip() == f"rlvr: error: {tmp_path / 'missing.yaml'}: params file not found "
+        "(run from the repo root or pass --params)"
+    )
 
 
 def test_stage_commands_reject_unknown_names_before_any_work(tmp_path, capsys, tiny_raw_params):
@@ -128,12 +229,34 @@ def test_stage_commands_reject_unknown_names_before_any_work(tmp_path, capsys, t
     assert main(["--params", str(path), "sft", "--run", "nope"]) == 2
     assert "sft run 'nope': unknown" in capsys.readouterr().err
     assert main(["--params", str(path), "bench", "--only", "nope"]) == 2
-    assert "bench 'nope': unknown; known benchmarks: sampling, sft, grpo_step, passk_model, pipeline, fresh_clone" in capsys.readouterr().err
+    assert (
+        "bench 'nope': unknown; known benchmarks: sampling, sft, grpo_step, passk_model, pipeline, "
+        "fresh_clone" in capsys.readouterr().err
+    )
 
 
 def test_ci_runs_exactly_the_readme_test_command():
     from conftest import ROOT
 
     readme = (ROOT / "README.md").read_text()
-    command = next(line for line in readme.splitlines() if "pytest" in line and line.startswith("python3 -m venv"))
+    command = next(
+        line for line in readme.splitlines() if "pytest" in line and line.startswith("python3 -m venv")
+    )
     assert command in (ROOT / ".ci/run").read_text().splitlines()
+
+
+def test_a_run_merges_the_sft_defaults_and_states_only_what_differs(tmp_path):
+    """params.yaml's runs merge the `sft_defaults` anchor (YAML's `<<`): a run gets every default it
+    does not state, its own value wins, and no two runs share a value object once read."""
+    from rlvr.pipeline.config import read_yaml
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "sft_defaults: &sft\n  lr: 0.003\n  noise: {kind: uniform, rate: 0.0}\n"
+        "sft:\n  a:\n    <<: *sft\n    lr: 0.01\n  b:\n    <<: *sft\n"
+    )
+    raw = read_yaml(path)
+    assert raw["sft"]["a"] == {"lr": 0.01, "noise": {"kind": "uniform", "rate": 0.0}}
+    assert raw["sft"]["b"] == {"lr": 0.003, "noise": {"kind": "uniform", "rate": 0.0}}
+    raw["sft"]["a"]["noise"]["rate"] = 0.5
+    assert raw["sft"]["b"]["noise"]["rate"] == 0.0 and raw["sft_defaults"]["noise"]["rate"] == 0.0

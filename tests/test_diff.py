@@ -7,14 +7,13 @@ import os
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import stats
 
 from rlvr.cli import main
-from rlvr.config import ConfigError, UserError
-from rlvr.diff import diff_variants, format_diff
+from rlvr.fields import ConfigError, UserError
+from rlvr.report.compare import diff_variants, format_diff
 from rlvr.stats import seed_metrics
-
-from conftest import ROOT
 
 N = 64  # samples per problem in the synthetic pass@k counts
 P = 300  # held-out problems
@@ -88,13 +87,19 @@ def test_a_consistent_difference_is_significant(tmp_path):
 def test_intervals_stay_within_each_metrics_range(tmp_path):
     """A KL near 0 with one large seed: the t-interval would go negative and is clipped at 0. An
     accuracy delta whose t-interval passes 1 is clipped at 1."""
-    write_variant(tmp_path, "a", {"kl_k3_nats_max": [0.001, 0.002, 0.5, 0.001], "eval_acc_final": [0, 0, 0.9, 0]})
-    write_variant(tmp_path, "b", {"kl_k3_nats_max": [0.003, 0.001, 0.002, 0.9], "eval_acc_final": [1, 1, 0.1, 1]})
+    write_variant(
+        tmp_path, "a", {"kl_k3_nats_max": [0.001, 0.002, 0.5, 0.001], "eval_acc_final": [0, 0, 0.9, 0]}
+    )
+    write_variant(
+        tmp_path, "b", {"kl_k3_nats_max": [0.003, 0.001, 0.002, 0.9], "eval_acc_final": [1, 1, 0.1, 1]}
+    )
     d = diff_variants(tmp_path, tmp_path / "none.json", "a", "b")
     rows = {r["metric"]: r for r in d["metrics"]}
     kl, acc = rows["kl_k3_nats_max"], rows["eval_acc_final"]
     assert kl["a"]["ci95"][0] == 0.0 and kl["b"]["ci95"][0] == 0.0
-    assert kl["a"]["mean"] - stats.t.ppf(0.975, 3) * np.std(kl["a"]["seeds"], ddof=1) / 2 < 0  # it was negative
+    assert (
+        kl["a"]["mean"] - stats.t.ppf(0.975, 3) * np.std(kl["a"]["seeds"], ddof=1) / 2 < 0
+    )  # it was negative
     assert acc["delta"]["ci95"][1] == 1.0 and acc["delta"]["ci95"][0] >= -1.0
     assert acc["a"]["ci95"][0] == 0.0 and acc["b"]["ci95"][1] == 1.0
 
@@ -126,22 +131,31 @@ def test_json_keys_do_not_depend_on_variant_names(tmp_path):
 
 
 def test_different_tasks_and_seeds_are_warned_about_and_unpaired(tmp_path):
-    write_variant(tmp_path, "a_grpo", {"eval_acc_final": [0.9, 0.92, 0.91, 0.93, 0.9, 0.94]}, task="single_digit",
-                  seeds=range(6))
+    write_variant(
+        tmp_path,
+        "a_grpo",
+        {"eval_acc_final": [0.9, 0.92, 0.91, 0.93, 0.9, 0.94]},
+        task="single_digit",
+        seeds=range(6),
+    )
     write_variant(tmp_path, "grpo", {"eval_acc_final": [0.84, 0.85, 0.83, 0.86]})
     d = diff_variants(tmp_path, tmp_path / "none.json", "a_grpo", "grpo")
     assert d["task"] == {"a": "single_digit", "b": "two_digit"}
     assert any(w.startswith("tasks differ") for w in d["warnings"])
     assert any(w.startswith("seeds differ") for w in d["warnings"])
     assert d["metrics"][0]["delta"]["paired"] is False
-    assert d["passk"] == [] and d["test"]["metric"] == "eval_acc_final" and d["test"]["name"].startswith("Welch")
+    assert (
+        d["passk"] == [] and d["test"]["metric"] == "eval_acc_final" and d["test"]["name"].startswith("Welch")
+    )
     assert format_diff(d).splitlines()[0].startswith("warning: tasks differ")
 
 
 def test_unknown_variant_and_bad_json_are_one_line_errors(tmp_path, monkeypatch, capsys):
     metrics = tmp_path / "reports" / "metrics"
     write_variant(metrics, "grpo", {"eval_acc_final": [0.5, 0.6, 0.55, 0.52]})
-    with pytest.raises(ConfigError, match=r"variant 'nope': no .*grpo-nope\.json; variants with results: grpo$"):
+    with pytest.raises(
+        ConfigError, match=r"variant 'nope': no .*grpo-nope\.json; variants with results: grpo$"
+    ):
         diff_variants(metrics, tmp_path / "none.json", "grpo", "nope")
     (metrics / "grpo-cut.json").write_text('{"task": "two_digit", "seeds": [0, 1')
     with pytest.raises(UserError, match=r"grpo-cut\.json: not valid JSON") as err:
@@ -165,7 +179,10 @@ def test_exact_values_of_a_tiny_paired_case(tmp_path):
     counts_b = [[2, 3], [4, 3], [3, 3]]
     write_variant(tmp_path, "a", {"eval_acc_final": [0.5, 0.6, 0.7]}, seeds=(0, 1, 2))
     write_variant(tmp_path, "b", {"eval_acc_final": [0.6, 0.8, 0.7]}, seeds=(0, 1, 2))
-    counts = {**{f"a/seed{s}": c for s, c in enumerate(counts_a)}, **{f"b/seed{s}": c for s, c in enumerate(counts_b)}}
+    counts = {
+        **{f"a/seed{s}": c for s, c in enumerate(counts_a)},
+        **{f"b/seed{s}": c for s, c in enumerate(counts_b)},
+    }
     (tmp_path / "c.json").write_text(json.dumps({"n": 4, "problems": ["x", "y"], "counts": counts}))
     d = diff_variants(tmp_path, tmp_path / "c.json", "a", "b")
     t975 = stats.t.ppf(0.975, 2)
@@ -193,7 +210,7 @@ def test_exact_welch_interval_when_seeds_differ(tmp_path):
     write_variant(tmp_path, "b", {"eval_acc_final": b})
     d = diff_variants(tmp_path, tmp_path / "none.json", "a", "b")
     va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 4
-    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 3)
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
     half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
     mean = np.mean(b) - np.mean(a)
     assert d["metrics"][0]["delta"]["ci95"] == pytest.approx([mean - half, mean + half])

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, tiny_raw
-from rlvr import guard
-from rlvr.config import ConfigError, load_params
+
+from rlvr.fields import ConfigError
+from rlvr.pipeline import guard
+from rlvr.pipeline.config import load_params
 from rlvr.tasks import check_params
 
 BIN = Path(sys.executable).parent
@@ -40,13 +41,23 @@ def _checked(path: Path):
 
 # ------------------------------------------------------------------ rlvr check rejects what a stage would
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda r: r["tasks"]["two_digit"].update(heldout=9000), r"tasks.two_digit.heldout = 9000: must lie in \[0, 8099\]"),
-    (lambda r: r["model"].update(max_len=8), r"model.max_len = 8: run two_digit needs \d+ positions"),
-    (lambda r: r["tasks"]["two_digit"].update(max_new_tokens=2), r"tasks.two_digit.max_new_tokens = 2: an answer"),
-    (lambda r: r["variants"]["grpo"].update(seeds=[]), r"variants.grpo.seeds"),
-    (lambda r: r["hack"].pop("seeds"), r"hack.seeds: missing"),
-])
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda r: r["tasks"]["two_digit"].update(heldout=9000),
+            r"tasks.two_digit.heldout = 9000: must lie in \[0, 8099\]",
+        ),
+        (lambda r: r["model"].update(max_len=8), r"model.max_len = 8: run two_digit needs \d+ positions"),
+        (
+            lambda r: r["tasks"]["two_digit"].update(max_new_tokens=2),
+            r"tasks.two_digit.max_new_tokens = 2: an answer",
+        ),
+        (lambda r: r["variants"]["grpo"].update(seeds=[]), r"variants.grpo.seeds"),
+        (lambda r: r["hack"].pop("seeds"), r"hack.seeds: missing"),
+    ],
+)
 def test_check_rejects_what_a_stage_would_reject(tmp_path, mutate, message):
     raw = tiny_raw()
     mutate(raw)
@@ -57,7 +68,9 @@ def test_check_rejects_what_a_stage_would_reject(tmp_path, mutate, message):
 def test_params_are_read_by_yaml_1_2_as_dvc_reads_them(tmp_path):
     """`lr: 2e-4` is a float to DVC (YAML 1.2) and was a string to PyYAML (YAML 1.1)."""
     text = yaml.safe_dump(tiny_raw(), sort_keys=False)
-    text = text.replace("variants:\n", "variants:\n  lr_test: {task: two_digit, sft: two_digit, lr: 2e-4}\n", 1)
+    text = text.replace(
+        "variants:\n", "variants:\n  lr_test: {task: two_digit, sft: two_digit, lr: 2e-4}\n", 1
+    )
     params = _checked(_write_params(tmp_path, text))
     assert params.variant("lr_test").lr == 2e-4
 
@@ -65,12 +78,21 @@ def test_params_are_read_by_yaml_1_2_as_dvc_reads_them(tmp_path):
 def test_the_cli_check_exits_2_with_one_line(tmp_path):
     raw = tiny_raw()
     raw["model"]["max_len"] = 8
-    out = subprocess.run([sys.executable, "-m", "rlvr", "--params", str(_write_params(tmp_path, raw)), "check"],
-                         capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("rlvr: error: model.max_len")
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvr", "--params", str(_write_params(tmp_path, raw)), "check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        out.returncode == 2
+        and out.stderr.count("\n") == 1
+        and out.stderr.startswith("rlvr: error: model.max_len")
+    )
 
 
 # ------------------------------------------------------------------ nothing lost
+
 
 @pytest.fixture(scope="module")
 def small_repo(tmp_path_factory):
@@ -82,8 +104,13 @@ def small_repo(tmp_path_factory):
     _write_params(d, tiny_raw())
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    for cmd in (f"{sys.executable} -m rlvr pipeline --write", "git init -q", "dvc init -q",
-                "dvc config core.analytics false", "dvc repro worked"):
+    for cmd in (
+        f"{sys.executable} -m rlvr pipeline --write",
+        "git init -q",
+        "dvc init -q",
+        "dvc config core.analytics false",
+        "dvc repro worked",
+    ):
         out = subprocess.run(cmd, shell=True, cwd=d, env=env, capture_output=True, text=True)
         assert out.returncode == 0, f"{cmd}: {out.stderr[-2000:]}"
     return d, env
@@ -100,6 +127,7 @@ def _md5(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_typo_in_params_stops_repro_before_any_output_is_removed(small_repo):
     d, env = small_repo
     outputs = _lock_outputs(d)
@@ -116,9 +144,12 @@ def test_a_typo_in_params_stops_repro_before_any_output_is_removed(small_repo):
     assert "Running stage 'worked'" not in out.stdout  # stopped at `check`
     assert {p: _md5(d / p) for p in before} == before  # every output still there, unchanged
     again = subprocess.run("dvc repro worked", shell=True, cwd=d, env=env, capture_output=True, text=True)
-    assert again.returncode == 0 and "Running stage 'worked'" not in again.stdout  # the marker is back, same bytes
+    assert (
+        again.returncode == 0 and "Running stage 'worked'" not in again.stdout
+    )  # the marker is back, same bytes
 
 
+@pytest.mark.slow
 def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(small_repo):
     """A param changed while the MLflow server is down: `check` (which opens a run) fails first."""
     d, env = small_repo
@@ -126,8 +157,15 @@ def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(smal
     good = (d / "params.yaml").read_text()
     (d / "params.yaml").write_text(good.replace("kl_samples: 500", "kl_samples: 600"))
     try:
-        out = subprocess.run("dvc repro worked", shell=True, cwd=d, capture_output=True, text=True,
-                             env={**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}, timeout=300)
+        out = subprocess.run(
+            "dvc repro worked",
+            shell=True,
+            cwd=d,
+            capture_output=True,
+            text=True,
+            env={**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"},
+            timeout=300,
+        )
     finally:
         (d / "params.yaml").write_text(good)
     assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
@@ -135,6 +173,7 @@ def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(smal
     assert {p: _md5(d / p) for p in before} == before
 
 
+@pytest.mark.slow
 def test_an_unwritable_output_fails_before_any_work(small_repo, tmp_path):
     """reports/metrics is a file, not a folder: the stage stops in one line before it trains or writes."""
     d, env = small_repo
@@ -144,23 +183,35 @@ def test_an_unwritable_output_fails_before_any_work(small_repo, tmp_path):
     (work / "reports" / "metrics").write_text("in the way")
     figure = work / "reports/figures/worked-a8-memory.png"
     stamp = figure.stat().st_mtime_ns
-    out = subprocess.run([sys.executable, "-m", "rlvr.stages", "worked"], cwd=work, capture_output=True, text=True,
-                         env={**env, "PYTHONPATH": str(work)})
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvr.pipeline", "worked"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(work)},
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "rlvr: error: reports/metrics/worked.json: cannot be written: reports/metrics is not a folder"]
+        "rlvr: error: reports/metrics/worked.json: cannot be written: reports/metrics is not a folder"
+    ]
     assert figure.stat().st_mtime_ns == stamp  # nothing was redrawn
 
 
+@pytest.mark.slow
 def test_a_stage_process_leaves_fast_with_its_whole_summary_printed(small_repo, tmp_path):
-    """`python -m rlvr.stages` skips the interpreter's teardown (os._exit): what it printed to a pipe
+    """`python -m rlvr.pipeline` skips the interpreter's teardown (os._exit): what it printed to a pipe
     must still arrive whole, and its exit status be the stage's."""
     d, env = small_repo
     work = tmp_path / "w"
     shutil.copytree(d, work, symlinks=True)
     buffered = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}  # stdout to a pipe: block-buffered
-    out = subprocess.run([sys.executable, "-m", "rlvr.stages", "worked", "--quiet"], cwd=work, capture_output=True,
-                         text=True, env={**buffered, "PYTHONPATH": str(work)})
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvr.pipeline", "worked", "--quiet"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**buffered, "PYTHONPATH": str(work)},
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)  # block-buffered to a pipe: lost without the flush before os._exit
     assert isinstance(summary, dict) and summary
@@ -194,15 +245,21 @@ def test_a_read_only_folder_is_named_before_any_work(tmp_path):
         folder.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_a_failed_write_is_one_line_naming_the_file_not_a_hang(small_repo, tmp_path):
     """`ulimit -f` (a disk-full stand-in): the write fails with EFBIG, named, within seconds."""
     d, env = small_repo
     work = tmp_path / "w"
     shutil.copytree(d, work, symlinks=True)
-    start = time.monotonic()
-    out = subprocess.run(f"ulimit -f 64 && {sys.executable} -m rlvr.stages worked", shell=True, cwd=work,
-                         capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(work)})
-    assert time.monotonic() - start < 90
+    out = subprocess.run(  # a hang would end in TimeoutExpired
+        f"ulimit -f 64 && {sys.executable} -m rlvr.pipeline worked",
+        shell=True,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "PYTHONPATH": str(work)},
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     errors = [line for line in out.stderr.splitlines() if line.startswith("rlvr: error:")]
     assert len(errors) == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
@@ -211,33 +268,38 @@ def test_a_failed_write_is_one_line_naming_the_file_not_a_hang(small_repo, tmp_p
 
 # ------------------------------------------------------------------ tracking: no hangs, no stale runs
 
+
 def test_a_missing_store_folder_fails_at_once_naming_it(tmp_path, monkeypatch):
-    from rlvr.tracking import TrackingError, stage_run
+    from rlvr.pipeline.tracking import TrackingError, stage_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/missing/dir/x.db")
-    start = time.monotonic()
     with pytest.raises(TrackingError, match=f"folder {tmp_path}/missing/dir does not exist"):
         with stage_run("sft@x", {}, {}, "h"):
             pass
-    assert time.monotonic() - start < 5
+    assert not (tmp_path / "missing").exists()  # refused before the driver could create anything
 
 
 def test_a_run_left_running_by_a_killed_stage_is_marked_killed(mlflow_store, tmp_path):
     script = textwrap.dedent("""
         import time
-        from rlvr.tracking import stage_run
+        from rlvr.pipeline.tracking import stage_run
         with stage_run("sft@x", {}, {}, "h") as run:
             print(run.run_id, flush=True)
             time.sleep(120)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store},
+    )
     run_id = proc.stdout.readline().strip()
     proc.send_signal(signal.SIGKILL)  # nothing can mark its run
     proc.wait()
     from mlflow.tracking import MlflowClient
 
-    from rlvr.tracking import stage_run
+    from rlvr.pipeline.tracking import stage_run
 
     client = MlflowClient(mlflow_store)
     assert client.get_run(run_id).info.status == "RUNNING"
@@ -248,22 +310,33 @@ def test_a_run_left_running_by_a_killed_stage_is_marked_killed(mlflow_store, tmp
 
 # ------------------------------------------------------------------ orphans and interrupts
 
+
+@pytest.mark.slow
 def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
     """A parent named `dvc` starts a stage-like child through a shell, as DVC does, and is killed with
     SIGKILL: the child stops within seconds and never writes its output."""
     output = tmp_path / "late-output.txt"
-    child = (f"import time, pathlib; from rlvr import guard; assert guard.watch_dvc(0.2); time.sleep(8); "
-             f"pathlib.Path({str(output)!r}).write_text('written behind dvc')")
+    child = (
+        f"import time, pathlib; from rlvr.pipeline import guard; assert guard.watch_dvc(0.2); time.sleep(8); "
+        f"pathlib.Path({str(output)!r}).write_text('written behind dvc')"
+    )
     fake_dvc = tmp_path / "bin" / "dvc"
     fake_dvc.parent.mkdir()
-    fake_dvc.write_text(textwrap.dedent(f"""
+    fake_dvc.write_text(
+        textwrap.dedent(f"""
         import subprocess, sys, time
         p = subprocess.Popen(["/bin/sh", "-c", {f"{sys.executable} -c {child!r}; echo done"!r}])
         print(p.pid, flush=True)
         time.sleep(60)
-    """))
-    parent = subprocess.Popen([sys.executable, str(fake_dvc)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    """)
+    )
+    parent = subprocess.Popen(
+        [sys.executable, str(fake_dvc)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     shell_pid = int(parent.stdout.readline())
     time.sleep(2)  # the child is up and watching
     parent.kill()
@@ -281,7 +354,7 @@ def test_no_watchdog_without_dvc(tmp_path):
 
 
 def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
-    import rlvr.stages as stages
+    import rlvr.pipeline.run as stages
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -295,7 +368,7 @@ def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
 
 def test_report_json_of_a_failed_stage_is_not_left_half_written(tmp_path):
     """Every stage output goes through an atomic rename: a reader sees the old file or the new one."""
-    from rlvr.runtime import write_json
+    from rlvr.pipeline.files import write_json
 
     path = tmp_path / "m.json"
     write_json(path, {"a": 1})
@@ -304,12 +377,21 @@ def test_report_json_of_a_failed_stage_is_not_left_half_written(tmp_path):
     assert json.loads(path.read_text()) == {"a": 1} and list(tmp_path.iterdir()) == [path]
 
 
+@pytest.mark.slow
 def test_stages_starting_together_on_a_fresh_store_both_log(tmp_path):
     """`dvc queue start -j 2` on a fresh checkout: two stages create the SQLite store at once."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    script = "from rlvr.tracking import stage_run\nwith stage_run('sft@x', {}, {}, 'h'):\n    pass\n"
-    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "MLFLOW_TRACKING_URI": uri}) for _ in range(3)]
+    script = "from rlvr.pipeline.tracking import stage_run\nwith stage_run('sft@x', {}, {}, 'h'):\n    pass\n"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MLFLOW_TRACKING_URI": uri},
+        )
+        for _ in range(3)
+    ]
     errors = [p.communicate(timeout=180)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [e[-500:] for e in errors]
     from mlflow.tracking import MlflowClient

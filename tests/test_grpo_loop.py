@@ -5,13 +5,22 @@ import statistics
 
 import pytest
 import torch
-
 from conftest import make
-from rlvr.config import GRPOConfig, ModelConfig, SFTConfig
-from rlvr.grpo import Groups, dynamic_groups, grpo_update, rollout_groups, train_grpo
+
+from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
+from rlvr.grpo import (
+    Groups,
+    GRPOData,
+    Hooks,
+    dynamic_groups,
+    grpo_update,
+    response_logits,
+    rollout_groups,
+    train_grpo,
+)
 from rlvr.model import TinyLM
-from rlvr.rollout import accuracy
 from rlvr.noise import noisy_rows
+from rlvr.rollout import accuracy
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
@@ -19,6 +28,7 @@ from rlvr.tokenizer import Tokenizer
 TOK = Tokenizer()
 MAX_NEW = 2  # one digit + <eos>
 PROBLEMS = split("single_digit", 0, seed=0)[0]
+DATA = GRPOData(PROBLEMS, PROBLEMS, TOK, MAX_NEW)
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +39,11 @@ def sft_policy():
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig), len(TOK))
     tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.0, repeats=8, seed=0), TOK)
-    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003)
+    cfg = make(
+        SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003
+    )
     gen = torch.Generator().manual_seed(0)
-    train_sft(model, tokens, mask, cfg, gen, progress=False)
+    train_sft(model, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
     with torch.no_grad():
         for _ in range(12):
             if accuracy(model, PROBLEMS, 32, MAX_NEW, 1.0, TOK, gen) <= 0.55:
@@ -48,15 +60,27 @@ def noisy_sft_policy():
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig), len(TOK))
     tokens, mask = encode_sft(noisy_rows(PROBLEMS, 0.4, repeats=16, seed=0), TOK)
-    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 0.4}, repeats=16, epochs=40, batch_size=32, lr=0.003)
-    train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
+    cfg = make(
+        SFTConfig, noise={"kind": "uniform", "rate": 0.4}, repeats=16, epochs=40, batch_size=32, lr=0.003
+    )
+    train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, shared_prefix=True)
     return model
 
 
 def run(policy, **overrides):
-    cfg = make(GRPOConfig, **{"steps": 25, "prompts_per_step": 16, "group_size": 8, "lr": 0.001, "eval_every": 25,
-                        "eval_samples": 64, **overrides})
-    curve = train_grpo(policy, cfg, MAX_NEW, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False)
+    cfg = make(
+        GRPOConfig,
+        **{
+            "steps": 25,
+            "prompts_per_step": 16,
+            "group_size": 8,
+            "lr": 0.001,
+            "eval_every": 25,
+            "eval_samples": 64,
+            **overrides,
+        },
+    )
+    curve = train_grpo(policy, cfg, DATA, torch.Generator().manual_seed(0), shared_prefix=True)
     return cfg, curve
 
 
@@ -75,7 +99,7 @@ def test_25_steps_raise_accuracy_by_5_points_with_bounded_kl(noisy_sft_policy):
 def test_reference_weights_never_change(sft_policy):
     policy, ref = copy.deepcopy(sft_policy), copy.deepcopy(sft_policy)
     cfg = make(GRPOConfig, steps=5, prompts_per_step=16, group_size=8, eval_every=5, eval_samples=4)
-    train_grpo(policy, cfg, MAX_NEW, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False, ref=ref)
+    train_grpo(policy, cfg, DATA, torch.Generator().manual_seed(0), ref=ref)
     before = sft_policy.state_dict()
     assert all(torch.equal(before[k], v) for k, v in ref.state_dict().items())
     assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items())
@@ -86,7 +110,9 @@ def test_evaluation_cadence_does_not_change_the_training_trajectory(sft_policy):
     """Evaluation samples from its own generator: evaluating every step or only at the end leaves
     every training step (its rollouts, its update) exactly as it was."""
     train_cols = ("reward_mean", "loss", "kl_k3_nats", "entropy_nats")
-    curves = [run(copy.deepcopy(sft_policy), steps=4, eval_every=every, eval_samples=4)[1] for every in (1, 4)]
+    curves = [
+        run(copy.deepcopy(sft_policy), steps=4, eval_every=every, eval_samples=4)[1] for every in (1, 4)
+    ]
     assert sum("eval_acc" in r for r in curves[0]) == 5 and sum("eval_acc" in r for r in curves[1]) == 2
     for a, b in zip(*curves):
         assert all(a.get(k) == b.get(k) for k in train_cols)
@@ -96,10 +122,10 @@ def test_loss_uses_the_log_probs_of_the_tempered_policy_that_sampled(sft_policy)
     """At temperature T the update's log-probs (hence entropy, ratio, KL) are those of softmax(z / T)."""
     import torch.nn.functional as F
 
-    from rlvr.grpo import response_logits
-
     gen = torch.Generator().manual_seed(0)
-    batch = rollout_groups(sft_policy, PROBLEMS[:8], make(GRPOConfig, group_size=8, temperature=2.0), MAX_NEW, TOK, gen)
+    batch = rollout_groups(
+        sft_policy, PROBLEMS[:8], make(GRPOConfig, group_size=8, temperature=2.0), MAX_NEW, TOK, gen
+    )
     with torch.no_grad():
         plain = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8)  # (B, T, V)
         assert torch.equal(response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 2.0), plain / 2.0)
@@ -161,16 +187,44 @@ def test_beta_zero_skips_the_reference_forward(sft_policy):
 def test_substring_reward_teaches_the_policy_to_list_digits(sft_policy):
     """Chapter A's hack in miniature: with room for several digits and a substring reward, the
     number of digits per response rises and the reward outruns exact accuracy."""
-    from rlvr.hack import hack_metrics
+    from rlvr.reward_hacking import hack_metrics
     from rlvr.verifiers import substring_reward
 
     policy = copy.deepcopy(sft_policy)
-    cfg = make(GRPOConfig, steps=30, prompts_per_step=55, group_size=8, lr=0.003, eval_every=30, eval_samples=4)
+    cfg = make(
+        GRPOConfig, steps=30, prompts_per_step=55, group_size=8, lr=0.003, eval_every=30, eval_samples=4
+    )
     samples = {}
-    curve = train_grpo(policy, cfg, 6, PROBLEMS, PROBLEMS, TOK, torch.Generator().manual_seed(0), progress=False,
-                       reward_fn=lambda r, a, n: substring_reward(r, a, n, TOK),
-                       batch_metrics=hack_metrics(TOK, samples, {1, 30}, 4))
+    hooks = Hooks(
+        reward=lambda r, a, n: substring_reward(r, a, n, TOK),
+        batch_metrics=hack_metrics(TOK, samples, {1, 30}, 4),
+    )
+    curve = train_grpo(
+        policy, cfg, GRPOData(PROBLEMS, PROBLEMS, TOK, 6), torch.Generator().manual_seed(0), hooks
+    )
     start, end = curve[1], curve[-1]
     assert end["digits_per_response"] > start["digits_per_response"] + 0.3
     assert end["reward_mean"] - end["accuracy"] > start["reward_mean"] - start["accuracy"]
     assert set(samples) == {1, 30} and len(samples[30]) == 4 and "response" in samples[30][0]
+
+
+def test_the_shared_prefix_forward_equals_the_reference_one(sft_policy):
+    """The fast path the pipeline takes (each prompt and the system part computed once) gives the
+    reference forward's logits and the same update, to float rounding."""
+    gen = torch.Generator().manual_seed(0)
+    batch = rollout_groups(sft_policy, PROBLEMS[:8], make(GRPOConfig, group_size=8), MAX_NEW, TOK, gen)
+    with torch.no_grad():
+        ref = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 1.5)  # (B, T, V)
+        fast = response_logits(sft_policy, batch.tokens, batch.prompt_len, 8, 1.5, shared_prefix=True)
+    assert ref.shape == fast.shape and torch.allclose(ref, fast, atol=1e-5)
+    cfg = make(GRPOConfig, group_size=8, beta=0.04)
+    stats = []
+    for shared in (False, True):
+        policy = copy.deepcopy(sft_policy)
+        stats.append(
+            grpo_update(
+                policy, sft_policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch, cfg, MAX_NEW, shared
+            )
+        )
+    assert stats[0].keys() == stats[1].keys()
+    assert all(abs(stats[0][k] - stats[1][k]) < 1e-5 for k in stats[0])

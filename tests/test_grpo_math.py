@@ -3,8 +3,16 @@ import math
 import pytest
 import torch
 
-from rlvr.grpo import (aggregate, exact_kl_and_entropy, group_advantages, grpo_loss, kl_estimate,
-                       mixed_groups, overlong_penalty, policy_objective)
+from rlvr.grpo import (
+    aggregate,
+    exact_kl_and_entropy,
+    group_advantages,
+    grpo_loss,
+    kl_estimate,
+    mixed_groups,
+    overlong_penalty,
+    policy_objective,
+)
 
 
 def binary_group(correct: int, size: int = 8) -> torch.Tensor:
@@ -16,6 +24,7 @@ def leaf(values) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- advantages
+
 
 def test_mixed_groups_have_mean_zero_and_population_std_one():
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.3, 0.9, 0.1, 0.5], [2.0, -1.0, 0.0, 0.0]])
@@ -89,6 +98,7 @@ def test_mixed_groups_flags_groups_with_any_reward_spread():
 
 # ---------------------------------------------------------------- KL estimators
 
+
 def sampled_log_probs(n: int = 4000):
     """Tokens drawn from pi (fixed seed); their log-probs under pi and pi_ref, and the exact KL."""
     pi = torch.tensor([0.5, 0.2, 0.2, 0.1])
@@ -127,12 +137,15 @@ def test_exact_kl_of_a_distribution_with_itself_is_zero_and_uniform_entropy_is_l
 
 def test_exact_kl_and_entropy_match_hand_computation():
     p, q = [0.5, 0.3, 0.2], [0.2, 0.2, 0.6]
-    kl, entropy = exact_kl_and_entropy(torch.tensor(p).log().view(1, 1, 3), torch.tensor(q).log().view(1, 1, 3))
+    kl, entropy = exact_kl_and_entropy(
+        torch.tensor(p).log().view(1, 1, 3), torch.tensor(q).log().view(1, 1, 3)
+    )
     assert float(kl) == pytest.approx(sum(a * math.log(a / b) for a, b in zip(p, q)), abs=1e-6)
     assert float(entropy) == pytest.approx(-sum(a * math.log(a) for a in p), abs=1e-6)
 
 
 # ---------------------------------------------------------------- policy term and loss
+
 
 def test_loss_is_scalar_and_gradient_raises_positive_and_lowers_negative_tokens():
     logp = leaf([[-1.0, -2.0, -0.5], [-1.5, -0.3, -0.7]])
@@ -158,7 +171,9 @@ def one_token_loss(ratio: float, adv: float, clip_eps_high: float):
     """Loss and d loss / d logp for one token whose probability moved by `ratio` since sampling."""
     logp = leaf([[math.log(ratio * 0.4)]])
     logp_old = torch.tensor([[math.log(0.4)]])
-    loss, stats = grpo_loss(logp, logp_old, None, torch.tensor([adv]), torch.ones(1, 1), clip_eps_high=clip_eps_high, beta=0.0)
+    loss, stats = grpo_loss(
+        logp, logp_old, None, torch.tensor([adv]), torch.ones(1, 1), clip_eps_high=clip_eps_high, beta=0.0
+    )
     loss.backward()
     return float(loss.detach()), float(logp.grad), stats
 
@@ -181,7 +196,9 @@ def test_token_clipped_above_one_plus_eps_has_exactly_zero_gradient():
 def test_clip_fraction_low_counts_only_negative_advantage_tokens():
     logp = torch.log(torch.tensor([[0.7, 0.7]]) * 0.5)  # ratio 0.7 < 0.8 on both tokens
     logp_old = torch.log(torch.tensor([[0.5, 0.5]]))
-    _, stats = policy_objective(logp.expand(2, 2), logp_old.expand(2, 2), torch.tensor([-1.0, 1.0]), torch.ones(2, 2))
+    _, stats = policy_objective(
+        logp.expand(2, 2), logp_old.expand(2, 2), torch.tensor([-1.0, 1.0]), torch.ones(2, 2)
+    )
     assert stats["clip_frac_low"] == 0.5 and stats["clip_frac_high"] == 0.0
 
 
@@ -212,8 +229,16 @@ def test_token_mean_and_seq_sum_const_weigh_every_token_equally():
     mask[0, 0], mask[1] = 1.0, 1.0
     for mode, per_token in (("token_mean", 1 / 21), ("seq_sum_const", 1 / 40)):
         logp.grad = None
-        loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([-1.0, -1.0]), mask, beta=0.0,
-                            aggregation=mode, max_len=20)
+        loss, _ = grpo_loss(
+            logp,
+            logp.detach(),
+            None,
+            torch.tensor([-1.0, -1.0]),
+            mask,
+            beta=0.0,
+            aggregation=mode,
+            max_len=20,
+        )
         loss.backward()
         assert torch.allclose(logp.grad[mask > 0], torch.full((21,), per_token))
 
@@ -301,7 +326,9 @@ def test_garbage_log_probs_on_padding_cannot_make_nan():
     logp_old = torch.tensor([[-1.0, -200.0]])  # exp(400) = inf on the padding column
     for kind in ("token", "sequence", "cispo"):
         logp.grad = None
-        loss, _ = grpo_loss(logp, logp_old, None, torch.tensor([1.0]), torch.tensor([[1.0, 0.0]]), ratio=kind, beta=0.0)
+        loss, _ = grpo_loss(
+            logp, logp_old, None, torch.tensor([1.0]), torch.tensor([[1.0, 0.0]]), ratio=kind, beta=0.0
+        )
         loss.backward()
         assert math.isfinite(float(loss.detach())) and bool(torch.isfinite(logp.grad).all())
 
@@ -315,6 +342,7 @@ def test_unknown_ratio_and_kl_kinds_raise():
 
 
 # ---------------------------------------------------------------- DAPO reward shaping
+
 
 def test_overlong_penalty_ramps_over_the_buffer():
     lengths = torch.tensor([0, 12, 13, 14, 15, 16, 17])

@@ -1,7 +1,7 @@
 import torch
-
 from conftest import make
-from rlvr.config import ModelConfig
+
+from rlvr.configs import ModelConfig
 from rlvr.model import TinyLM, sample, sample_reference
 from rlvr.rollout import prompt_tensor
 from rlvr.tasks import all_problems
@@ -27,8 +27,9 @@ def test_kv_cache_sampler_matches_cache_free_reference_exactly():
     model, p = make_model(), prompts()
     for temperature in (1.0, 0.7, 0.0):
         a = sample(model, p, 8, 4, TOK.eos_id, TOK.pad_id, temperature, torch.Generator().manual_seed(3))
-        b = sample_reference(model, p, 8, 4, TOK.eos_id, TOK.pad_id, temperature,
-                             torch.Generator().manual_seed(3))
+        b = sample_reference(
+            model, p, 8, 4, TOK.eos_id, TOK.pad_id, temperature, torch.Generator().manual_seed(3)
+        )
         assert torch.equal(a.tokens, b.tokens) and torch.equal(a.mask, b.mask)
 
 
@@ -46,7 +47,7 @@ def test_cached_logits_match_full_forward():
 def test_rows_stop_at_eos_and_are_masked():
     model, p = make_model(2), prompts(k=20)
     roll = sample(model, p, 16, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
-    resp, mask = roll.response, roll.mask[:, roll.prompt_len:]
+    resp, mask = roll.response, roll.mask[:, roll.prompt_len :]
     assert roll.mask[:, : roll.prompt_len].sum() == 0
     for row, m in zip(resp.tolist(), mask.tolist()):
         live = [t for t, k in zip(row, m) if k > 0]
@@ -141,9 +142,7 @@ def test_grouped_response_logits_match_the_full_forward():
     model = make_model(5)
     p = prompts(k=3)
     roll = sample(model, p, 4, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(0))
-    from rlvr.model import grouped_response_logits
-
-    from rlvr.model import common_prefix_len
+    from rlvr.model import common_prefix_len, grouped_response_logits
 
     assert common_prefix_len(p) > 0  # the shared system prompt takes the three-level path
     grouped = grouped_response_logits(model, p, roll.response)  # (12, T, V)
@@ -159,8 +158,10 @@ def test_grouped_response_logits_gradients_match_the_full_forward():
     from rlvr.model import grouped_response_logits
 
     grads = []
-    for fn in (lambda: grouped_response_logits(model, p, roll.response),
-               lambda: model(roll.tokens[:, :-1])[:, p.shape[1] - 1 :]):
+    for fn in (
+        lambda: grouped_response_logits(model, p, roll.response),
+        lambda: model(roll.tokens[:, :-1])[:, p.shape[1] - 1 :],
+    ):
         model.zero_grad()
         fn().logsumexp(-1).sum().backward()
         grads.append(torch.cat([q.grad.flatten() for q in model.parameters()]))
@@ -171,9 +172,13 @@ def test_decode_blocks_never_change_the_tokens():
     """Blocking the decode step by prompts is a memory layout, not a different sampler: blocks of one
     prompt, of a few, uneven last blocks and one block for all rows draw the same tokens."""
     model, p = make_model(6), prompts(k=13)
-    whole = sample(model, p, 8, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(5), chunk_rows=10**6)
+    whole = sample(
+        model, p, 8, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(5), chunk_rows=10**6
+    )
     for rows in (1, 8, 24, 40, 100):
-        roll = sample(model, p, 8, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(5), chunk_rows=rows)
+        roll = sample(
+            model, p, 8, 4, TOK.eos_id, TOK.pad_id, 1.0, torch.Generator().manual_seed(5), chunk_rows=rows
+        )
         assert torch.equal(roll.tokens, whole.tokens) and torch.equal(roll.mask, whole.mask), rows
 
 

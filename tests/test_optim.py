@@ -3,9 +3,9 @@ import sys
 
 import pytest
 import torch
-
 from conftest import make
-from rlvr.config import ModelConfig
+
+from rlvr.configs import ModelConfig
 from rlvr.model import TinyLM
 from rlvr.optim import AdamW
 
@@ -48,8 +48,15 @@ def test_weight_decay_zero_is_bit_identical_to_torch_adam_even_when_a_grad_is_mi
     assert not all(torch.equal(a, b) for a, b in zip(ours, moved, strict=True))  # the missing grad mattered
 
 
-@pytest.mark.parametrize("kwargs", [{"lr": -1.0}, {"lr": 1e-3, "betas": (0.9, 1.0)}, {"lr": 1e-3, "eps": -1.0},
-                                    {"lr": 1e-3, "weight_decay": -0.1}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lr": -1.0},
+        {"lr": 1e-3, "betas": (0.9, 1.0)},
+        {"lr": 1e-3, "eps": -1.0},
+        {"lr": 1e-3, "weight_decay": -0.1},
+    ],
+)
 def test_bad_hyperparameters_are_rejected(kwargs):
     with pytest.raises(ValueError):
         AdamW([torch.zeros(2, requires_grad=True)], **kwargs)
@@ -62,10 +69,13 @@ def test_no_trainable_parameters_is_an_error():
 
 def test_training_a_step_does_not_import_torch_dynamo():
     """The point of the module: a training process never pays torch._dynamo's ~1.7 s import."""
-    code = ("import sys, torch\nfrom rlvr.optim import AdamW\n"
-            "w = torch.zeros(3, requires_grad=True); opt = AdamW([w], lr=0.1)\n"
-            "(w - 1).square().sum().backward(); torch.nn.utils.clip_grad_norm_([w], 1.0); opt.step(); opt.zero_grad()\n"
-            "assert w.abs().sum() > 0\nprint('torch._dynamo' in sys.modules)")
+    code = (
+        "import sys, torch\nfrom rlvr.optim import AdamW\n"
+        "w = torch.zeros(3, requires_grad=True); opt = AdamW([w], lr=0.1)\n"
+        "(w - 1).square().sum().backward(); torch.nn.utils.clip_grad_norm_([w], 1.0); opt.step(); "
+        "opt.zero_grad()\n"
+        "assert w.abs().sum() > 0\nprint('torch._dynamo' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

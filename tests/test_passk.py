@@ -10,10 +10,10 @@ from rlvr.passk import (
     compare,
     crossover_k,
     never_solved,
+    one_sided_problems,
     paired_test,
     pass_at_k,
     pass_at_k_curve,
-    one_sided_problems,
     solved_by_one_only,
     summarise_counts,
     two_problem_toy,
@@ -66,13 +66,16 @@ def test_pass_at_1_is_accuracy():
         np.testing.assert_allclose(pass_at_k(c, n, 1), c / n, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("c, n, k, message", [
-    ([1, 2], 8, 9, "k = 9"),
-    ([1, 2], 8, 0, "k = 0"),
-    ([1, 9], 8, 2, "c = 9"),
-    ([-1, 2], 8, 2, "c = -1"),
-    ([1, 2], 0, 1, "n = 0"),
-])
+@pytest.mark.parametrize(
+    "c, n, k, message",
+    [
+        ([1, 2], 8, 9, "k = 9"),
+        ([1, 2], 8, 0, "k = 0"),
+        ([1, 9], 8, 2, "c = 9"),
+        ([-1, 2], 8, 2, "c = -1"),
+        ([1, 2], 0, 1, "n = 0"),
+    ],
+)
 def test_invalid_arguments_raise_naming_the_value(c, n, k, message):
     with pytest.raises(ValueError, match=message):
         pass_at_k(c, n, k)
@@ -210,8 +213,7 @@ def test_two_problem_toy_raises_pass_at_1_and_lowers_pass_at_64():
 def test_two_problem_toy_crossing_is_where_the_curves_cross():
     toy = two_problem_toy()
     base, rl = toy["pass_at_k_base"], toy["pass_at_k_rl"]
-    brute = min(k for k in range(1, 65)
-                if (2 - 0.4**k - 0.95**k) / 2 >= (2 - 0.02**k - 0.99**k) / 2)
+    brute = min(k for k in range(1, 65) if (2 - 0.4**k - 0.95**k) / 2 >= (2 - 0.02**k - 0.99**k) / 2)
     assert toy["crossover_k"] == brute
     i = brute - 1
     assert rl[i - 1] > base[i - 1] and base[i] >= rl[i]
@@ -224,7 +226,10 @@ def test_two_problem_toy_rejects_a_non_probability():
 
 def _chains(sft: list, variant: list, n: int = 8) -> tuple[dict, dict]:
     """counts and chains for SFT chains `sft` and variant "v" seeds `variant` (lists of (P,) counts)."""
-    counts = {**{f"sft/seed{s}": c for s, c in enumerate(sft)}, **{f"v/seed{s}": c for s, c in enumerate(variant)}}
+    counts = {
+        **{f"sft/seed{s}": c for s, c in enumerate(sft)},
+        **{f"v/seed{s}": c for s, c in enumerate(variant)},
+    }
     return counts, {"sft": list(range(len(sft))), "v": list(range(len(variant)))}
 
 
@@ -243,8 +248,9 @@ def test_each_variant_seed_is_compared_with_its_own_chains_sft():
 def test_sft_interval_is_over_chains_and_widens_when_their_starts_differ():
     n = 8
     same, _ = summarise_counts(*_chains([[4, 2, 0, 8]] * 3, [[4, 2, 0, 8]]), n, [1, n], 10, 0)
-    spread, curves = summarise_counts(*_chains([[2, 0, 0, 8], [4, 2, 0, 8], [6, 4, 0, 8]], [[4, 2, 0, 8]]),
-                                      n, [1, n], 10, 0)
+    spread, curves = summarise_counts(
+        *_chains([[2, 0, 0, 8], [4, 2, 0, 8], [6, 4, 0, 8]], [[4, 2, 0, 8]]), n, [1, n], 10, 0
+    )
     assert same["sft"]["pass_at_1"] == pytest.approx(spread["sft"]["pass_at_1"])  # same mean over chains
     lo, hi = same["sft"]["ci95"]["pass_at_1"]
     assert lo == pytest.approx(hi) == pytest.approx(same["sft"]["pass_at_1"])  # identical chains: zero width
@@ -259,7 +265,9 @@ def test_contrast_is_summarised_over_its_own_chains():
     n = 8
     counts, chains = _chains([[4, 2, 0, 8], [4, 2, 0, 8]], [[4, 2, 0, 8]])
     counts.update({"other/seed0": [0, 0, 0, 8], "other/seed1": [8, 0, 0, 8]})
-    metrics, curves = summarise_counts(counts, {**chains, "other": [0, 1]}, n, [1, n], 10, 0, contrast="other")
+    metrics, curves = summarise_counts(
+        counts, {**chains, "other": [0, 1]}, n, [1, n], 10, 0, contrast="other"
+    )
     assert metrics["contrast"]["run"] == "other" and metrics["contrast"]["never_solved"] == 2.5
     assert metrics["contrast"]["per_seed"]["never_solved"] == [3, 2] and set(metrics["variants"]) == {"v"}
     assert set(curves) == {"sft", "other", "v"}
@@ -276,5 +284,7 @@ def test_a_variant_seed_without_its_sft_chain_is_refused_by_name():
 
 def test_one_sided_problems_take_every_sft_chain():
     sides = one_sided_problems([[1, 0, 0], [0, 0, 0]], [[0, 0, 2], [0, 0, 0]], ["a", "b", "c"])
-    assert sides == {"sft_only": [{"prompt": "a", "c_sft": [1, 0], "c_seeds": [0, 0]}],
-                     "rl_only": [{"prompt": "c", "c_sft": [0, 0], "c_seeds": [2, 0]}]}
+    assert sides == {
+        "sft_only": [{"prompt": "a", "c_sft": [1, 0], "c_seeds": [0, 0]}],
+        "rl_only": [{"prompt": "c", "c_sft": [0, 0], "c_seeds": [2, 0]}],
+    }

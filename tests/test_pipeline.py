@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, tiny_checkout, tiny_raw
+
+pytestmark = pytest.mark.slow  # integration: dvc repro
 
 BIN = Path(sys.executable).parent
 
@@ -26,8 +27,12 @@ def sh(cmd, cwd, env):
 def repo(tmp_path_factory):
     """A temp git + dvc repo holding this checkout's code, pipeline and tiny params."""
     d = tmp_path_factory.mktemp("repo")
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d),
-           "RLVR_RECORD_READS": str(d / "reads.jsonl")}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(d),
+        "RLVR_RECORD_READS": str(d / "reads.jsonl"),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     tiny_checkout(d, env)
     sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", d, env)
@@ -39,15 +44,19 @@ def repo(tmp_path_factory):
 def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     d, env = repo
     first = sh("dvc repro", d, env)
-    assert "running the stage in this process" not in first  # every stage was forked by the warm-start server
     assert "is empty" not in first  # chapter A's task has no held-out split: its file still holds JSON
-    assert json.loads((d / "data/single_digit/heldout.json").read_text()) == {"task": "single_digit", "problems": []}
+    assert json.loads((d / "data/single_digit/heldout.json").read_text()) == {
+        "task": "single_digit",
+        "problems": [],
+    }
     lock = yaml.safe_load((d / "dvc.lock").read_text())
     for name, entry in lock["stages"].items():
         for out in entry.get("outs", []):
             assert (d / out["path"]).exists(), f"{name}: missing {out['path']}"
     raw = tiny_raw()
-    expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]} | {f"warmup@{w}" for w in raw["warmups"]}
+    expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]} | {
+        f"warmup@{w}" for w in raw["warmups"]
+    }
     expected |= {f"grpo@{v}" for v in raw["variants"]} | {"check", "worked", "passk", "hack", "report"}
     assert set(lock["stages"]) == expected
     grpo = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())
@@ -64,7 +73,12 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     assert (d / "reports/curves/sft/single_digit/seed1.tsv").exists()
     hack = json.loads((d / "reports/metrics/hack.json").read_text())
     assert len(hack["per_seed"]["digits_per_response_end"]) == 2
-    for fig in ("passk-curves.png", "passk-scatter.png", "hack-reward-vs-accuracy.png", "worked-b14-demo.png"):
+    for fig in (
+        "passk-curves.png",
+        "passk-scatter.png",
+        "hack-reward-vs-accuracy.png",
+        "worked-b14-demo.png",
+    ):
         assert (d / "reports/figures" / fig).stat().st_size > 1000
         assert (d / "reports/report-figures" / fig).is_file()
     report = json.loads((d / "reports/report.json").read_text())
@@ -104,7 +118,10 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     assert sorted(r.data.tags["seed"] for r in seeds) == ["0", "1"]
     for r in seeds:
         assert r.data.tags["dvc.stage"] == "grpo@grpo" and len(r.data.tags["git.commit"]) >= 7
-        assert r.data.params["variants.grpo.task"] == "two_digit" and r.data.params["seed"] == r.data.tags["seed"]
+        assert (
+            r.data.params["variants.grpo.task"] == "two_digit"
+            and r.data.params["seed"] == r.data.tags["seed"]
+        )
         files = {a.path for a in client.list_artifacts(r.info.run_id, "seed")}
         s = r.data.tags["seed"]
         assert files == {f"seed/seed{s}.tsv", f"seed/seed{s}-eval.tsv", f"seed/seed{s}.pt"}
@@ -135,11 +152,17 @@ def test_a_moved_checkout_logs_into_its_own_artifact_folder(repo, tmp_path):
     copy = tmp_path / "moved"
     shutil.copytree(d, copy, symlinks=True)
     before = sorted(p.relative_to(d) for p in (d / "mlartifacts").rglob("*"))
-    sh("dvc repro -f -s worked", copy, {**env, "PYTHONPATH": str(copy), "RLVR_RECORD_READS": str(tmp_path / "r.jsonl")})
+    sh(
+        "dvc repro -f -s worked",
+        copy,
+        {**env, "PYTHONPATH": str(copy), "RLVR_RECORD_READS": str(tmp_path / "r.jsonl")},
+    )
     assert sorted(p.relative_to(d) for p in (d / "mlartifacts").rglob("*")) == before
     client, exp, runs = _mlflow_runs(copy)
     assert exp.artifact_location == (copy / "mlartifacts").as_uri()
-    worked = max((r for r in runs if r.data.tags.get("dvc.stage") == "worked"), key=lambda r: r.info.start_time)
+    worked = max(
+        (r for r in runs if r.data.tags.get("dvc.stage") == "worked"), key=lambda r: r.info.start_time
+    )
     assert worked.info.artifact_uri.startswith((copy / "mlartifacts").as_uri())
     assert any((copy / "mlartifacts").rglob("worked.json"))
 
@@ -147,13 +170,23 @@ def test_a_moved_checkout_logs_into_its_own_artifact_folder(repo, tmp_path):
 def test_every_stage_depends_on_every_params_key_it_read(repo):
     """Each stage process recorded the params.yaml keys it read (RLVR_RECORD_READS); the keys its
     dvc.yaml `params:` declare must cover all of them, or DVC would not rerun it when they change."""
-    from rlvr.config import parse_params
-    from rlvr.pipeline import uncovered_reads
+    from rlvr.pipeline.config import parse_params
+    from rlvr.pipeline.specs import uncovered_reads
 
     d, _ = repo
     params = parse_params(tiny_raw())
     records = [json.loads(line) for line in (d / "reads.jsonl").read_text().splitlines()]
-    assert {r["stage"] for r in records} == {"check", "data", "warmup", "sft", "grpo", "passk", "hack", "worked", "report"}
+    assert {r["stage"] for r in records} == {
+        "check",
+        "data",
+        "warmup",
+        "sft",
+        "grpo",
+        "passk",
+        "hack",
+        "worked",
+        "report",
+    }
     for r in records:
         assert uncovered_reads(r["stage"], r["key"], params, r["reads"]) == [], r
     grpo = next(r for r in records if r["stage"] == "grpo" and r["key"] == "grpo")
@@ -162,12 +195,11 @@ def test_every_stage_depends_on_every_params_key_it_read(repo):
 
 def test_identical_training_leaves_identical_checkpoints_and_downstream_cached(repo):
     """A forced rerun of an SFT stage writes a byte-identical checkpoint (no timings or run ids in it),
-    so DVC sees no change for the GRPO stages that start from it. The rerun is a fresh process
-    (RLVR_WARM=0), the first run was forked by the warm-start server: both compute the same bits."""
+    so DVC sees no change for the GRPO stages that start from it."""
     d, env = repo
     ckpt = d / "data/single_digit/sft/seed1.pt"
     before = hashlib.md5(ckpt.read_bytes()).hexdigest()
-    sh("dvc repro -f -s sft@single_digit", d, {**env, "RLVR_WARM": "0"})
+    sh("dvc repro -f -s sft@single_digit", d, env)
     assert hashlib.md5(ckpt.read_bytes()).hexdigest() == before
     status = sh("dvc status", d, env)
     assert "grpo@" not in status and "hack" not in status, status

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rlvr.cli import main
-from rlvr.provenance import ProvenanceError, explain, format_explain
+from rlvr.report.provenance import ProvenanceError, explain, format_explain
 
 FIGURE = "reports/figures/passk-curves.png"
 CKPT = "data/ckpt/x/sft.pt"  # DVC-cached (git-ignored), inside the folder passk depends on
@@ -35,21 +35,32 @@ def entry(path: str) -> dict:
     return {"path": path, "hash": "md5", "md5": md5(FILES[path]), "size": len(FILES[path])}
 
 
-LOCK = {"schema": "2.0", "stages": {
-    "data@x": {"cmd": "python -m rlvr.stages data --run x",
-               "deps": [entry("rlvr/sft.py")],
-               "params": {"params.yaml": {"seed": 0, "sft.x.noise": {"kind": "slips", "alpha": 1.4}}},
-               "outs": [entry("data/x/sft.jsonl")]},
-    "sft@x": {"cmd": "python -m rlvr.stages sft --run x",
-              "deps": [entry("data/x/sft.jsonl"), entry("rlvr/sft.py")],
-              "params": {"params.yaml": {"seed": 0, "sft.x": {"epochs": 12, "lr": 0.003}}},
-              "outs": [entry(CKPT), entry("reports/metrics/sft-x.json")]},
-    "passk": {"cmd": "python -m rlvr.stages passk",
-              "deps": [{"path": "data/ckpt", "hash": "md5", "md5": "0123456789abcdef0123456789abcdef.dir"},
-                       entry("rlvr/passk.py")],
-              "params": {"params.yaml": {"passk": {"n": 64}}},
-              "outs": [entry(FIGURE), entry("reports/metrics/passk.json")]},
-}}
+LOCK = {
+    "schema": "2.0",
+    "stages": {
+        "data@x": {
+            "cmd": "python -m rlvr.pipeline data --run x",
+            "deps": [entry("rlvr/sft.py")],
+            "params": {"params.yaml": {"seed": 0, "sft.x.noise": {"kind": "slips", "alpha": 1.4}}},
+            "outs": [entry("data/x/sft.jsonl")],
+        },
+        "sft@x": {
+            "cmd": "python -m rlvr.pipeline sft --run x",
+            "deps": [entry("data/x/sft.jsonl"), entry("rlvr/sft.py")],
+            "params": {"params.yaml": {"seed": 0, "sft.x": {"epochs": 12, "lr": 0.003}}},
+            "outs": [entry(CKPT), entry("reports/metrics/sft-x.json")],
+        },
+        "passk": {
+            "cmd": "python -m rlvr.pipeline passk",
+            "deps": [
+                {"path": "data/ckpt", "hash": "md5", "md5": "0123456789abcdef0123456789abcdef.dir"},
+                entry("rlvr/passk.py"),
+            ],
+            "params": {"params.yaml": {"passk": {"n": 64}}},
+            "outs": [entry(FIGURE), entry("reports/metrics/passk.json")],
+        },
+    },
+}
 
 
 def git(root, *args):
@@ -92,7 +103,9 @@ def test_dirty_flags_follow_git_and_dvc_hashes(repo):
     dirty = explain(repo, FIGURE, check_stale=False, check_mlflow=False)["dirty"]
     assert dirty["file"] is True and dirty["code"] is True
     assert [c[3:] for c in dirty["code_changes"]] == ["rlvr/passk.py"]
-    assert explain(repo, CKPT, check_stale=False, check_mlflow=False)["dirty"]["file"] is True  # md5 vs dvc.lock
+    assert (
+        explain(repo, CKPT, check_stale=False, check_mlflow=False)["dirty"]["file"] is True
+    )  # md5 vs dvc.lock
     assert explain(repo, "data/x/sft.jsonl", check_stale=False, check_mlflow=False)["dirty"]["file"] is False
 
 
@@ -107,17 +120,21 @@ def test_text_output_names_the_upstream_stages_and_params(repo):
 
 def test_cli_prints_text_by_default_and_json_on_request(repo, monkeypatch, capsys):
     monkeypatch.chdir(repo)
-    monkeypatch.setattr("rlvr.provenance._mlflow_status", lambda ids: {k: "FINISHED" for k in ids})
+    monkeypatch.setattr("rlvr.report.provenance._mlflow_status", lambda ids: {k: "FINISHED" for k in ids})
     assert main(["provenance", FIGURE, "--no-status"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"path      {FIGURE}") and "stage=run123 (FINISHED)" in out and "sft@x" in out
     assert main(["provenance", FIGURE, "--no-status", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert set(info["upstream"]) == {"sft@x", "data@x"} and info["dirty"]["file"] is False  # JSON: keys sorted
+    assert (
+        set(info["upstream"]) == {"sft@x", "data@x"} and info["dirty"]["file"] is False
+    )  # JSON: keys sorted
 
 
 def test_an_unknown_path_is_a_one_line_error(repo, capsys, monkeypatch):
-    with pytest.raises(ProvenanceError, match=r"reports/figures/nope\.png: not an output of any stage") as err:
+    with pytest.raises(
+        ProvenanceError, match=r"reports/figures/nope\.png: not an output of any stage"
+    ) as err:
         explain(repo, "reports/figures/nope.png", check_stale=False, check_mlflow=False)
     assert "\n" not in str(err.value) and FIGURE in str(err.value)
     monkeypatch.chdir(repo)

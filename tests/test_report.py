@@ -6,12 +6,10 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import ROOT
-from rlvr.config import ConfigError
-from rlvr.provenance import ProvenanceError, explain
-from rlvr.report import check_claims, evaluate_claims, lookup, verdict
-from rlvr.runtime import read_json_dir
+
+from rlvr.fields import ConfigError
+from rlvr.report.claims import check_claims, verdict
 
 CLAIMS = ROOT / "experiments/claims.yaml"
 
@@ -20,64 +18,64 @@ def load_claims(path):
     return check_claims(yaml.safe_load(path.read_text()), str(path))
 
 
-METRICS = read_json_dir(ROOT / "reports/metrics")
-
-
-def test_every_claim_points_at_a_metric_a_stage_produces():
-    """Each non-cited claim names a metrics file that dvc.lock records as a stage output, and a key in it."""
-    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
-    produced = {o["path"] for s in lock.values() for o in s.get("outs", [])}
-    for c in load_claims(CLAIMS):
-        for ref in [c[k] for k in ("metric", "other") if k in c]:
-            assert f"reports/metrics/{ref[0]}" in produced, f"{c['id']}: {ref[0]} is not a stage output"
-            lookup(METRICS, ref)  # raises KeyError if the key is absent
-
-
-def test_committed_results_give_every_claim_a_verdict():
-    rows = evaluate_claims(load_claims(CLAIMS), METRICS)
-    assert {r["verdict"] for r in rows} <= {"reproduced", "differs", "inconclusive", "cited"}
-    assert sum(r["verdict"] == "cited" for r in rows) >= 5
-    ids = [r["id"] for r in rows]
-    assert len(ids) == len(set(ids))
-
-
 @pytest.fixture
 def metrics():
-    return {"m.json": {"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None, "acc": 0.5, "acc_ci": [0.45, 0.55]},
-            "s.json": {"seeds": [0, 1, 2], "acc": 0.6, "start": 0.4, "k": 12,
-                       "per_seed": {"acc": [0.58, 0.6, 0.62], "start": [0.4, 0.41, 0.39], "k": [12, None, 10],
-                                    "wide": [0.2, 0.9, 0.5]}, "wide": 0.533},
-            "t.json": {"seeds": [0, 1, 2], "acc": 0.61, "per_seed": {"acc": [0.6, 0.61, 0.62]}}}
+    return {
+        "m.json": {"a": {"b": [0.5, 2.0]}, "x": 0.3, "nan": None, "acc": 0.5, "acc_ci": [0.45, 0.55]},
+        "s.json": {
+            "seeds": [0, 1, 2],
+            "acc": 0.6,
+            "start": 0.4,
+            "k": 12,
+            "per_seed": {
+                "acc": [0.58, 0.6, 0.62],
+                "start": [0.4, 0.41, 0.39],
+                "k": [12, None, 10],
+                "wide": [0.2, 0.9, 0.5],
+            },
+            "wide": 0.533,
+        },
+        "t.json": {"seeds": [0, 1, 2], "acc": 0.61, "per_seed": {"acc": [0.6, 0.61, 0.62]}},
+    }
 
 
-@pytest.mark.parametrize("claim, expected", [
-    ({"kind": "exact", "book": 0.5, "tol": 0.01, "metric": ["m.json", "a.b.0"]}, "reproduced"),
-    ({"kind": "exact", "book": 0.6, "tol": 0.01, "metric": ["m.json", "a.b.0"]}, "differs"),
-    ({"kind": "range", "lo": 1.0, "hi": 3.0, "metric": ["m.json", "a.b.1"]}, "reproduced"),
-    ({"kind": "range", "lo": 2.5, "hi": 3.0, "metric": ["m.json", "a.b.1"]}, "differs"),
-    ({"kind": "greater", "metric": ["m.json", "a.b.1"], "other": ["m.json", "x"]}, "reproduced"),
-    ({"kind": "greater", "metric": ["m.json", "x"], "other_value": 0.3}, "differs"),
-    ({"kind": "less", "metric": ["m.json", "x"], "other_value": 0.5, "margin": 0.1}, "reproduced"),
-    ({"kind": "close", "metric": ["m.json", "x"], "other": ["m.json", "a.b.0"], "tol": 0.1}, "differs"),
-    ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nope"]}, "missing"),
-    ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nan"]}, "missing"),
-    ({"kind": "exact", "book": 1, "tol": 1, "metric": ["absent.json", "x"]}, "missing"),
-    ({"kind": "cited", "book": "15.6 -> 71.0"}, "cited"),
-    # seed intervals: 0.6 +- 0.05 (t, 3 seeds) inside, outside and across the claim's bounds
-    ({"kind": "exact", "book": 0.6, "tol": 0.06, "metric": ["s.json", "acc"]}, "reproduced"),
-    ({"kind": "exact", "book": 0.75, "tol": 0.05, "metric": ["s.json", "acc"]}, "differs"),
-    ({"kind": "greater", "metric": ["s.json", "acc"], "other_value": 0.59}, "inconclusive"),
-    ({"kind": "greater", "metric": ["s.json", "acc"], "other_value": 0.5}, "reproduced"),
-    ({"kind": "range", "lo": 0.0, "hi": 0.5, "metric": ["s.json", "wide"]}, "inconclusive"),
-    # a sampling interval beside a single value
-    ({"kind": "exact", "book": 0.52, "tol": 0.01, "metric": ["m.json", "acc"]}, "inconclusive"),
-    # paired seeds: acc - start is 0.2 +- small in every seed
-    ({"kind": "greater", "metric": ["s.json", "acc"], "other": ["s.json", "start"], "margin": 0.1}, "reproduced"),
-    ({"kind": "close", "metric": ["s.json", "acc"], "other": ["t.json", "acc"], "tol": 0.05}, "reproduced"),
-    # a seed without a value (no crossover): the claim cannot hold for it
-    ({"kind": "range", "lo": 8, "hi": 16, "metric": ["s.json", "k"]}, "inconclusive"),
-    ({"kind": "range", "lo": 13, "hi": 16, "metric": ["s.json", "k"]}, "differs"),
-])
+@pytest.mark.parametrize(
+    "claim, expected",
+    [
+        ({"kind": "exact", "book": 0.5, "tol": 0.01, "metric": ["m.json", "a.b.0"]}, "reproduced"),
+        ({"kind": "exact", "book": 0.6, "tol": 0.01, "metric": ["m.json", "a.b.0"]}, "differs"),
+        ({"kind": "range", "lo": 1.0, "hi": 3.0, "metric": ["m.json", "a.b.1"]}, "reproduced"),
+        ({"kind": "range", "lo": 2.5, "hi": 3.0, "metric": ["m.json", "a.b.1"]}, "differs"),
+        ({"kind": "greater", "metric": ["m.json", "a.b.1"], "other": ["m.json", "x"]}, "reproduced"),
+        ({"kind": "greater", "metric": ["m.json", "x"], "other_value": 0.3}, "differs"),
+        ({"kind": "less", "metric": ["m.json", "x"], "other_value": 0.5, "margin": 0.1}, "reproduced"),
+        ({"kind": "close", "metric": ["m.json", "x"], "other": ["m.json", "a.b.0"], "tol": 0.1}, "differs"),
+        ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nope"]}, "missing"),
+        ({"kind": "exact", "book": 1, "tol": 1, "metric": ["m.json", "nan"]}, "missing"),
+        ({"kind": "exact", "book": 1, "tol": 1, "metric": ["absent.json", "x"]}, "missing"),
+        ({"kind": "cited", "book": "15.6 -> 71.0"}, "cited"),
+        # seed intervals: 0.6 +- 0.05 (t, 3 seeds) inside, outside and across the claim's bounds
+        ({"kind": "exact", "book": 0.6, "tol": 0.06, "metric": ["s.json", "acc"]}, "reproduced"),
+        ({"kind": "exact", "book": 0.75, "tol": 0.05, "metric": ["s.json", "acc"]}, "differs"),
+        ({"kind": "greater", "metric": ["s.json", "acc"], "other_value": 0.59}, "inconclusive"),
+        ({"kind": "greater", "metric": ["s.json", "acc"], "other_value": 0.5}, "reproduced"),
+        ({"kind": "range", "lo": 0.0, "hi": 0.5, "metric": ["s.json", "wide"]}, "inconclusive"),
+        # a sampling interval beside a single value
+        ({"kind": "exact", "book": 0.52, "tol": 0.01, "metric": ["m.json", "acc"]}, "inconclusive"),
+        # paired seeds: acc - start is 0.2 +- small in every seed
+        (
+            {"kind": "greater", "metric": ["s.json", "acc"], "other": ["s.json", "start"], "margin": 0.1},
+            "reproduced",
+        ),
+        (
+            {"kind": "close", "metric": ["s.json", "acc"], "other": ["t.json", "acc"], "tol": 0.05},
+            "reproduced",
+        ),
+        # a seed without a value (no crossover): the claim cannot hold for it
+        ({"kind": "range", "lo": 8, "hi": 16, "metric": ["s.json", "k"]}, "inconclusive"),
+        ({"kind": "range", "lo": 13, "hi": 16, "metric": ["s.json", "k"]}, "differs"),
+    ],
+)
 def test_verdicts_follow_the_rule_of_each_kind(metrics, claim, expected):
     assert verdict(claim, metrics)["verdict"] == expected
 
@@ -89,14 +87,32 @@ def test_seed_values_that_straddle_a_bound_are_inconclusive():
     res = verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.5}, m)
     assert res["verdict"] == "inconclusive"
     assert res["evidence"].lo < 0.5 < res["evidence"].value < res["evidence"].hi
-    assert verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m)["verdict"] == "reproduced"
-    assert verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m)["verdict"] == "differs"
+    assert (
+        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m)["verdict"]
+        == "reproduced"
+    )
+    assert (
+        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m)["verdict"] == "differs"
+    )
 
 
 def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
     bad = tmp_path / "claims.yaml"
-    bad.write_text(yaml.safe_dump([{"id": "x", "chapter": "A", "quote": "q", "book": 1, "why": "w",
-                                    "kind": "exact", "metric": ["m.json", "k"]}]))
+    bad.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "id": "x",
+                    "chapter": "A",
+                    "quote": "q",
+                    "book": 1,
+                    "why": "w",
+                    "kind": "exact",
+                    "metric": ["m.json", "k"],
+                }
+            ]
+        )
+    )
     with pytest.raises(ConfigError, match=r"\.tol: missing"):
         load_claims(bad)
     bad.write_text(yaml.safe_dump([{"id": "x", "kind": "guess"}]))
@@ -104,35 +120,10 @@ def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
         load_claims(bad)
 
 
-def test_provenance_names_stage_params_hashes_and_runs():
-    info = explain(ROOT, "reports/figures/worked-a2-group-advantages.png", check_stale=False, check_mlflow=False)
-    assert info["stage"] == "worked"
-    assert info["params"]["params.yaml"]["worked"]["kl_samples"] == 4000
-    assert all(len(h) == 32 for h in info["deps"].values())
-    grpo = explain(ROOT, "reports/metrics/grpo-grpo.json", check_stale=False, check_mlflow=False)
-    assert grpo["stage"] == "grpo@grpo" and {"stage", "seed0"} <= set(grpo["mlflow_runs"])
-
-
-def test_provenance_of_an_unknown_path_lists_what_it_can_explain():
-    with pytest.raises(ProvenanceError, match=r"not an output of any stage in dvc\.lock; it can explain: "
-                                              r"reports/figures/hack-reward-vs-accuracy\.png, "):
-        explain(ROOT, "reports/figures/nope.png", check_stale=False)
-
-
-def test_report_figures_carry_provenance_in_png_metadata():
-    from PIL import Image
-
-    pngs = sorted((ROOT / "reports/report-figures").glob("*.png"))
-    assert pngs, "run `dvc repro` to build the report"
-    for png in pngs:  # every figure copy, the benchmark's included
-        with Image.open(png) as im:
-            assert im.text["rlvr:stage"] and json.loads(im.text["rlvr:params"]), png.name
-            assert im.text["rlvr:git_commit"] and json.loads(im.text["rlvr:deps"]), png.name
-
-
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it)")
 def test_report_html_renders_in_headless_chromium(tmp_path):
     """At 1280 px the page loads with no console errors and no horizontal overflow; the table of
@@ -150,24 +141,43 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
                  rows: document.querySelectorAll('table.verdicts tbody tr').length,
                  width: document.documentElement.scrollWidth, viewport: window.innerWidth,
                  toc: toc ? toc.querySelectorAll('a').length : 0, toc_height: toc ? toc.offsetHeight : 0,
-                 summary_top: top(document.getElementById('summary')), table_top: top(document.querySelector('table')),
+                 summary_top: top(document.getElementById('summary')),
+                 table_top: top(document.querySelector('table')),
                  figures: figs.length,
-                 captioned: figs.filter(f => (f.querySelector('figcaption')?.innerText || '').trim().length > 20).length};
+                 captioned: figs.filter(f => (f.querySelector('figcaption')?.innerText || '')
+                                              .trim().length > 20).length};
       const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(r);
       document.body.appendChild(pre);
     });</script>"""
     page = tmp_path / "report.html"
     page.write_text((ROOT / "reports/report.html").read_text().replace("</body>", probe + "</body>"))
-    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                          "--disable-quic", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-                          "--v=0", "--window-size=1280,900", "--virtual-time-budget=5000", "--dump-dom",
-                          page.as_uri()],
-                         capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-quic",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,900",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     dom = out.stdout
     assert '<pre id="probe">' in dom, out.stderr[-2000:]
     start = dom.index('<pre id="probe">') + len('<pre id="probe">')
-    result = json.loads(dom[start: dom.index("</pre>", start)].replace("&quot;", '"'))
+    result = json.loads(dom[start : dom.index("</pre>", start)].replace("&quot;", '"'))
     assert result["rows"] == len(load_claims(CLAIMS))
     assert result["images"] >= 8 and result["decoded"] == result["images"]
     assert result["viewport"] == 1280 and result["width"] <= result["viewport"], result
@@ -179,12 +189,18 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
 
 
 def test_benchmark_table_states_each_target_and_whether_it_is_met():
-    from rlvr.report import bench_rows
+    from rlvr.report.claims import bench_rows
 
-    bench = {"fresh_clone": {"wall_seconds": 612.0, "target_wall_seconds": 600},
-             "sampling": {"completions_per_second": {"median": 25000.0}, "target_completions_per_second": 20000,
-                          "peak_rss_mb": 700.0, "target_peak_rss_mb": 1536},
-             "sft": {"tokens_per_second": {"median": 9e4}}}
+    bench = {
+        "fresh_clone": {"wall_seconds": 612.0, "target_wall_seconds": 600},
+        "sampling": {
+            "completions_per_second": {"median": 25000.0},
+            "target_completions_per_second": 20000,
+            "peak_rss_mb": 700.0,
+            "target_peak_rss_mb": 1536,
+        },
+        "sft": {"tokens_per_second": {"median": 9e4}},
+    }
     rows = {r[0]: r[1:] for r in bench_rows(bench)}
     assert rows["whole pipeline: `dvc repro --force` in a fresh clone, wall"] == ["612 s", "<= 600 s", "no"]
     assert rows["sampling, 300 prompts x 64"] == ["25,000 completions/s", ">= 20,000 completions/s", "yes"]
@@ -194,13 +210,27 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
 
 
 def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
-    from rlvr.bench import compare_outputs
+    from bench.suite import compare_outputs
 
-    committed = {"eval_acc_final": 0.85, "train_seconds": 3.0, "mlflow_run_id": "a", "ci95": {"step_seconds_median": [1, 2]}}
-    for name, metric in (("ours", committed),
-                         ("same", {**committed, "train_seconds": 9.9, "mlflow_run_id": "b",
-                                   "ci95": {"step_seconds_median": [3, 4]}}),
-                         ("other", {**committed, "eval_acc_final": 0.86})):
+    committed = {
+        "eval_acc_final": 0.85,
+        "train_seconds": 3.0,
+        "mlflow_run_id": "a",
+        "ci95": {"step_seconds_median": [1, 2]},
+    }
+    for name, metric in (
+        ("ours", committed),
+        (
+            "same",
+            {
+                **committed,
+                "train_seconds": 9.9,
+                "mlflow_run_id": "b",
+                "ci95": {"step_seconds_median": [3, 4]},
+            },
+        ),
+        ("other", {**committed, "eval_acc_final": 0.86}),
+    ):
         (tmp_path / name / "reports" / "metrics").mkdir(parents=True)
         (tmp_path / name / "reports" / "metrics" / "grpo-x.json").write_text(json.dumps(metric))
         (tmp_path / name / "reports" / "passk-counts.json").write_text("{}")
@@ -211,38 +241,66 @@ def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
 
 
 def test_another_cpu_is_judged_by_verdicts_and_intervals_not_bits():
-    from rlvr.bench import compare_verdicts
+    from bench.suite import compare_verdicts
 
-    committed = {"claims": {"a": {"verdict": "reproduced", "ours": 0.90, "interval": [0.88, 0.92]},
-                            "b": {"verdict": "differs", "ours": 4.0, "interval": None, "tolerance": 2},
-                            "c": {"verdict": "cited", "ours": None}}}
-    same = {"claims": {"a": {"verdict": "reproduced", "ours": 0.915}, "b": {"verdict": "differs", "ours": 5.5},
-                       "c": {"verdict": "cited", "ours": None}}}
-    assert compare_verdicts(committed, same) == {"verdicts_identical": True, "numbers_within_tolerance": True,
-                                                 "verdict_flips": [], "numbers_outside": []}
-    moved = {"claims": {**same["claims"], "a": {"verdict": "reproduced", "ours": 0.93},
-                        "b": {"verdict": "inconclusive", "ours": 4.0}}}
+    committed = {
+        "claims": {
+            "a": {"verdict": "reproduced", "ours": 0.90, "interval": [0.88, 0.92]},
+            "b": {"verdict": "differs", "ours": 4.0, "interval": None, "tolerance": 2},
+            "c": {"verdict": "cited", "ours": None},
+        }
+    }
+    same = {
+        "claims": {
+            "a": {"verdict": "reproduced", "ours": 0.915},
+            "b": {"verdict": "differs", "ours": 5.5},
+            "c": {"verdict": "cited", "ours": None},
+        }
+    }
+    assert compare_verdicts(committed, same) == {
+        "verdicts_identical": True,
+        "numbers_within_tolerance": True,
+        "verdict_flips": [],
+        "numbers_outside": [],
+    }
+    moved = {
+        "claims": {
+            **same["claims"],
+            "a": {"verdict": "reproduced", "ours": 0.93},
+            "b": {"verdict": "inconclusive", "ours": 4.0},
+        }
+    }
     out = compare_verdicts(committed, moved)
     assert out["verdict_flips"] == [{"claim": "b", "committed": "differs", "fresh": "inconclusive"}]
     assert [d["claim"] for d in out["numbers_outside"]] == ["a"]
 
 
 def _run(variant, acc, kl):
-    per_seed = {"eval_acc_final": acc, "train_acc_final": acc, "reward_final": acc, "response_len_final": [4, 4],
-                "kl_exact_nats_final": kl}
+    per_seed = {
+        "eval_acc_final": acc,
+        "train_acc_final": acc,
+        "reward_final": acc,
+        "response_len_final": [4, 4],
+        "kl_exact_nats_final": kl,
+    }
     return {"variant": variant, "task": "two_digit", "seeds": [0, 1], "per_seed": per_seed}
 
 
 def test_variants_that_end_alike_are_named_with_what_they_differ_in():
-    from rlvr.report import twin_notes
+    from rlvr.report.claims import twin_notes
 
     base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
-    metrics = {"grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
-               "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
-               "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71])}   # one seed samples differently
+    metrics = {
+        "grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
+        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
+        "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71]),
+    }  # one seed samples differently
     configs = {"grpo": base, "gspo": {**base, "ratio": "sequence"}, "no_kl": {**base, "beta": 0.0}}
     [note] = twin_notes(metrics, configs)
-    assert note.startswith("`grpo` and `gspo` end with the same accuracy") and "`ratio`: token vs sequence" in note
+    assert (
+        note.startswith("`grpo` and `gspo` end with the same accuracy")
+        and "`ratio`: token vs sequence" in note
+    )
     assert "agree within a relative 1e-07" in note  # measured: 0.7 vs 0.7000001
     assert "every importance ratio is exactly 1" in note  # the known reason: one gradient step per batch
     configs["gspo"] = {**base, "ratio": "sequence", "inner_epochs": 4}  # the ratio acts: no reason to give
@@ -268,11 +326,18 @@ def test_a_tolerance_finer_than_one_runs_own_error_is_decided_on_the_difference(
     far = verdict({"kind": "exact", "book": 0.83, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
     assert far["verdict"] == "differs" and far["tested"].hi < 0
     spread = {"c.json": {"seeds": [0, 1, 2, 3], "acc": 0.47, "per_seed": {"acc": [0.07, 0.84, 0.83, 0.14]}}}
-    vague = verdict({"kind": "exact", "book": 0.53, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]},
-                    spread)
-    assert vague["verdict"] == "inconclusive"  # one new chain could land anywhere in [0, 1]: nothing is tested
-    assert verdict({"kind": "exact", "book": 0.56, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]},
-                   m)["verdict"] == "reproduced"
+    vague = verdict(
+        {"kind": "exact", "book": 0.53, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]}, spread
+    )
+    assert (
+        vague["verdict"] == "inconclusive"
+    )  # one new chain could land anywhere in [0, 1]: nothing is tested
+    assert (
+        verdict(
+            {"kind": "exact", "book": 0.56, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]}, m
+        )["verdict"]
+        == "reproduced"
+    )
     wide = verdict({"kind": "exact", "book": 0.56, "tol": 0.2, "metric": ["c.json", "acc"]}, m)
     assert "book_error" not in wide and wide["verdict"] == "reproduced"
 
@@ -280,35 +345,63 @@ def test_a_tolerance_finer_than_one_runs_own_error_is_decided_on_the_difference(
 def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
     """Between reproduced and differs is a flip (the check fails); to or from inconclusive is a move,
     listed with both intervals; an unchanged verdict is neither."""
-    from rlvr.bench import verdict_moves
-    from rlvr.render import markdown
-    from rlvr.report import perturbed_blocks
+    from bench.suite import verdict_moves
+    from rlvr.report.claims import perturbed_blocks
+    from rlvr.report.document import markdown
 
-    committed = {"claims": {"a": {"verdict": "reproduced", "interval": [0.8, 0.9]},
-                            "b": {"verdict": "inconclusive", "interval": [0.4, 0.6]},
-                            "c": {"verdict": "differs", "interval": [1, 2], "tested_interval": [0.5, 1.5]},
-                            "d": {"verdict": "cited", "interval": None}}}
-    perturbed = {"claims": {"a": {"verdict": "differs", "interval": [0.6, 0.7]},
-                            "b": {"verdict": "reproduced", "interval": [0.52, 0.6]},
-                            "c": {"verdict": "differs", "interval": [1, 2]},
-                            "d": {"verdict": "cited", "interval": None}}}
+    committed = {
+        "claims": {
+            "a": {"verdict": "reproduced", "interval": [0.8, 0.9]},
+            "b": {"verdict": "inconclusive", "interval": [0.4, 0.6]},
+            "c": {"verdict": "differs", "interval": [1, 2], "tested_interval": [0.5, 1.5]},
+            "d": {"verdict": "cited", "interval": None},
+        }
+    }
+    perturbed = {
+        "claims": {
+            "a": {"verdict": "differs", "interval": [0.6, 0.7]},
+            "b": {"verdict": "reproduced", "interval": [0.52, 0.6]},
+            "c": {"verdict": "differs", "interval": [1, 2]},
+            "d": {"verdict": "cited", "interval": None},
+        }
+    }
     out = verdict_moves(committed, perturbed)
     assert out["no_flips"] is False
-    assert out["flips"] == [{"claim": "a", "committed": "reproduced", "perturbed": "differs",
-                             "committed_interval": [0.8, 0.9], "perturbed_interval": [0.6, 0.7]}]
-    assert [m["claim"] for m in out["moves"]] == ["b"] and out["moves"][0]["perturbed_interval"] == [0.52, 0.6]
+    assert out["flips"] == [
+        {
+            "claim": "a",
+            "committed": "reproduced",
+            "perturbed": "differs",
+            "committed_interval": [0.8, 0.9],
+            "perturbed_interval": [0.6, 0.7],
+        }
+    ]
+    assert [m["claim"] for m in out["moves"]] == ["b"] and out["moves"][0]["perturbed_interval"] == [
+        0.52,
+        0.6,
+    ]
     assert verdict_moves(committed, committed) == {"flips": [], "moves": [], "no_flips": True}
-    text = markdown(perturbed_blocks({**out, "commit": "0123456789abc", "perturbation": "RLVR_PERTURB=1e-6",
-                                      "committed_counts": {"reproduced": 1}, "perturbed_counts": {"differs": 2}}),
-                    "x")
+    text = markdown(
+        perturbed_blocks(
+            {
+                **out,
+                "commit": "0123456789abc",
+                "perturbation": "RLVR_PERTURB=1e-6",
+                "committed_counts": {"reproduced": 1},
+                "perturbed_counts": {"differs": 2},
+            }
+        ),
+        "x",
+    )
     assert "RLVR_PERTURB=1e-6" in text and "| a | reproduced | [0.8, 0.9] | differs | [0.6, 0.7] |" in text
 
 
-@pytest.mark.parametrize("value, ok", [("", False), ("abc", False), ("-1e-6", False), ("0.5", False),
-                                       ("1e-6", True), ("0", True)])
+@pytest.mark.parametrize(
+    "value, ok", [("", False), ("abc", False), ("-1e-6", False), ("0.5", False), ("1e-6", True), ("0", True)]
+)
 def test_the_perturbation_knob_is_checked(monkeypatch, value, ok):
-    from rlvr.config import ConfigError
-    from rlvr.stages.warmup import perturbation
+    from rlvr.fields import ConfigError
+    from rlvr.pipeline.stages.warmup import perturbation
 
     monkeypatch.setenv("RLVR_PERTURB", value)
     if ok:
@@ -320,17 +413,20 @@ def test_the_perturbation_knob_is_checked(monkeypatch, value, ok):
 
 def test_a_perturbation_moves_the_weights_by_about_its_size():
     import torch
-
     from conftest import make
-    from rlvr.config import ModelConfig
+
+    from rlvr.configs import ModelConfig
     from rlvr.model import TinyLM
-    from rlvr.stages.warmup import perturb_
+    from rlvr.pipeline.stages.warmup import perturb_
 
     torch.manual_seed(0)
     a = TinyLM(make(ModelConfig, d_model=32, n_head=2), 20)
     b = TinyLM(make(ModelConfig, d_model=32, n_head=2), 20)
     b.load_state_dict(a.state_dict())
     perturb_(b, 1e-6, seed=3)
-    rel = [((pb - pa).abs() / pa.abs().clamp(min=1e-30)).max().item() for pa, pb in zip(a.parameters(), b.parameters())
-           if pa.abs().sum() > 0]
+    rel = [
+        ((pb - pa).abs() / pa.abs().clamp(min=1e-30)).max().item()
+        for pa, pb in zip(a.parameters(), b.parameters())
+        if pa.abs().sum() > 0
+    ]
     assert max(rel) > 0 and max(rel) < 1e-5

@@ -80,7 +80,7 @@ def test_a_slip_changes_only_the_last_digit_and_follows_its_facts_rate():
 
 
 def test_author_solve_rate_is_one_minus_the_facts_slip_rate():
-    from rlvr.config import SlipNoise, UniformNoise
+    from rlvr.configs import SlipNoise, UniformNoise
     from rlvr.noise import author_solve_rates, slip_table
 
     train, held = split("two_digit", 300, seed=0)

@@ -1,10 +1,10 @@
 import torch
-
 from conftest import make
-from rlvr.config import ModelConfig, SFTConfig
+
+from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.model import TinyLM
-from rlvr.rollout import accuracy
 from rlvr.noise import noisy_rows
+from rlvr.rollout import accuracy
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
@@ -17,20 +17,13 @@ def test_clean_sft_learns_single_digit_addition():
     model = TinyLM(make(ModelConfig), len(tok))
     train, _ = split("single_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train, 0.0, repeats=8, seed=0), tok)
-    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003)
+    cfg = make(
+        SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003
+    )
     gen = torch.Generator().manual_seed(0)
     curve = train_sft(model, tokens, mask, cfg, gen, progress=False)
     assert curve[-1]["loss"] < curve[0]["loss"]
     assert accuracy(model, train, 1, 2, 0.0, tok, gen) >= 0.9
-
-
-def _full_loss(model, tokens, mask):
-    """The plain definition: every row through the whole model."""
-    import torch.nn.functional as F
-
-    logits = model(tokens[:, :-1])  # (B, T-1, V)
-    ce = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")  # (B, T-1)
-    return (ce * mask).sum() / mask.sum()
 
 
 def _grads(model, loss_fn):
@@ -42,8 +35,8 @@ def _grads(model, loss_fn):
 
 def test_shared_prefix_loss_equals_the_full_forward_in_value_and_gradient():
     """Two-digit rows of different lengths (right padding): the system prompt encoded once per batch
-    gives the same loss and gradients as running every row whole."""
-    from rlvr.sft import sft_loss, shared_prefix_len
+    gives the same loss and gradients as the reference `sft_loss`, every row run whole."""
+    from rlvr.sft import sft_loss, sft_loss_shared_prefix, shared_prefix_len
 
     tok = Tokenizer()
     torch.manual_seed(0)
@@ -51,15 +44,15 @@ def test_shared_prefix_loss_equals_the_full_forward_in_value_and_gradient():
     train, _ = split("two_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train[::300], 0.5, repeats=1, seed=0), tok)
     assert shared_prefix_len(tokens, mask) == len(tok.prompt_ids("")) - 1  # up to <user>, not the operands
-    ours, g_ours = _grads(model, lambda: sft_loss(model, tokens, mask))
-    full, g_full = _grads(model, lambda: _full_loss(model, tokens, mask))
+    ours, g_ours = _grads(model, lambda: sft_loss_shared_prefix(model, tokens, mask))
+    full, g_full = _grads(model, lambda: sft_loss(model, tokens, mask))
     assert torch.allclose(ours, full, atol=1e-6)
     assert torch.allclose(g_ours, g_full, atol=1e-5)
 
 
 def test_shared_prefix_of_one_row_stops_at_its_first_target():
     """A single row agrees with itself everywhere: the shared part must still end where the loss begins."""
-    from rlvr.sft import sft_loss, shared_prefix_len
+    from rlvr.sft import sft_loss, sft_loss_shared_prefix, shared_prefix_len
 
     tok = Tokenizer()
     torch.manual_seed(1)
@@ -67,7 +60,9 @@ def test_shared_prefix_of_one_row_stops_at_its_first_target():
     tokens, mask = encode_sft([{"prompt": "3 + 4 =", "label": "7"}], tok)
     first_target = int(mask[0].nonzero()[0])
     assert shared_prefix_len(tokens, mask) == first_target + 1
-    assert torch.allclose(sft_loss(model, tokens, mask), _full_loss(model, tokens, mask), atol=1e-6)
+    assert torch.allclose(
+        sft_loss_shared_prefix(model, tokens, mask), sft_loss(model, tokens, mask), atol=1e-6
+    )
 
 
 def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
@@ -77,7 +72,9 @@ def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
     tokens, mask = encode_sft(rows, tok)
     clean = encode_sft(rows, tok, field="answer")
     assert not torch.equal(tokens, clean[0]) and torch.equal(mask, clean[1])
-    cfg = make(SFTConfig, noise={"kind": "uniform", "rate": 1.0}, repeats=1, clean_epochs=2, epochs=1, batch_size=32)
+    cfg = make(
+        SFTConfig, noise={"kind": "uniform", "rate": 1.0}, repeats=1, clean_epochs=2, epochs=1, batch_size=32
+    )
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     curve = train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)
@@ -115,19 +112,30 @@ def test_warm_up_saved_then_continued_is_bit_identical_to_one_run(tmp_path):
     """What the pipeline does (stage warmup@, then sft@ in another process, through the saved state)
     gives the weights and curve of training both phases in one call, bit for bit; without the saved
     optimiser moments or generator it would not."""
-    from rlvr import checkpoint
     from rlvr.optim import AdamW
+    from rlvr.pipeline import checkpoint
     from rlvr.sft import fit_noisy, warm_up
 
     tok, (tokens, mask), clean, cfg = _warmup_case(clean_epochs=2)
     one = _fresh(tok)
-    one_curve = train_sft(one, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)
+    one_curve = train_sft(
+        one, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean
+    )
 
     model = _fresh(tok)
     gen = torch.Generator().manual_seed(0)
     opt, curve = warm_up(model, clean, cfg, gen, progress=False)
-    path = checkpoint.save_warmup(tmp_path / "w.pt", model, tok, "warmup@x", "h", opt.state_dict(), gen.get_state(),
-                                  curve, checkpoint.answers_digest(clean[0]))
+    path = checkpoint.save_warmup(
+        tmp_path / "w.pt",
+        model,
+        tok,
+        "warmup@x",
+        "h",
+        opt.state_dict(),
+        gen.get_state(),
+        curve,
+        checkpoint.answers_digest(clean[0]),
+    )
     state = checkpoint.load_warmup(path, tok, "warmup@x", "h")
     resumed = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     resumed.load_state_dict(state.optimizer)
@@ -135,7 +143,9 @@ def test_warm_up_saved_then_continued_is_bit_identical_to_one_run(tmp_path):
     gen2.set_state(state.generator)
     two_curve = state.curve + fit_noisy(state.model, resumed, tokens, mask, cfg, gen2, progress=False)
     assert two_curve == one_curve
-    assert all(torch.equal(a, b) for a, b in zip(one.state_dict().values(), state.model.state_dict().values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(one.state_dict().values(), state.model.state_dict().values())
+    )
 
     cold = checkpoint.load_warmup(path, tok, "warmup@x", "h")  # same weights and data order, fresh moments
     gen3 = torch.Generator()

@@ -5,9 +5,9 @@ import json
 
 import pytest
 import yaml
-
 from conftest import tiny_raw
-from rlvr.stages import run_stage
+
+from rlvr.pipeline.run import run_stage
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_seed_results_do_not_depend_on_how_many_workers_trained_them(tiny_repo):
 
 
 def test_a_bad_thread_budget_is_one_line(tiny_repo, monkeypatch):
-    from rlvr.config import ConfigError
+    from rlvr.fields import ConfigError
 
     monkeypatch.setenv("RLVR_THREADS", "two")
     with pytest.raises(ConfigError, match="RLVR_THREADS = 'two': must be a whole number >= 1"):
@@ -57,7 +57,7 @@ def _mark_started(seed: int, folder: str):
     """A seed's work that only leaves a trace that it began."""
     from pathlib import Path
 
-    from rlvr.stages.common import SeedResult
+    from rlvr.pipeline.seeds import SeedResult
 
     (Path(folder) / f"seed{seed}").write_text("started")
     return SeedResult({"seed": seed}, [], {})
@@ -68,7 +68,7 @@ def test_seed_workers_start_on_entry_before_any_result_is_asked_for(tmp_path):
     must already be training by then, not wait for the first result to be consumed."""
     import time
 
-    from rlvr.stages.common import seed_results
+    from rlvr.pipeline.seeds import seed_results
 
     with seed_results(_mark_started, [0, 1], (str(tmp_path),), workers=2) as results:
         deadline = time.monotonic() + 120
@@ -91,28 +91,32 @@ def test_an_error_while_seed_workers_run_stops_them(tmp_path):
     no seed finishes, and nothing waits out their training."""
     import time
 
-    from rlvr.stages.common import seed_results
+    from rlvr.pipeline.seeds import seed_results
 
-    t0 = time.monotonic()
     with pytest.raises(RuntimeError, match="store down"):
         with seed_results(_slow_mark, [0, 1, 2], (str(tmp_path),), workers=2):
             time.sleep(1)
             raise RuntimeError("store down")
-    assert time.monotonic() - t0 < 50 and list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # a worker left to finish would have written its mark
 
 
 def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     """pass@k scores its models in the seed workers, one torch thread each: the counts of one worker
     and of two are the same, and every model gets the same draws (one checkpoint listed three times)."""
-    from rlvr.config import load_params
-    from rlvr.pipeline import config_hash
-    from rlvr.runtime import read_heldout
-    from rlvr.stages.common import seed_results
-    from rlvr.stages.passk import score
+    from rlvr.pipeline.config import load_params
+    from rlvr.pipeline.files import read_heldout
+    from rlvr.pipeline.seeds import seed_results
+    from rlvr.pipeline.specs import config_hash
+    from rlvr.pipeline.stages.passk import score
     from rlvr.tasks import problems_of
 
     params = load_params("params.yaml")
-    model = ("sft/seed0", "data/two_digit/sft/seed0.pt", "sft@two_digit/seed0", config_hash("sft", "two_digit", params))
+    model = (
+        "sft/seed0",
+        "data/two_digit/sft/seed0.pt",
+        "sft@two_digit/seed0",
+        config_hash("sft", "two_digit", params),
+    )
     problems = problems_of(read_heldout("data/two_digit/heldout.json"), "two_digit")[:20]
     args = ([model] * 3, problems, 8, params.task("two_digit").max_new_tokens, 1.0, params.seed)
     runs = []
@@ -127,14 +131,16 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
 def test_a_run_whose_true_answers_differ_from_its_warm_up_is_refused(tiny_repo):
     """The warm-up state records a digest of the true answers it trained on; SFT from it on other
     rows (here: one answer edited) stops with one line naming the run and the warm-up."""
-    from rlvr.config import UserError
+    from rlvr.fields import UserError
 
     d, _ = tiny_repo
     rows_path = d / "data/two_digit/sft.jsonl"
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
     rows[0]["answer"] = str(int(rows[0]["answer"]) + 1)
     rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(UserError, match="sft.two_digit: its rows' true answers differ from those warm-up 'two_digit'"):
+    with pytest.raises(
+        UserError, match="sft.two_digit: its rows' true answers differ from those warm-up 'two_digit'"
+    ):
         run_stage("sft", "two_digit", progress=False)
 
 
@@ -145,11 +151,11 @@ def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_
 
     import torch
 
-    from rlvr import paths
-    from rlvr.checkpoint import CheckpointError
-    from rlvr.config import load_params
-    from rlvr.pipeline import config_hash
-    from rlvr.stages.common import load_start
+    from rlvr.pipeline import paths
+    from rlvr.pipeline.checkpoint import CheckpointError
+    from rlvr.pipeline.config import load_params
+    from rlvr.pipeline.seeds import load_start
+    from rlvr.pipeline.specs import config_hash
     from rlvr.tokenizer import Tokenizer
 
     d, _ = tiny_repo
@@ -162,7 +168,9 @@ def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_
     saved = torch.load(start.checkpoint(1), weights_only=True)["model"]
     assert all(torch.equal(one.state_dict()[k], v) for k, v in saved.items())
     shutil.copy(start.checkpoint(0), start.checkpoint(1))
-    with pytest.raises(CheckpointError, match=r"seed1.pt: holds 'sft@two_digit/seed0', expected 'sft@two_digit/seed1'"):
+    with pytest.raises(
+        CheckpointError, match=r"seed1.pt: holds 'sft@two_digit/seed0', expected 'sft@two_digit/seed1'"
+    ):
         run_stage("grpo", "grpo", progress=False)
     assert not (d / "reports/metrics/grpo-grpo.json").exists()  # refused before any training
 
@@ -181,8 +189,8 @@ def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelin
     equal the passk stage's for the same chains, bit for bit on one machine. The chosen start is
     the one whose SFT never-solved count is closest to the target; the results and the figure are
     written where the report reads them."""
-    from rlvr.config import load_params
-    from rlvr.stages.starts import run_starts
+    from rlvr.pipeline.config import load_params
+    from rlvr.pipeline.starts import run_starts
 
     d, _ = tiny_repo
     for variant in ("grpo", "dapo"):
@@ -203,10 +211,13 @@ def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelin
 
 
 def test_the_sft_side_choice_is_by_never_solved_then_pass_at_64():
-    from rlvr.stages.starts import sft_side_choice
+    from rlvr.pipeline.starts import sft_side_choice
 
-    sft = {"a": {"never_solved": 2.0, "pass_at_n": 0.99}, "b": {"never_solved": 7.5, "pass_at_n": 0.97},
-           "c": {"never_solved": 8.0, "pass_at_n": 0.985}}
+    sft = {
+        "a": {"never_solved": 2.0, "pass_at_n": 0.99},
+        "b": {"never_solved": 7.5, "pass_at_n": 0.97},
+        "c": {"never_solved": 8.0, "pass_at_n": 0.985},
+    }
     assert sft_side_choice(sft, 5, 0.983) == "b"  # 2.5 from 5; a and c are 3 away
     del sft["b"]
     assert sft_side_choice(sft, 5, 0.983) == "c"  # a tie at 3, broken by pass@64 (0.002 from 0.983)

@@ -2,25 +2,43 @@
 
 import pytest
 
-from rlvr.config import ConfigError
-from rlvr.sweep import experiments, sweep_report, sweep_rows, varied
+from rlvr.fields import ConfigError
+from rlvr.report.sweep import experiments, sweep_report, sweep_rows, varied
 
 
 def _exp(name, beta, steps, pass1, pass64, never, cross):
     params = {"variants": {"grpo": {"task": "two_digit", "beta": beta, "steps": steps}}, "seed": 0}
-    passk = {"sft": {"pass_at_1": 0.52, "pass_at_n": 0.987, "never_solved": 4},
-             "variants": {"grpo": {"pass_at_1_rl": pass1, "pass_at_n_rl": pass64, "never_solved_rl": never,
-                                   "crossover_k": cross}}}
-    return {"rev": name * 8, "name": name,
-            "data": {"params": {"params.yaml": {"data": params}},
-                     "metrics": {"reports/metrics/passk.json": {"data": passk}}}}
+    passk = {
+        "sft": {"pass_at_1": 0.52, "pass_at_n": 0.987, "never_solved": 4},
+        "variants": {
+            "grpo": {
+                "pass_at_1_rl": pass1,
+                "pass_at_n_rl": pass64,
+                "never_solved_rl": never,
+                "crossover_k": cross,
+            }
+        },
+    }
+    return {
+        "rev": name * 8,
+        "name": name,
+        "data": {
+            "params": {"params.yaml": {"data": params}},
+            "metrics": {"reports/metrics/passk.json": {"data": passk}},
+        },
+    }
 
 
 def show():
     base = _exp("workspace", 0.04, 100, 0.846, 0.986, 4.25, 44.0)
-    head = {**_exp("abc1234", 0.04, 100, 0.846, 0.986, 4.25, 44.0), "name": None,
-            "experiments": [{"revs": [_exp("sweep-b0", 0.0, 100, 0.85, 0.981, 5.75, 20.0)]},
-                            {"revs": [_exp("sweep-b1", 0.1, 50, 0.80, 0.990, 3.0, None)]}]}
+    head = {
+        **_exp("abc1234", 0.04, 100, 0.846, 0.986, 4.25, 44.0),
+        "name": None,
+        "experiments": [
+            {"revs": [_exp("sweep-b0", 0.0, 100, 0.85, 0.981, 5.75, 20.0)]},
+            {"revs": [_exp("sweep-b1", 0.1, 50, 0.80, 0.990, 3.0, None)]},
+        ],
+    }
     return [base, head]
 
 
@@ -48,10 +66,15 @@ def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
 
 def test_failed_runs_are_left_out_and_inherited_settings_filled_in():
     ok = _exp("sweep-ok", 0.0, 50, 0.8, 0.98, 5.0, 30.0)
-    failed = {**_exp("sweep-failed", 0.0, 100, 0.846, 0.986, 4.25, 44.0), "error": {"msg": "Experiment run failed"}}
+    failed = {
+        **_exp("sweep-failed", 0.0, 100, 0.846, 0.986, 4.25, 44.0),
+        "error": {"msg": "Experiment run failed"},
+    }
     base = _exp("abc1234", 0.0, 0, 0.846, 0.986, 4.25, 44.0)
-    base["data"]["params"]["params.yaml"]["data"] = {"grpo": {"defaults": {"beta": 0.04, "steps": 100}},
-                                                     "variants": {"grpo": {"task": "two_digit"}}}
+    base["data"]["params"]["params.yaml"]["data"] = {
+        "grpo": {"defaults": {"beta": 0.04, "steps": 100}},
+        "variants": {"grpo": {"task": "two_digit"}},
+    }
     workspace = {**base, "rev": "workspace", "name": None}
     exps = experiments([workspace, {**base, "experiments": [{"revs": [ok]}, {"revs": [failed]}]}])
     assert [e["name"] for e in exps] == ["abc1234", "sweep-ok"]  # workspace = its commit; failed run dropped

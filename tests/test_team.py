@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, tiny_checkout
+
+pytestmark = pytest.mark.slow  # integration: dvc repro and an MLflow server
 
 BIN = Path(sys.executable).parent
 MLFLOW = BIN / "mlflow"
@@ -111,10 +112,21 @@ def server_command(folder: Path, port: int) -> list[str]:
     """A team server in miniature: SQL backend store, artifacts proxied by the server into a folder
     (clients upload over HTTP and never see the folder, as they would not see an S3 bucket).
     One worker: this machine has two cores."""
-    return [str(MLFLOW), "server",
-            "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-            "--artifacts-destination", str(folder / "artifacts"), "--serve-artifacts",
-            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    return [
+        str(MLFLOW),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{folder / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(folder / "artifacts"),
+        "--serve-artifacts",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
 
 
 def wait_healthy(uri: str, proc: subprocess.Popen, log: Path, timeout: float = SERVER_START_S) -> None:
@@ -122,7 +134,9 @@ def wait_healthy(uri: str, proc: subprocess.Popen, log: Path, timeout: float = S
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"mlflow server exited with {proc.returncode} before answering:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"mlflow server exited with {proc.returncode} before answering:\n{log.read_text()[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
                 if answer.status == 200:
@@ -130,7 +144,9 @@ def wait_healthy(uri: str, proc: subprocess.Popen, log: Path, timeout: float = S
         except OSError:
             pass
         time.sleep(0.5)
-    pytest.fail(f"mlflow server did not answer {uri}/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+    pytest.fail(
+        f"mlflow server did not answer {uri}/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}"
+    )
 
 
 def group_alive(pgid: int) -> bool:
@@ -169,8 +185,9 @@ def mlflow_server(tmp_path_factory):
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = folder / "server.log"
     with log.open("w") as sink:
-        proc = subprocess.Popen(command, cwd=folder, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         uri = f"http://127.0.0.1:{port}"
         wait_healthy(uri, proc, log)
@@ -185,8 +202,12 @@ def mlflow_server(tmp_path_factory):
 def team_env(d: Path, tracking_uri: str) -> dict:
     """A teammate's shell in repo `d`: this venv first on PATH, the repo's code importable, the shared
     tracking server set, no DVC stage variables leaking in from an outer run."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d),
-           "MLFLOW_TRACKING_URI": tracking_uri}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(d),
+        "MLFLOW_TRACKING_URI": tracking_uri,
+    }
     for name in ("DVC_ROOT", "DVC_STAGE", "DVC_EXP_NAME", "RLVR_RECORD_READS"):
         env.pop(name, None)
     return env
@@ -270,8 +291,10 @@ def test_repro_logs_every_stage_to_the_server_and_its_artifact_root(clone_a, mlf
 
     seed0 = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())["mlflow_seed_run_ids"]["0"]
     report = next(r.info.run_id for r in top if r.data.tags["dvc.stage"] == "report")
-    for run_id, name, local in ((seed0, "seed0.pt", "data/grpo/grpo/seed0.pt"),
-                                (report, "report.html", "reports/report.html")):
+    for run_id, name, local in (
+        (seed0, "seed0.pt", "data/grpo/grpo/seed0.pt"),
+        (report, "report.html", "reports/report.html"),
+    ):
         stored = [p for p in mlflow_server.artifacts.rglob(name) if run_id in p.parts]
         assert len(stored) == 1, f"{name} of run {run_id} not under {mlflow_server.artifacts}"
         assert md5(stored[0]) == md5(d / local)
@@ -291,7 +314,9 @@ def test_clone_with_the_lock_pulls_every_output_and_reruns_nothing(clone_a, publ
     assert output_md5s(b.path, lock) == output_md5s(clone_a.path, lock)
 
 
-def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_all_cached(clone_a, published, tmp_path):
+def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_all_cached(
+    clone_a, published, tmp_path
+):
     """B checks out the commit before A's results (code, params, dvc.yaml; no dvc.lock, no metrics).
     `dvc repro --pull` fetches the run-cache and, for a stage found there, its outputs; it restores
     the stages whose outputs are all DVC-cached (data@*, check) without running them, with A's lock
@@ -301,8 +326,12 @@ def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_a
     a = clone_a.path
     restorable = fully_cached_stages(a)
     assert restorable and restorable <= run_cache_stages(a)
-    computed = {s for s in lock_stages(a) if s.split("@")[0] in ("sft", "grpo", "passk", "hack", "worked", "report")}
-    assert computed and not computed & run_cache_stages(a), "model stages are run-cached now: update docs/team.md"
+    computed = {
+        s for s in lock_stages(a) if s.split("@")[0] in ("sft", "grpo", "passk", "hack", "worked", "report")
+    }
+    assert computed and not computed & run_cache_stages(a), (
+        "model stages are run-cached now: update docs/team.md"
+    )
 
     b = clone_b(clone_a, tmp_path / "b")
     sh("git reset -q --hard HEAD~1", b.path, b.env)  # back to "team remote": A's results are not here

@@ -1,7 +1,7 @@
 import pytest
 from mlflow.tracking import MlflowClient
 
-from rlvr.tracking import EXPERIMENT, TrackingError, stage_run
+from rlvr.pipeline.tracking import EXPERIMENT, TrackingError, stage_run
 
 
 def runs(uri):

@@ -1,8 +1,15 @@
 import torch
 
-from rlvr.verifiers import (answer_targets, digit_counts, exact_match, final_answer, final_answer_reward,
-                            response_text, substring_reward)
 from rlvr.tokenizer import Tokenizer
+from rlvr.verifiers import (
+    answer_targets,
+    digit_counts,
+    exact_match,
+    final_answer,
+    final_answer_reward,
+    response_text,
+    substring_reward,
+)
 
 TOK = Tokenizer()
 
@@ -30,8 +37,12 @@ def test_vectorised_exact_match_agrees_with_decode_and_compare():
     after = (is_eos.cumsum(1) - is_eos) > 0
     resp = resp.masked_fill(after, TOK.pad_id)  # pad after the first <eos>, as the sampler does
     fast = exact_match(resp, answer_targets(answers, TOK), n, TOK.pad_id)
-    slow = [float(TOK.decode(r.tolist()).split("<eos>")[0] == answers[i // n] and "<eos>" in TOK.decode(r.tolist()))
-            for i, r in enumerate(resp)]
+    slow = [
+        float(
+            TOK.decode(r.tolist()).split("<eos>")[0] == answers[i // n] and "<eos>" in TOK.decode(r.tolist())
+        )
+        for i, r in enumerate(resp)
+    ]
     assert fast.tolist() == slow and sum(slow) > 0
 
 

@@ -4,42 +4,65 @@
 import numpy as np
 import pytest
 
-from rlvr.curves import curve_band, split_curve
 from rlvr.passk import pass_at_k_curve, summarise_counts
-from rlvr.render import Bullets, Contents, Figure, Heading, Para, Table, html_page, inline_html, markdown
-from rlvr.report import Evidence, book_text, reason
+from rlvr.pipeline.curves import curve_band, split_curve
+from rlvr.report.claims import Evidence, book_text, reason
+from rlvr.report.document import (
+    Bullets,
+    Contents,
+    Figure,
+    Heading,
+    Para,
+    Table,
+    html_page,
+    inline_html,
+    markdown,
+)
 
 
 def test_inline_html_escapes_everything_but_bold_code_and_anchor_links():
     assert inline_html("<b>x</b> & **y** `a<b` [go](#summary)") == (
-        "&lt;b&gt;x&lt;/b&gt; &amp; <b>y</b> <code>a&lt;b</code> <a href=\"#summary\">go</a>")
+        '&lt;b&gt;x&lt;/b&gt; &amp; <b>y</b> <code>a&lt;b</code> <a href="#summary">go</a>'
+    )
     assert inline_html("[out](https://x.org)") == "[out](https://x.org)"  # only in-page links are links
 
 
 def test_one_document_two_outputs_with_contents_captions_and_collapsed_details():
-    blocks = [Heading("Report", 1), Contents(2), Heading("Summary", 2, "summary"), Para("**3** claims"),
-              Table(["id", "verdict"], [["A1", "differs"]], "verdicts", ["differs"], ["rule: x <= 1"], "rule"),
-              Heading("Figures", 2, "figures"), Figure("f.png", b"\x89PNG", "What it shows.", "stage `x`"),
-              Bullets(["one", "two"])]
+    blocks = [
+        Heading("Report", 1),
+        Contents(2),
+        Heading("Summary", 2, "summary"),
+        Para("**3** claims"),
+        Table(["id", "verdict"], [["A1", "differs"]], "verdicts", ["differs"], ["rule: x <= 1"], "rule"),
+        Heading("Figures", 2, "figures"),
+        Figure("f.png", b"\x89PNG", "What it shows.", "stage `x`"),
+        Bullets(["one", "two"]),
+    ]
     md, page = markdown(blocks, "figs"), html_page(blocks, "t")
     assert "- [Summary](#summary)\n- [Figures](#figures)" in md
     assert "| id | verdict | rule |" in md and "| A1 | differs | rule: x <= 1 |" in md
     assert "![f.png](figs/f.png)\n\n*What it shows.*" in md
     assert '<nav class="toc" id="contents"><b>Contents</b><ul><li><a href="#summary">' in page
-    assert '<td class="verdict">differs</td><td><details><summary>rule</summary>rule: x &lt;= 1</details></td>' in page
+    assert (
+        '<td class="verdict">differs</td><td><details><summary>rule</summary>rule: x &lt;= 1</details></td>'
+        in page
+    )
     assert "<figcaption>What it shows.<details><summary>provenance</summary>stage <code>x</code>" in page
     assert page.index('id="summary"') < page.index("<table")
 
 
-@pytest.mark.parametrize("claim, shown", [
-    ({"kind": "exact", "book": 0.57, "tol": 0.05}, "0.57"),
-    ({"kind": "range", "book": 0.5, "lo": 0.0, "hi": 0.5}, "0 – 0.5"),
-    ({"kind": "greater", "book": 0.0, "other_value": 0.0}, "—"),  # "rises": a direction, not the number 0
-    ({"kind": "greater", "book": 0.0, "other": ["f.json", "k"]}, "—"),
-    ({"kind": "close", "book": 0.0, "other": ["f.json", "k"], "tol": 0.05}, "—"),
-    ({"kind": "greater", "book": 0.8, "other_value": 0.8}, "> 0.8"),
-    ({"kind": "less", "book": 0.5, "other_value": 0.5}, "< 0.5"),
-])
+@pytest.mark.parametrize(
+    "claim, shown",
+    [
+        ({"kind": "exact", "book": 0.57, "tol": 0.05}, "0.57"),
+        ({"kind": "range", "book": 0.5, "lo": 0.0, "hi": 0.5}, "0 – 0.5"),
+        ({"kind": "greater", "book": 0.0, "other_value": 0.0}, "—"),  # "rises": a direction, not the number 0
+        ({"kind": "greater", "book": 0.0, "other": ["f.json", "k"]}, "—"),
+        ({"kind": "close", "book": 0.0, "other": ["f.json", "k"], "tol": 0.05}, "—"),
+        ({"kind": "greater", "book": 0.8, "other_value": 0.8}, "> 0.8"),
+        ({"kind": "less", "book": 0.5, "other_value": 0.5}, "< 0.5"),
+    ],
+)
 def test_book_column_shows_a_dash_where_the_book_gives_only_a_direction(claim, shown):
     assert book_text(claim) == shown
 
@@ -48,22 +71,30 @@ def test_reason_says_where_the_decisive_interval_lies():
     claim = {"kind": "exact", "book": 0.57, "tol": 0.05}
     above = Evidence(0.93, 0.92, 0.94, "6 seeds")
     assert reason({**claim, "verdict": "differs", "tested": above, "evidence": above}) == (
-        "Our interval [0.92, 0.94] (6 seeds) lies wholly above 0.62")
+        "Our interval [0.92, 0.94] (6 seeds) lies wholly above 0.62"
+    )
     straddle = Evidence(0.52, 0.50, 0.54, "4 seeds")
     assert reason({**claim, "verdict": "inconclusive", "tested": straddle, "evidence": straddle}).startswith(
-        "Our interval [0.5, 0.54] (4 seeds) straddles the bound 0.52")
+        "Our interval [0.5, 0.54] (4 seeds) straddles the bound 0.52"
+    )
     undefined = Evidence(44.0, None, None, "4 seeds, 2 undefined", [40, None, 48, None])
     assert reason({**claim, "verdict": "differs", "tested": undefined, "evidence": undefined}).startswith(
-        "2 chain(s) give no value")
+        "2 chain(s) give no value"
+    )
 
 
 def test_a_curve_splits_into_tables_without_empty_cells():
-    curve = [{"step": 0, "eval_acc": 0.5, "eval_kl_exact_nats": 0.0},
-             {"step": 1, "reward_mean": 0.4}, {"step": 2, "reward_mean": 0.6, "eval_acc": 0.7, "eval_kl_exact_nats": 0.1}]
+    curve = [
+        {"step": 0, "eval_acc": 0.5, "eval_kl_exact_nats": 0.0},
+        {"step": 1, "reward_mean": 0.4},
+        {"step": 2, "reward_mean": 0.6, "eval_acc": 0.7, "eval_kl_exact_nats": 0.1},
+    ]
     train, evals = split_curve(curve)
     assert train == [{"step": 1, "reward_mean": 0.4}, {"step": 2, "reward_mean": 0.6}]
-    assert evals == [{"step": 0, "eval_acc": 0.5, "eval_kl_exact_nats": 0.0},
-                     {"step": 2, "eval_acc": 0.7, "eval_kl_exact_nats": 0.1}]
+    assert evals == [
+        {"step": 0, "eval_acc": 0.5, "eval_kl_exact_nats": 0.0},
+        {"step": 2, "eval_acc": 0.7, "eval_kl_exact_nats": 0.1},
+    ]
 
 
 def test_seed_band_is_the_t_interval_cut_to_the_range():
@@ -93,8 +124,9 @@ def test_passk_curves_cover_every_k_with_the_difference_from_each_chains_sft():
     curve = lambda key: pass_at_k_curve(counts[key], n, np.arange(1, n + 1))[1]  # noqa: E731
     for i, row in enumerate(curves["v"]):
         assert row["pass_at_k"] == pytest.approx(np.mean([curve(f"v/seed{s}")[i] for s in seeds]))
-        assert row["minus_sft"] == pytest.approx(np.mean([curve(f"v/seed{s}")[i] - curve(f"sft/seed{s}")[i]
-                                                          for s in seeds]))
+        assert row["minus_sft"] == pytest.approx(
+            np.mean([curve(f"v/seed{s}")[i] - curve(f"sft/seed{s}")[i] for s in seeds])
+        )
         assert row["minus_sft_lo"] <= row["minus_sft"] <= row["minus_sft_hi"]
     for i, row in enumerate(curves["sft"]):
         assert row["pass_at_k"] == pytest.approx(np.mean([curve(f"sft/seed{s}")[i] for s in seeds]))
@@ -102,42 +134,61 @@ def test_passk_curves_cover_every_k_with_the_difference_from_each_chains_sft():
 
 
 def test_passk_figures_draw_from_chain_counts(tmp_path):
-    from rlvr import plots
+    from rlvr.report import plots
 
     n, seeds = 8, [0, 1, 2]
     counts = _chain_counts(n, seeds=seeds)
     counts.update({f"grpo/seed{s}": counts[f"v/seed{s}"] for s in (0, 1)})
     chains = {"sft": seeds, "base2": seeds, "v": seeds, "grpo": [0, 1]}
     _, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0, contrast="base2")
-    for path in (plots.passk_curves(curves, n, "base2", tmp_path / "c.png"),
-                 plots.passk_scatter(counts, chains, n, tmp_path / "s.png"),
-                 plots.passk_solve_rates(counts, chains, n, "base2", tmp_path / "r.png")):
+    for path in (
+        plots.passk_curves(curves, n, "base2", tmp_path / "c.png"),
+        plots.passk_scatter(counts, chains, n, tmp_path / "s.png"),
+        plots.passk_solve_rates(counts, chains, n, "base2", tmp_path / "r.png"),
+    ):
         assert path.read_bytes().startswith(b"\x89PNG")
 
 
 def test_problem_tables_count_a_problem_as_sft_solved_if_any_chain_solves_it():
-    from rlvr.report import problem_tables
+    from rlvr.report.claims import problem_tables
 
-    counts = {"sft/seed0": [0, 3, 0, 0], "sft/seed1": [2, 0, 0, 0],  # problems 0 and 1: one chain each
-              "v/seed0": [0, 0, 0, 1], "v/seed1": [0, 0, 0, 0]}
+    counts = {
+        "sft/seed0": [0, 3, 0, 0],
+        "sft/seed1": [2, 0, 0, 0],  # problems 0 and 1: one chain each
+        "v/seed0": [0, 0, 0, 1],
+        "v/seed1": [0, 0, 0, 0],
+    }
     problems = {"n": 4, "problems": ["p0", "p1", "p2", "p3"], "counts": counts}
     summary, lists = problem_tables(problems, {"variants": {"v": {"never_solved_rl": 3.5}}})
     assert summary == [["v", 2, 3.5, 2, 1]]
-    assert lists["v"] == [["SFT only", "p0", "0 2 (of 4)", "0 0"], ["SFT only", "p1", "3 0 (of 4)", "0 0"],
-                          ["v only", "p3", "0 0 (of 4)", "1 0"]]
+    assert lists["v"] == [
+        ["SFT only", "p0", "0 2 (of 4)", "0 0"],
+        ["SFT only", "p1", "3 0 (of 4)", "0 0"],
+        ["v only", "p3", "0 0 (of 4)", "1 0"],
+    ]
 
 
 def test_every_figure_the_pipeline_writes_has_a_caption():
-    from rlvr import paths, plots
-    from rlvr.stages.report import caption
+    from rlvr.pipeline import paths
+    from rlvr.pipeline.stages.report import caption
+    from rlvr.report import plots
 
-    written = [*paths.WORKED_FIGURES, paths.hack("x").figure.name, "grpo-curves-chapter-a.png",
-               "grpo-curves-chapter-b.png", "starts-passk.png",
-               *(f.name for f in (lambda x: (x.figure_curves, x.figure_scatter, x.figure_solve_rates))(
-                   paths.passk("a", "b")))]
+    written = [
+        *paths.WORKED_FIGURES,
+        paths.hack("x").figure.name,
+        "grpo-curves-chapter-a.png",
+        "grpo-curves-chapter-b.png",
+        "starts-passk.png",
+        *(
+            f.name
+            for f in (lambda x: (x.figure_curves, x.figure_scatter, x.figure_solve_rates))(
+                paths.passk("a", "b")
+            )
+        ),
+    ]
     assert sorted(written) == sorted(plots.CAPTIONS)
     assert all(chapter in "AB" and len(text) > 40 for chapter, text in plots.CAPTIONS.values())
-    from rlvr.config import ConfigError
+    from rlvr.fields import ConfigError
 
     with pytest.raises(ConfigError, match="no caption"):
         caption("new-figure.png")
@@ -146,21 +197,43 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
 def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
     import json
 
-    from rlvr.config import ConfigError
-    from rlvr.summary import summary
+    from rlvr.fields import ConfigError
+    from rlvr.report.summary import summary
 
     with pytest.raises(ConfigError, match="report.json: not found"):
         summary(tmp_path)
     (tmp_path / "metrics").mkdir()
-    (tmp_path / "report.json").write_text(json.dumps({
-        "counts": {"reproduced": 2, "differs": 1, "inconclusive": 0, "cited": 1, "missing": 0},
-        "claims": {"A": {"verdict": "reproduced"}, "B": {"verdict": "differs"}, "C": {"verdict": "reproduced"}}}))
+    (tmp_path / "report.json").write_text(
+        json.dumps(
+            {
+                "counts": {"reproduced": 2, "differs": 1, "inconclusive": 0, "cited": 1, "missing": 0},
+                "claims": {
+                    "A": {"verdict": "reproduced"},
+                    "B": {"verdict": "differs"},
+                    "C": {"verdict": "reproduced"},
+                },
+            }
+        )
+    )
     for v in ("grpo", "a_very_long_variant_name"):
-        (tmp_path / "metrics" / f"grpo-{v}.json").write_text(json.dumps({
-            "variant": v, "task": "two_digit", "seeds": [0, 1], "eval_acc_final": 0.84,
-            "ci95": {"eval_acc_final": [0.82, 0.86]}, "kl_exact_nats_final": 0.8, "step_seconds_median": 0.1}))
-    (tmp_path / "metrics" / "passk.json").write_text(json.dumps(
-        {"variants": {"grpo": {"pass_at_1_rl": 0.846, "pass_at_n_rl": 0.986, "never_solved_rl": 4.25}}}))
+        (tmp_path / "metrics" / f"grpo-{v}.json").write_text(
+            json.dumps(
+                {
+                    "variant": v,
+                    "task": "two_digit",
+                    "seeds": [0, 1],
+                    "eval_acc_final": 0.84,
+                    "ci95": {"eval_acc_final": [0.82, 0.86]},
+                    "kl_exact_nats_final": 0.8,
+                    "step_seconds_median": 0.1,
+                }
+            )
+        )
+    (tmp_path / "metrics" / "passk.json").write_text(
+        json.dumps(
+            {"variants": {"grpo": {"pass_at_1_rl": 0.846, "pass_at_n_rl": 0.986, "never_solved_rl": 4.25}}}
+        )
+    )
     text = summary(tmp_path)
     assert text.splitlines()[0].startswith("claims: 2 reproduced, 1 differ, 1 cited")
     assert "  differs: B" in text
@@ -175,10 +248,14 @@ def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
 def test_learning_curves_average_a_step_over_the_seeds_that_have_a_value(tmp_path):
     """Dynamic sampling can keep no group at a step (its reward is NaN there): the figure is still
     drawn, from the seeds that have a value."""
-    from rlvr.plots import learning_curves
+    from rlvr.report.plots import learning_curves
 
     rows = lambda vals: [{"step": i, "reward_mean": v} for i, v in enumerate(vals)]  # noqa: E731
-    runs = {"v": {"train": [rows(["", 0.5, 0.6]), rows([0.4, 0.5, 0.7]), rows([float("nan"), 0.5, 0.7])],
-                  "eval": []}}
+    runs = {
+        "v": {
+            "train": [rows(["", 0.5, 0.6]), rows([0.4, 0.5, 0.7]), rows([float("nan"), 0.5, 0.7])],
+            "eval": [],
+        }
+    }
     path = learning_curves(runs, "t", tmp_path / "c.png")
     assert path.stat().st_size > 1000

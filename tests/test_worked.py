@@ -1,17 +1,40 @@
 import json
 
 import pytest
-
 from conftest import TEST_SETTINGS, make, tiny_raw
-from rlvr.config import ConfigError, WorkedConfig, build, parse_params
-from rlvr.worked import (a1_group_of_eight, a2_three_groups, a3_advantage_table, a4_k3_sampled,
-                         a5_aggregation_sign, a6_length_dilution, a7_kl_estimator_bias, a8_memory,
-                         b1_two_of_four, b2_one_of_four, b3_equal_rewards, b4_std_weighting,
-                         b5_signal_probability, b6_token_weights, b7_clip_zero_gradient, b8_k3_derivative,
-                         b10_passk_toy, b14_demo)
 
-FIGURES = ["worked-a2-group-advantages.png", "worked-a7-kl-estimators.png", "worked-a8-memory.png",
-           "worked-b5-signal-probability.png", "worked-b10-passk-toy.png", "worked-b14-demo.png"]
+from rlvr.configs import WorkedConfig
+from rlvr.fields import ConfigError
+from rlvr.pipeline.config import build, parse_params
+from rlvr.worked import (
+    a1_group_of_eight,
+    a2_three_groups,
+    a3_advantage_table,
+    a4_k3_sampled,
+    a5_aggregation_sign,
+    a6_length_dilution,
+    a7_kl_estimator_bias,
+    a8_memory,
+    b1_two_of_four,
+    b2_one_of_four,
+    b3_equal_rewards,
+    b4_std_weighting,
+    b5_signal_probability,
+    b6_token_weights,
+    b7_clip_zero_gradient,
+    b8_k3_derivative,
+    b10_passk_toy,
+    b14_demo,
+)
+
+FIGURES = [
+    "worked-a2-group-advantages.png",
+    "worked-a7-kl-estimators.png",
+    "worked-a8-memory.png",
+    "worked-b5-signal-probability.png",
+    "worked-b10-passk-toy.png",
+    "worked-b14-demo.png",
+]
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +43,7 @@ def demo():
 
 
 # ---------------------------------------------------------------- chapter A
+
 
 def test_a1_half_correct_group_gets_plus_and_minus_one():
     m = a1_group_of_eight()
@@ -86,6 +110,7 @@ def test_a8_memory_bill_for_7b():
 
 # ---------------------------------------------------------------- chapter B
 
+
 def test_b1_b2_b3_group_advantages():
     assert [round(a) for a in b1_two_of_four()["advantages"]] == [1, -1, -1, 1]
     m = b2_one_of_four()
@@ -150,7 +175,10 @@ def test_b10_rl_wins_pass_at_1_and_loses_pass_at_64():
     k = m["crossover_k"]
     assert k is not None and 1 < k <= 64
     i = m["ks"].index(k)
-    assert m["pass_at_k_base"][i] >= m["pass_at_k_rl"][i] and m["pass_at_k_base"][i - 1] < m["pass_at_k_rl"][i - 1]
+    assert (
+        m["pass_at_k_base"][i] >= m["pass_at_k_rl"][i]
+        and m["pass_at_k_base"][i - 1] < m["pass_at_k_rl"][i - 1]
+    )
 
 
 def test_b14_accuracy_rises_wasted_groups_rise_and_hard_prompts_wait(demo):
@@ -169,11 +197,14 @@ def test_b14_demo_is_repeatable_for_a_seed(demo):
 
 # ---------------------------------------------------------------- stage and config
 
-def test_worked_stage_writes_the_json_and_every_figure(tmp_path):
-    from rlvr.paths import WorkedPaths
-    from rlvr.stages.worked import run
 
-    paths = WorkedPaths(tmp_path / "metrics" / "worked.json", tuple(tmp_path / "figures" / f for f in FIGURES))
+def test_worked_stage_writes_the_json_and_every_figure(tmp_path):
+    from rlvr.pipeline.paths import WorkedPaths
+    from rlvr.pipeline.stages.worked import run
+
+    paths = WorkedPaths(
+        tmp_path / "metrics" / "worked.json", tuple(tmp_path / "figures" / f for f in FIGURES)
+    )
     run(parse_params(tiny_raw()), paths)
     on_disk = json.loads(paths.metrics.read_text())
     ids = [f"A{i}" for i in range(1, 9)] + ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B10", "B14"]
@@ -185,15 +216,18 @@ def test_worked_stage_writes_the_json_and_every_figure(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize("field, value, expected", [
-    ("demo_lr", 0.0, "worked.demo_lr = 0.0: must be > 0"),
-    ("demo_group_size", 1, "worked.demo_group_size = 1: must be >= 2"),
-    ("demo_d_min", 6.0, "worked.demo_d_min = 6.0: must be < demo_d_max (5.0)"),
-    ("kl_samples", 0, "worked.kl_samples = 0: must be >= 1"),
-    ("kl_vocab", 1, "worked.kl_vocab = 1: must be >= 2"),
-    ("demo_prompts", 2, "worked.demo_prompts = 2: must be >= 3"),
-    ("demo_iters", 0, "worked.demo_iters = 0: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("demo_lr", 0.0, "worked.demo_lr = 0.0: must be > 0"),
+        ("demo_group_size", 1, "worked.demo_group_size = 1: must be >= 2"),
+        ("demo_d_min", 6.0, "worked.demo_d_min = 6.0: must be < demo_d_max (5.0)"),
+        ("kl_samples", 0, "worked.kl_samples = 0: must be >= 1"),
+        ("kl_vocab", 1, "worked.kl_vocab = 1: must be >= 2"),
+        ("demo_prompts", 2, "worked.demo_prompts = 2: must be >= 3"),
+        ("demo_iters", 0, "worked.demo_iters = 0: must be >= 1"),
+    ],
+)
 def test_bad_worked_config_names_the_field(field, value, expected):
     with pytest.raises(ConfigError) as err:
         build(WorkedConfig, {**TEST_SETTINGS[WorkedConfig], field: value}, "worked")

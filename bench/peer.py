@@ -1,0 +1,196 @@
+"""The peers `rlvr bench --peer trl` measures us against: TRL's GRPOTrainer and Hugging Face `generate`.
+
+Both run on exactly our benchmark workloads, built locally (nothing is downloaded):
+- the model is a GPT-2 (`transformers.GPT2LMHeadModel`) of our TinyLM's width, depth, heads and
+  context, over our vocabulary (GPT-2 adds biases: a few thousand more parameters);
+- the tokenizer is our vocabulary in a `tokenizers` WordLevel model that splits text into our
+  pieces (specials, the system prompt's words, single characters), so a prompt is the same token
+  ids in both stacks;
+- a GRPO step is TRL's optimizer step: generate G completions for each of P prompts, score them,
+  one update (`num_iterations` 1, as our mu = 1), with rewards drawn at random so every group is
+  mixed, as in our benchmark.
+
+TRL and transformers are an optional extra (`pip install -e '.[peer]'`); without it every peer
+figure is reported as "not installed".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import tempfile
+import time
+from collections.abc import Callable
+
+import torch
+
+from rlvr.configs import ModelConfig
+from rlvr.tokenizer import BOS, EOS, PAD, SPECIALS, Tokenizer
+
+
+def available() -> bool:
+    """True when the `peer` extra (trl, transformers, datasets) is importable."""
+    return all(importlib.util.find_spec(m) is not None for m in ("trl", "transformers", "datasets"))
+
+
+def quiet() -> None:
+    """Silence transformers' and TRL's deprecation chatter: the benchmark prints its own figures."""
+    import warnings
+
+    import transformers
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(transformers|trl)\.")
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def versions() -> dict:
+    import transformers
+    import trl
+
+    return {"trl": trl.__version__, "transformers": transformers.__version__}
+
+
+def hf_tokenizer(tok: Tokenizer):
+    """Our vocabulary as a `PreTrainedTokenizerFast`: the same ids for the same text."""
+    from tokenizers import Regex
+    from tokenizers import Tokenizer as RawTokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Split
+    from transformers import PreTrainedTokenizerFast
+
+    raw = RawTokenizer(WordLevel(dict(tok.ids), unk_token=PAD))
+    raw.pre_tokenizer = Split(Regex(r"[a-z]+|."), behavior="isolated")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=[s for s in SPECIALS if s not in (BOS, EOS, PAD)],
+    )
+    probe = tok.prompt_ids("37+48=")
+    if fast(tok.decode(probe), add_special_tokens=False)["input_ids"] != probe:
+        raise RuntimeError("the peer tokenizer does not reproduce our token ids")
+    return fast
+
+
+def hf_model(cfg: ModelConfig, tok: Tokenizer):
+    """A GPT-2 of TinyLM's shape (learned positions, tied embeddings, GELU MLP of 4 d)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=cfg.max_len,
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        bos_token_id=tok.bos_id,
+        eos_token_id=tok.eos_id,
+        pad_token_id=tok.pad_id,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def generate_seconds(
+    model, prompts: torch.Tensor, n: int, max_new_tokens: int, tok: Tokenizer, seed: int
+) -> float:
+    """Wall seconds of one HF `generate` call: n samples (T = 1, no top-k / top-p) of each prompt (P, Tp)."""
+    model.eval()
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        model.generate(
+            prompts,
+            attention_mask=torch.ones_like(prompts),
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            num_return_sequences=n,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=tok.eos_id,
+            pad_token_id=tok.pad_id,
+        )
+    return time.perf_counter() - t0
+
+
+def grpo_trainer_steps(
+    cfg: ModelConfig,
+    prompts: list[str],
+    group_size: int,
+    max_new_tokens: int,
+    beta: float,
+    steps: int,
+    lr: float,
+    tok: Tokenizer,
+    between: Callable[[], None] | None = None,
+    seed: int = 0,
+) -> list[float]:
+    """Seconds of each of `steps` TRL GRPOTrainer optimizer steps (P = len(prompts) per step, G each).
+
+    `between()` runs after every TRL step, outside its timing: the benchmark interleaves our own
+    steps there, so both stacks see the same machine state (load, frequency, caches)."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    gen = torch.Generator().manual_seed(seed)
+
+    def random_reward(completions, **kwargs) -> list[float]:  # noqa: ARG001
+        return torch.rand(len(completions), generator=gen).round().tolist()  # mixed groups, as ours
+
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):  # noqa: ARG002
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ARG002
+            times.append(time.perf_counter() - self.t0)
+            if between is not None:
+                between()
+
+    with tempfile.TemporaryDirectory(prefix="rlvr-trl-") as out:
+        from transformers import GPT2LMHeadModel
+
+        hf_model(cfg, tok).save_pretrained(f"{out}/model")  # TRL builds its reference model from a path
+        model = GPT2LMHeadModel.from_pretrained(f"{out}/model")
+        args = GRPOConfig(
+            output_dir=out,
+            per_device_train_batch_size=len(prompts) * group_size,
+            num_generations=group_size,
+            max_completion_length=max_new_tokens,
+            beta=beta,
+            learning_rate=lr,
+            max_steps=steps,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            num_iterations=1,
+            use_cpu=True,
+            bf16=False,
+            fp16=False,
+            report_to="none",
+            save_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            seed=seed,
+            dataloader_num_workers=0,
+            shuffle_dataset=False,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=random_reward,
+            args=args,
+            train_dataset=Dataset.from_dict({"prompt": prompts * steps}),
+            processing_class=hf_tokenizer(tok),
+            callbacks=[Clock()],
+        )
+        with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints its own summary dict
+            trainer.train()
+    return times

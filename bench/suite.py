@@ -1,0 +1,936 @@
+"""`rlvr bench`: speed and memory benchmarks, written to reports/benchmarks.json.
+
+Benchmarks are run on demand, never as timed tests. Each repeats its measurement several times
+and reports the median with the min and max, so one noisy run cannot pass for a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
+from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
+from rlvr.noise import sft_rows
+from rlvr.optim import AdamW
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
+from rlvr.pipeline.files import write_json
+from rlvr.rollout import prompt_tensor
+from rlvr.sft import encode_sft, sft_loss_shared_prefix
+from rlvr.tasks import split
+from rlvr.tokenizer import Tokenizer
+
+
+def shared_columns(prompts: torch.Tensor) -> int:
+    """How many leading tokens the sampler and the loss encode once for all of `prompts` (P, Tp)."""
+    return prompts.shape[1] - prompt_levels(prompts)[-1].shape[1]
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": len(values)}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+PEER_MISSING = "not installed"  # a peer figure when the `peer` extra is absent
+PEER_SKIPPED = "not run (rlvr bench --peer trl)"
+
+
+def _peer_note(peer: bool) -> str:
+    """What a peer column says when it was not measured: the extra is missing, or it was not asked
+    for ("" when it was measured)."""
+    from bench import peer as peers
+
+    return PEER_MISSING if not peers.available() else "" if peer else PEER_SKIPPED
+
+
+def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict:
+    """300 held-out prompts x 64 samples, up to 4 response tokens, default-size model; with
+    `peer`, HF `generate` on a GPT-2 of the same shape, run alternately with ours.
+
+    An untrained model rarely emits <eos>, so every row runs the full 4 tokens: the worst case.
+    Our share of the machine's limit: our sampler's FLOPs (`flops.sampling_flops`) per second over
+    the fp32 GEMM rate on the rows its products see: the decode step runs blocks of whole prompts
+    (`model.DECODE_CHUNK_ROWS`), where the GEMM runs faster than on all 19,200 rows at once, so the
+    limit is the better of the two rates.
+    """
+    from rlvr import flops
+
+    tok = Tokenizer()
+    max_new_tokens, n = 4, 64
+    _, held = split("two_digit", 300, params.seed)
+    prompts = prompt_tensor(held, tok)  # (300, Tp)
+    model = TinyLM(params.model, len(tok)).eval()
+    if peer:
+        from bench import peer as peers
+
+        _require_peer()
+        theirs = peers.hf_model(params.model, tok)
+    rates, peer_rates = [], []
+    for r in range(repeats + 1):
+        gen = torch.Generator().manual_seed(r)
+        t0 = time.perf_counter()
+        sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
+        seconds = time.perf_counter() - t0
+        if r == 0:
+            rss = _peak_rss_mb()  # ours alone: HF generate, run next, needs far more
+        hf = peers.generate_seconds(theirs, prompts, n, max_new_tokens, tok, r) if peer else None
+        if r:  # the first run warms up allocators and kernels
+            rates.append(len(held) * n / seconds)
+            if hf is not None:
+                peer_rates.append(len(held) * n / hf)
+    work = flops.sampling_flops(
+        params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok), shared_columns(prompts)
+    )
+    block_rows = max(1, DECODE_CHUNK_ROWS // n) * n
+    limits = {rows: flops.gemm_rate(params.model, rows) for rows in (len(held) * n, block_rows)}
+    limit = max(limits.values())
+    out = {
+        "completions_per_second": _spread(rates),
+        "completions": len(held) * n,
+        "max_new_tokens": max_new_tokens,
+        "model_params": model.num_params(),
+        "decode_block_rows": block_rows,
+        "gemm_flops_per_second_at_rows": {str(r): round(v) for r, v in limits.items()},
+        "peak_rss_mb": round(rss, 1),
+        "target_completions_per_second": 20000,
+        "target_peak_rss_mb": 1536,
+        "flops": work,
+        "gemm_limit_flops_per_second": round(limit),
+        "share_of_gemm_limit": round(work * statistics.median(rates) / (len(held) * n) / limit, 3),
+        "target_share_of_gemm_limit": 0.75,
+    }
+    if peer_rates:
+        out["hf_generate"] = {
+            "completions_per_second": _spread(peer_rates),
+            **peers.versions(),
+            "model_params": sum(p.numel() for p in theirs.parameters()),
+        }
+        out["speedup_vs_hf_generate"] = round(statistics.median(rates) / statistics.median(peer_rates), 2)
+        out["target_speedup_vs_hf_generate"] = 6.0
+    else:
+        out["hf_generate"] = _peer_note(peer)
+    return out
+
+
+def bench_sft(params: Params, steps: int = 30) -> dict:
+    """Training throughput of SFT on two_digit at the default batch size (tokens per second)."""
+    tok = Tokenizer()
+    cfg: SFTConfig = params.sft_run("two_digit")
+    train, _ = split("two_digit", params.task("two_digit").heldout, params.seed)
+    tokens, mask = encode_sft(sft_rows(train[: cfg.batch_size], cfg.noise, 1, params.seed), tok)
+    model = TinyLM(params.model, len(tok))
+    opt = AdamW(model.parameters(), lr=cfg.lr)
+    times = []
+    for s in range(steps + 3):
+        t0 = time.perf_counter()
+        loss = sft_loss_shared_prefix(model, tokens, mask)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if s >= 3:
+            times.append(time.perf_counter() - t0)
+    tps = [tokens.numel() / t for t in times]
+    return {
+        "step_seconds": _spread(times),
+        "tokens_per_second": _spread(tps),
+        "batch_size": cfg.batch_size,
+        "tokens_per_step": tokens.numel(),
+    }
+
+
+def _require_peer() -> None:
+    """The `peer` extra is importable (else one clear error), its chatter silenced."""
+    from bench import peer
+
+    if not peer.available():
+        from rlvr.fields import ConfigError
+
+        raise ConfigError("rlvr bench --peer trl needs TRL and transformers: pip install -e '.[peer]'")
+    peer.quiet()
+
+
+def grpo_stepper(
+    params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float, seed: int = 0
+) -> Callable[[], float]:
+    """A function that runs one GRPO step (sample P prompts x G, score, one update) of a fresh
+    model of shape `model` and returns its seconds. Rewards are drawn at random so every group is
+    mixed (an untrained model solves nothing); responses run up to `new_tokens`."""
+    from rlvr.grpo import grpo_update, rollout_groups
+
+    tok = Tokenizer()
+    train, _ = split("two_digit", 300, params.seed)
+    cfg = replace(params.variant("grpo"), prompts_per_step=P, group_size=G, beta=beta)
+    torch.manual_seed(seed)
+    policy = TinyLM(model, len(tok))
+    ref = TinyLM(model, len(tok)).requires_grad_(False) if beta > 0 else None
+    opt = AdamW(policy.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(seed)
+
+    def step() -> float:
+        problems = [train[i] for i in torch.randint(len(train), (P,), generator=gen).tolist()]
+        t0 = time.perf_counter()
+        batch = rollout_groups(policy, problems, cfg, new_tokens, tok, gen)
+        batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())  # mixed groups
+        grpo_update(policy, ref, opt, batch, cfg, new_tokens, shared_prefix=True)
+        return time.perf_counter() - t0
+
+    return step
+
+
+WARMUP = 3  # steps dropped before timing: allocator, kernel selection, TRL's first-step set-up
+
+
+def _trl_prompts(params: Params, P: int) -> list[str]:
+    tok = Tokenizer()
+    train, _ = split("two_digit", 300, params.seed)
+    return [tok.decode(tok.prompt_ids(p.prompt)) for p in train[:P]]
+
+
+def _side_by_side(
+    params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float, steps: int, peer: bool
+) -> dict:
+    """Median step seconds of ours and, with `peer`, of TRL's GRPOTrainer on the same workload,
+    our steps run between TRL's (one each, alternately) so both see the same machine state."""
+    ours = grpo_stepper(params, model, P, G, new_tokens, beta)
+    if not peer:
+        times = [ours() for _ in range(steps + WARMUP)][WARMUP:]
+        return {"step_seconds": _spread(times)}
+    from bench import peer as peers
+
+    tok = Tokenizer()
+    _require_peer()
+    times: list[float] = []
+    trl = peers.grpo_trainer_steps(
+        model,
+        _trl_prompts(params, P),
+        G,
+        new_tokens,
+        beta,
+        steps + WARMUP,
+        params.variant("grpo").lr,
+        tok,
+        between=lambda: times.append(ours()),
+    )
+    ours_s, trl_s = _spread(times[WARMUP:]), _spread(trl[WARMUP:])
+    return {
+        "step_seconds": ours_s,
+        "trl_step_seconds": trl_s,
+        "speedup_vs_trl": round(trl_s["median"] / ours_s["median"], 2),
+    }
+
+
+def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict:
+    """One GRPO step (sample 16 prompts x G = 8, score, one update) on a default-size model with
+    4-token answers, at beta = 0 (no reference forward) and beta = 0.04; with `peer`, TRL's
+    GRPOTrainer on a GPT-2 of the same shape, interleaved. Median seconds per step, and our
+    share of the fp32 GEMM limit at the step's batch (128 rows)."""
+    from rlvr import flops
+
+    tok = Tokenizer()
+    P, G, m = 16, 8, 4
+    train, _ = split("two_digit", 300, params.seed)
+    every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
+    limit = flops.gemm_rate(params.model, P * G)
+    out: dict = {}
+    for beta in (0.0, 0.04):
+        row = _side_by_side(params, params.model, P, G, m, beta, steps, peer)
+        work = flops.grpo_step_flops(
+            params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every)
+        )
+        row["share_of_gemm_limit"] = round(work / row["step_seconds"]["median"] / limit, 3)
+        out[f"beta_{beta}"] = row
+    out.update(
+        {
+            "prompts": P,
+            "group_size": G,
+            "response_tokens": m,
+            "gemm_limit_flops_per_second": round(limit),
+            "target_step_seconds": {"beta_0.0": 0.045, "beta_0.04": 0.06},
+            "target_speedup_vs_trl": 4.0,
+        }
+    )
+    if peer:
+        from bench import peer as peers
+
+        out["trl"] = peers.versions()
+    else:
+        out["trl"] = _peer_note(False)
+    return out
+
+
+SCALING = {"group_size": (4, 8, 16, 64), "response_tokens": (2, 4, 8), "d_model": (64, 128, 256)}
+SCALING_BASE = {"group_size": 8, "response_tokens": 4, "d_model": 128}
+TRL_SCALING_POINTS = {"group_size": (8, 64)}  # where TRL is measured too
+
+
+def bench_scaling(params: Params, steps: int = 10, peer: bool = False) -> dict:
+    """How a GRPO step's cost grows: seconds per step (16 prompts, beta = 0.04) as one of group
+    size, response length and model width moves from the base (G 8, 4 tokens, d_model 128) and the
+    others stay; TRL at two group sizes with `peer`. A user predicts a bigger run from these."""
+    rows = []
+    for axis, values in SCALING.items():
+        for value in values:
+            point = {**SCALING_BASE, axis: value}
+            model = replace(params.model, d_model=point["d_model"])
+            with_peer = peer and value in TRL_SCALING_POINTS.get(axis, ())
+            r = _side_by_side(
+                params, model, 16, point["group_size"], point["response_tokens"], 0.04, steps, with_peer
+            )
+            rows.append(
+                {
+                    "axis": axis,
+                    **point,
+                    "seconds": r["step_seconds"]["median"],
+                    "trl_seconds": r["trl_step_seconds"]["median"] if with_peer else None,
+                }
+            )
+    return {
+        "prompts": 16,
+        "beta": 0.04,
+        "base": SCALING_BASE,
+        "steps": steps,
+        "rows": rows,
+        "trl": _peer_note(peer)
+        or "measured at group_size " + ", ".join(map(str, TRL_SCALING_POINTS["group_size"])),
+    }
+
+
+def bench_passk_model(params: Params, repeats: int = 3) -> dict:
+    """One model's pass@k workload: 300 held-out prompts x 64 samples, sampled and scored.
+
+    Uses the two_digit SFT checkpoint when `dvc repro` has made it (rows stop at <eos> as in the
+    real stage), else an untrained model (every row runs to the cap: the worst case)."""
+    from rlvr.pipeline import checkpoint
+    from rlvr.pipeline.paths import sft
+    from rlvr.rollout import correct_counts
+
+    tok = Tokenizer()
+    task = params.task("two_digit")
+    _, held = split("two_digit", 300, params.seed)
+    ckpt = sft("two_digit").checkpoint(params.sft_run("two_digit").seeds[0])
+    model = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
+    times = []
+    for r in range(repeats + 1):
+        t0 = time.perf_counter()
+        correct_counts(model, held, 64, task.max_new_tokens, 1.0, tok, torch.Generator().manual_seed(r))
+        if r:
+            times.append(time.perf_counter() - t0)
+    return {
+        "seconds_per_model": _spread(times),
+        "completions": len(held) * 64,
+        "model": str(ckpt) if ckpt.is_file() else "untrained",
+        "max_new_tokens": task.max_new_tokens,
+        "target_seconds": 2.0,
+    }
+
+
+class _Phases:
+    """Exclusive seconds per phase: `wrap(fn, name)` times each call of fn, less the time spent in
+    wrapped calls nested inside it, under `name(*args)` (a phase may depend on the call)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.stack: list[tuple[str, list[float]]] = []  # open calls: (phase, [seconds of nested calls])
+
+    def inside(self, name: str) -> bool:
+        return any(phase == name for phase, _ in self.stack)
+
+    def wrap(self, fn: Callable, name: str | Callable[..., str]) -> Callable:
+        def timed(*args, **kwargs):
+            phase, nested, t0 = (
+                name if isinstance(name, str) else name(*args, **kwargs),
+                [0.0],
+                time.perf_counter(),
+            )
+            self.stack.append((phase, nested))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.stack.pop()
+                took = time.perf_counter() - t0
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + took - nested[0]
+                if self.stack:
+                    self.stack[-1][1][0] += took
+
+        return timed
+
+
+SEED_PHASES = (
+    "training rollouts (sample, score)",
+    "reference forward",
+    "policy forward",
+    "loss, backward, optimiser",
+    "evaluation (sample, score, drift)",
+)
+# torch op name patterns -> class, first match wins; the rest is "other elementwise, reductions"
+OP_CLASSES = {
+    "matrix products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+    "attention kernel": ("scaled_dot_product",),
+    "GELU, layer norm, softmax": ("gelu", "layer_norm", "softmax"),
+    "memory (copy, cat, fill, index)": (
+        "aten::copy_",
+        "aten::cat",
+        "aten::fill_",
+        "aten::zero_",
+        "aten::clone",
+        "aten::index",
+        "aten::gather",
+        "aten::scatter",
+        "aten::empty",
+        "aten::repeat_interleave",
+        "aten::embedding",
+    ),
+}
+
+
+def op_class(name: str) -> str:
+    """The class of a torch op (`OP_CLASSES`) by its profiler name."""
+    return next(
+        (cls for cls, keys in OP_CLASSES.items() if any(k in name for k in keys)),
+        "other elementwise, reductions",
+    )
+
+
+def _grpo_seed(params: Params, variant: str) -> tuple[Callable[[GRPOConfig], list[dict]], str]:
+    """A function that trains one seed of `variant` (seed 0) as a pipeline worker does, from a fresh
+    copy of its SFT checkpoint (an untrained model when `dvc repro` has not made it), and what it starts
+    from."""
+    from rlvr.grpo import GRPOData, train_grpo
+    from rlvr.pipeline import checkpoint, paths
+
+    cfg = params.variant(variant)
+    task = params.task(cfg.task)
+    tok = Tokenizer()
+    train, held = split(cfg.task, task.heldout, params.seed)
+    ckpt = paths.sft(cfg.sft).checkpoint(params.sft_run(cfg.sft).seeds[0])
+    start = str(ckpt) if ckpt.is_file() else "untrained"
+
+    def one_seed(c: GRPOConfig) -> list[dict]:
+        set_determinism(0, SEED_THREADS)
+        policy = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
+        data = GRPOData(train, held or train, tok, task.max_new_tokens)
+        return train_grpo(policy, c, data, torch.Generator().manual_seed(0), shared_prefix=True)
+
+    return one_seed, start
+
+
+def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: int = 25) -> dict:
+    """Where one GRPO seed's time goes, as the pipeline spends it: one seed of `variant` with all its
+    steps and evaluations on one torch thread (a seed worker's), from its SFT checkpoint.
+
+    Two views. Phases of the loop, exclusive seconds (a forward inside an evaluation counts as
+    evaluation). Then torch's profiler over a run of `profiled_steps` steps (evaluated at its start
+    and end, as the seed is every `eval_every`): each op class's share of the op time (`OP_CLASSES`),
+    and the op time's share of the wall (the rest is Python and dispatch). This is what says how much
+    a faster kernel, or less Python, could gain."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from rlvr import grpo
+
+    one_seed, start = _grpo_seed(params, variant)
+    cfg = params.variant(variant)
+    timer = _Phases()
+
+    def forward(*_args, **_kwargs) -> str:  # the loss's forwards, unless an evaluation runs them
+        evaluation = SEED_PHASES[4]
+        return (
+            evaluation
+            if timer.inside(evaluation)
+            else SEED_PHASES[2]
+            if torch.is_grad_enabled()
+            else SEED_PHASES[1]
+        )
+
+    wrapped = {
+        "rollout_groups": SEED_PHASES[0],
+        "response_logits": forward,
+        "grpo_update": SEED_PHASES[3],
+        "evaluate": SEED_PHASES[4],
+    }
+    originals = {name: getattr(grpo, name) for name in wrapped}
+    try:
+        for name, phase in wrapped.items():
+            setattr(grpo, name, timer.wrap(originals[name], phase))
+        t0 = time.perf_counter()
+        one_seed(cfg)
+        wall = time.perf_counter() - t0
+    finally:
+        for name, fn in originals.items():
+            setattr(grpo, name, fn)
+    seconds = {
+        **{p: timer.seconds.get(p, 0.0) for p in SEED_PHASES},
+        "the rest (checkpoint, reference copy, step rows)": wall - sum(timer.seconds.values()),
+    }
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        one_seed(replace(cfg, steps=profiled_steps))
+        profiled_wall = time.perf_counter() - t0
+    by_class: dict[str, float] = {}
+    for event in prof.key_averages():
+        cls = op_class(event.key)
+        by_class[cls] = by_class.get(cls, 0.0) + event.self_cpu_time_total / 1e6
+    op_seconds = sum(by_class.values())
+    return {
+        "variant": variant,
+        "start": start,
+        "threads": SEED_THREADS,
+        "steps": cfg.steps,
+        "eval_every": cfg.eval_every,
+        "seconds": round(wall, 2),
+        "phases": [
+            {"phase": p, "seconds": round(v, 2), "share": round(v / wall, 3)} for p, v in seconds.items()
+        ],
+        "profiled_steps": profiled_steps,
+        "op_classes": [
+            {"class": c, "share": round(v / op_seconds, 3)}
+            for c, v in sorted(by_class.items(), key=lambda kv: -kv[1])
+        ],
+        "op_share_of_wall": round(op_seconds / profiled_wall, 3),
+    }
+
+
+def bench_pipeline(params: Params) -> dict:
+    """Seconds each stage took in the execution that produced the committed outputs: the MLflow run
+    named in the stage's metrics JSON (dvc.lock -> metrics -> run), start to end. Process start-up,
+    imports and DVC's bookkeeping are not included: `fresh_clone`'s profile measures them."""
+    from mlflow.tracking import MlflowClient
+
+    from rlvr.pipeline.tracking import repo_root, tracking_uri
+    from rlvr.report.provenance import load_lock, mlflow_run_ids
+
+    root = repo_root()
+    client = MlflowClient(tracking_uri())
+    seconds = {}
+    for name, stage in load_lock(root).items():
+        rid = mlflow_run_ids(root, stage).get("stage")
+        if rid:
+            info = client.get_run(rid).info
+            seconds[name] = round((info.end_time - info.start_time) / 1000, 1)
+    grpo = sum(v for k, v in seconds.items() if k.startswith("grpo@"))
+    return {
+        "stage_seconds": dict(sorted(seconds.items())),
+        "grpo_matrix_seconds": round(grpo, 1),
+        "total_seconds": round(sum(seconds.values()), 1),
+        "target_grpo_matrix_seconds": 360,
+        "target_total_seconds": 600,
+    }
+
+
+def stage_profile(uri: str) -> dict:
+    """Where one `dvc repro` spent its time, from a store that holds only that execution (a fresh
+    clone's): every stage's MLflow run in start order, its seconds (the stage's own work) and the gap
+    before it (the previous process's exit, DVC's bookkeeping, this process's start-up and imports).
+    Totals by stage kind (sft, grpo, ...) and for the gaps: the overhead of one process per stage.
+    A multi-seed stage (grpo, hack) starts its seed workers before it opens its run, so their
+    start-up, and the training they do while the stage imports MLflow, fall in its gap."""
+    from mlflow.tracking import MlflowClient
+
+    from rlvr.pipeline.tracking import EXPERIMENT
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = [
+        r
+        for r in client.search_runs(
+            [exp.experiment_id], max_results=5000, order_by=["attributes.start_time ASC"]
+        )
+        if "mlflow.parentRunId" not in r.data.tags
+    ]
+    stages, prev_end = [], None
+    for r in runs:
+        start, end = r.info.start_time / 1000, (r.info.end_time or r.info.start_time) / 1000
+        stages.append(
+            {
+                "stage": r.data.tags.get("dvc.stage", r.info.run_name),
+                "seconds": round(end - start, 1),
+                "gap_before": round(start - prev_end, 1) if prev_end is not None else None,
+            }
+        )
+        prev_end = end
+    by_kind: dict[str, float] = {}
+    for s in stages:
+        kind = s["stage"].split("@")[0]
+        by_kind[kind] = round(by_kind.get(kind, 0.0) + s["seconds"], 1)
+    gaps = [s["gap_before"] for s in stages if s["gap_before"] is not None]
+    return {
+        "stages": stages,
+        "seconds_by_kind": by_kind,
+        "gap_seconds_total": round(sum(gaps), 1),
+        "gap_seconds_median": round(statistics.median(gaps), 1) if gaps else None,
+        "stage_seconds_total": round(sum(s["seconds"] for s in stages), 1),
+    }
+
+
+VOLATILE = ("seconds", "per_second", "mlflow")  # metric keys that name a run or a duration
+
+
+def stable_view(value):
+    """A metrics JSON without the keys that legitimately change between runs (durations, run ids)."""
+    if isinstance(value, dict):
+        return {k: stable_view(v) for k, v in value.items() if not any(w in k for w in VOLATILE)}
+    if isinstance(value, list):
+        return [stable_view(v) for v in value]
+    return value
+
+
+def compare_outputs(ours: Path, theirs: Path) -> list[str]:
+    """Metric files (reports/metrics/*.json, reports/passk-counts.json) whose stable content differs."""
+    names = sorted(
+        {p.relative_to(ours).as_posix() for p in (ours / "reports" / "metrics").glob("*.json")}
+        | {"reports/passk-counts.json"}
+    )
+    differ = []
+    for name in names:
+        a, b = ours / name, theirs / name
+        if not (a.is_file() and b.is_file()) or stable_view(json.loads(a.read_text())) != stable_view(
+            json.loads(b.read_text())
+        ):
+            differ.append(name)
+    return differ
+
+
+def compare_verdicts(committed: dict, fresh: dict) -> dict:
+    """Two report.json files, compared as another CPU would be judged: every claim's verdict the same,
+    and every number statistically the same: the fresh value inside the committed 95% interval, or,
+    for a claim decided on a single value, within its tolerance of the committed value
+    (`verdict_tolerance` in report.json). Returns the claims that fail either test."""
+    flips, drifts = [], []
+    for cid, old in committed["claims"].items():
+        new = fresh["claims"].get(cid)
+        if new is None or new["verdict"] != old["verdict"]:
+            flips.append(
+                {"claim": cid, "committed": old["verdict"], "fresh": None if new is None else new["verdict"]}
+            )
+            continue
+        a, b = old.get("ours"), new.get("ours")
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                drifts.append({"claim": cid, "committed": a, "fresh": b})
+            continue
+        lo, hi = (
+            old["interval"]
+            if old.get("interval")
+            else (a - (old.get("tolerance") or 0), a + (old.get("tolerance") or 0))
+        )
+        if not lo - 1e-12 <= b <= hi + 1e-12:
+            drifts.append({"claim": cid, "committed": a, "fresh": b, "allowed": [lo, hi]})
+    return {
+        "verdicts_identical": not flips,
+        "numbers_within_tolerance": not drifts,
+        "verdict_flips": flips,
+        "numbers_outside": drifts,
+    }
+
+
+def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
+    """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
+    per-stage profile, the outputs that differ from this checkout's and both report.json files.
+
+    The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
+    store is its own. Forced, because a plain `dvc repro` there skips a stage whose outputs git holds
+    and whose inputs come out identical (passk and worked, when the code they read has not changed
+    since dvc.lock was written): that would time less than the pipeline and check less of it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from rlvr.pipeline.gitinfo import git_commit
+    from rlvr.pipeline.tracking import repo_root
+
+    root = repo_root()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="rlvr-fresh-") as tmp:
+        fresh = Path(tmp) / "fresh"
+        subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
+        env.update(
+            extra_env,
+            PYTHONPATH=str(fresh),
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        )
+        t0 = time.perf_counter()
+        run = subprocess.run(
+            [sys.executable, "-m", "dvc", "repro", "--force"],
+            cwd=fresh,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        wall = time.perf_counter() - t0
+        if run.returncode != 0:
+            raise RuntimeError(
+                f"dvc repro failed in the fresh clone (exit {run.returncode}):\n{run.stderr[-2000:]}"
+            )
+        report = Path("reports/report.json")
+        out = {
+            "wall_seconds": round(wall, 1),
+            "stages_run": run.stdout.count("Running stage"),
+            "commit": git_commit(root),
+            "working_tree_differs_from_commit": bool(dirty),
+            "profile": stage_profile(f"sqlite:///{fresh / 'mlflow.db'}"),
+            "differ": compare_outputs(root, fresh),
+            "committed": json.loads((root / report).read_text()),
+            "fresh": json.loads((fresh / report).read_text()),
+        }
+        if keep is not None:
+            import shutil
+
+            shutil.move(str(fresh), str(keep))
+    return out
+
+
+def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
+    """Wall time of `dvc repro --force` in a fresh clone of HEAD: the whole default pipeline, every
+    stage (`_repro_in_clone`). Afterwards its results are compared with the committed ones twice: bit
+    for bit (durations and run ids aside), which holds on the machine that made them, and by verdicts
+    and tolerances (`compare_verdicts`), which must hold on any CPU. Takes as long as the pipeline."""
+    r = _repro_in_clone({}, keep)
+    return {
+        "wall_seconds": r["wall_seconds"],
+        "target_wall_seconds": 900,
+        "stages_run": r["stages_run"],
+        "commit": r["commit"],
+        "working_tree_differs_from_commit": r["working_tree_differs_from_commit"],
+        "metrics_identical_to_committed": not r["differ"],
+        "metrics_differing": r["differ"],
+        **compare_verdicts(r["committed"], r["fresh"]),
+        "profile": r["profile"],
+    }
+
+
+PERTURBATION = "1e-6"  # RLVR_PERTURB of the perturbed rerun: float32-rounding-sized changes to every start
+
+
+def verdict_moves(committed: dict, perturbed: dict) -> dict:
+    """Two report.json verdict tables compared as another CPU must be: `flips` are claims that moved
+    between reproduced and differs (none may); `moves` are claims that moved to or from
+    inconclusive, each with both intervals (allowed, since an inconclusive interval touches its bound,
+    but every one is listed)."""
+    flips, moves = [], []
+    for cid, old in committed["claims"].items():
+        new = perturbed["claims"].get(cid, {"verdict": None, "interval": None})
+        if new["verdict"] == old["verdict"]:
+            continue
+        row = {
+            "claim": cid,
+            "committed": old["verdict"],
+            "perturbed": new["verdict"],
+            "committed_interval": old.get("tested_interval") or old.get("interval"),
+            "perturbed_interval": new.get("tested_interval") or new.get("interval"),
+        }
+        (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
+    return {"flips": flips, "moves": moves, "no_flips": not flips}
+
+
+def bench_perturbed(params: Params, keep: Path | None = None) -> dict:
+    """The verdict-stability check that needs no second machine: the whole pipeline rerun in a fresh
+    clone with RLVR_PERTURB set (every chain's initial weights changed by float32-rounding-sized
+    amounts, as another CPU's rounding would change them), then both verdict tables side by side.
+    Required: no claim moves between reproduced and differs."""
+    r = _repro_in_clone({"RLVR_PERTURB": PERTURBATION}, keep)
+    table = lambda rep: {cid: c["verdict"] for cid, c in rep["claims"].items()}  # noqa: E731
+    return {
+        "perturbation": f"RLVR_PERTURB={PERTURBATION}",
+        "wall_seconds": r["wall_seconds"],
+        "commit": r["commit"],
+        "working_tree_differs_from_commit": r["working_tree_differs_from_commit"],
+        "committed_counts": r["committed"].get("counts"),
+        "perturbed_counts": r["fresh"].get("counts"),
+        **verdict_moves(r["committed"], r["fresh"]),
+        "committed_verdicts": table(r["committed"]),
+        "perturbed_verdicts": table(r["fresh"]),
+    }
+
+
+QUEUE_KEY = "variants.a_grpo.lr"  # reruns grpo@a_grpo (6 seeds), hack (hack.variant is a_grpo), passk, report
+
+
+def _clone_with_results(root: Path, into: Path, env: dict) -> None:
+    """A clone of HEAD whose DVC outputs come from this checkout's cache (nothing recomputed)."""
+    import subprocess
+    import sys
+
+    subprocess.run(["git", "clone", "--quiet", str(root), str(into)], check=True)
+    cache = subprocess.run(
+        [sys.executable, "-m", "dvc", "cache", "dir"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    for cmd in (["config", "--local", "cache.dir", cache], ["checkout", "--quiet"]):
+        subprocess.run(
+            [sys.executable, "-m", "dvc", *cmd], cwd=into, env=env, check=True, capture_output=True
+        )
+    status = subprocess.run([sys.executable, "-m", "dvc", "status", "--quiet"], cwd=into, env=env)
+    if status.returncode != 0:
+        from rlvr.fields import ConfigError
+
+        raise ConfigError(
+            "the queue benchmark needs this checkout's results in the DVC cache; run `dvc repro` first"
+        )
+
+
+def bench_queue(params: Params) -> dict:
+    """Two experiments (`dvc exp run -S variants.a_grpo.lr=...`) run back to back at `threads`, then two
+    more queued and run by `dvc queue start -j 2` with RLVR_THREADS=1 (each job one core): the wall
+    time of each way. Both start from a clone holding the committed results, so only the experiment's
+    stages run. Values differ between the two ways so DVC's run-cache cannot answer for them."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from rlvr.pipeline.tracking import repo_root
+
+    root = repo_root()
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "RLVR_THREADS")
+    }
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    dvc = [sys.executable, "-m", "dvc"]
+    with tempfile.TemporaryDirectory(prefix="rlvr-queue-") as tmp:
+        clone = Path(tmp) / "clone"
+        _clone_with_results(root, clone, env)
+        env["PYTHONPATH"] = str(clone)
+        t0 = time.perf_counter()
+        for lr in ("2e-3", "4e-3"):
+            subprocess.run(
+                [*dvc, "exp", "run", "-S", f"{QUEUE_KEY}={lr}"],
+                cwd=clone,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+        back_to_back = time.perf_counter() - t0
+        for lr in ("2.5e-3", "3.5e-3"):
+            subprocess.run(
+                [*dvc, "exp", "run", "--queue", "-S", f"{QUEUE_KEY}={lr}"],
+                cwd=clone,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+        t0 = time.perf_counter()
+        subprocess.run(
+            [*dvc, "queue", "start", "-j", "2"],
+            cwd=clone,
+            env={**env, "RLVR_THREADS": "1"},
+            check=True,
+            capture_output=True,
+        )
+        while True:
+            status = subprocess.run(
+                [*dvc, "queue", "status"], cwd=clone, env=env, capture_output=True, text=True
+            ).stdout
+            if not any(word in status for word in ("Queued", "Running")):
+                break
+            time.sleep(2)
+        queued = time.perf_counter() - t0
+        subprocess.run([*dvc, "queue", "stop"], cwd=clone, env=env, capture_output=True)
+        failed = status.count("Failed")
+    return {
+        "experiment": f"dvc exp run -S {QUEUE_KEY}=<lr> (grpo@a_grpo, hack, passk, report)",
+        "experiments": 2,
+        "back_to_back_seconds": round(back_to_back, 1),
+        "back_to_back_threads": params.threads,
+        "queue_j2_seconds": round(queued, 1),
+        "queue_threads_each": 1,
+        "queue_failed": failed,
+        "speedup": round(back_to_back / queued, 2),
+    }
+
+
+BENCHMARKS: dict[str, Callable[..., dict]] = {
+    "sampling": bench_sampling,
+    "sft": bench_sft,
+    "grpo_step": bench_grpo_step,
+    "passk_model": bench_passk_model,
+    "pipeline": bench_pipeline,
+    "fresh_clone": bench_fresh_clone,
+    "perturbed": bench_perturbed,
+    "queue": bench_queue,
+    "scaling": bench_scaling,
+    "seed_profile": bench_seed_profile,
+}
+WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` adds TRL / HF figures to
+PEERS = ("trl",)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def bench_all(
+    params: Params,
+    out: Path,
+    only: list[str] | None = None,
+    peer: str | None = None,
+    keep_clone: Path | None = None,
+) -> dict:
+    """Run the named benchmarks (default all) and merge their figures into `out`. With peer="trl",
+    the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, interleaved."""
+    from rlvr.fields import ConfigError
+
+    names = only or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        raise ConfigError(f"bench {unknown[0]!r}: unknown; known benchmarks: {', '.join(BENCHMARKS)}")
+    if peer is not None and peer not in PEERS:
+        raise ConfigError(f"--peer {peer!r}: unknown; known peers: {', '.join(PEERS)}")
+    if keep_clone is not None and keep_clone.exists():
+        raise ConfigError(f"--keep-clone {keep_clone}: already exists; name a new folder")
+    if peer is not None:
+        _require_peer()  # missing extra: one clear error before any benchmark runs
+    set_determinism(params.seed, params.threads)
+    results = json.loads(out.read_text()) if out.is_file() else {}
+    load_before = os.getloadavg()
+    for name in sorted(
+        names, key=list(BENCHMARKS).index
+    ):  # one fixed order, whatever order they were named in
+        kwargs = {"peer": peer is not None} if name in WITH_PEER else {}
+        if name in ("fresh_clone", "perturbed") and keep_clone is not None:
+            kwargs["keep"] = keep_clone
+        before = os.getloadavg()[0]
+        results[name] = {
+            **BENCHMARKS[name](params, **kwargs),
+            "load_average_1min": {"before": round(before, 2), "after": round(os.getloadavg()[0], 2)},
+        }
+    results["machine"] = {
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads": params.threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+        "load_average_1min": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
+        "last_run": names,
+    }
+    write_json(out, results)
+    return {name: results[name] for name in names}

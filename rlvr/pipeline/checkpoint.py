@@ -1,0 +1,161 @@
+"""Checkpoints: the weights and the config that shapes them, nothing volatile.
+
+A checkpoint holds the state dict, the ModelConfig, the tokenizer's vocabulary, the name of the stage
+instance that wrote it (`run`: "sft@two_digit", "grpo@dapo/seed1") and `config_hash`, the hash of that
+instance's params (`rlvr.pipeline.specs.config_hash`). No timings, no run ids: those live in the metrics
+JSON. Identical training therefore gives an identical file, and DVC keeps downstream stages cached.
+
+Loading checks what the caller expects (vocabulary, run name, config hash), so a checkpoint copied
+from another run, left over from other params, or cut short, is refused in one line naming the file.
+
+A warm-up state (`save_warmup`) is a checkpoint plus what an SFT run needs to continue it exactly:
+the optimiser's moments and step counts, the data-order generator, the curve so far, and a digest
+of the true answers it was trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from rlvr.configs import ModelConfig
+from rlvr.fields import ConfigError, UserError
+from rlvr.model import TinyLM
+from rlvr.pipeline.config import build
+from rlvr.pipeline.files import atomic_write
+from rlvr.tokenizer import Tokenizer
+
+FORMAT = "rlvr-checkpoint/1"
+WARMUP_FORMAT = "rlvr-warmup/1"
+
+
+class CheckpointError(UserError):
+    """A checkpoint that cannot be used here (missing, unreadable, or not the one expected)."""
+
+
+def save(path: str | Path, model: TinyLM, tok: Tokenizer, run: str, config_hash: str) -> Path:
+    """Write the checkpoint atomically."""
+    return _write(path, _checkpoint(FORMAT, model, tok, run, config_hash))
+
+
+def load(path: str | Path, tok: Tokenizer, run: str | None = None, config_hash: str | None = None) -> TinyLM:
+    """Rebuild the model of a checkpoint, in eval mode. `run` and `config_hash`, when given, must
+    match what the checkpoint records; otherwise a one-line CheckpointError names the file."""
+    return _model(Path(path), _read(path, FORMAT, tok, run, config_hash))
+
+
+@dataclass
+class WarmupState:
+    """What `load_warmup` returns: the model (train mode) and the rest of the run's state."""
+
+    model: TinyLM
+    optimizer: dict  # AdamW.state_dict()
+    generator: torch.Tensor  # torch.Generator.get_state() after the warm-up's last shuffle
+    curve: list[dict]  # the warm-up's per-step rows
+    answers: str  # answers_digest of the clean tokens it trained on
+
+
+def answers_digest(tokens: torch.Tensor) -> str:
+    """A digest of the clean (true-answer) token rows (N, T): runs that share a warm-up must agree on it."""
+    return hashlib.sha256(str(tuple(tokens.shape)).encode() + tokens.numpy().tobytes()).hexdigest()[:16]
+
+
+def save_warmup(
+    path: str | Path,
+    model: TinyLM,
+    tok: Tokenizer,
+    run: str,
+    config_hash: str,
+    optimizer: dict,
+    generator: torch.Tensor,
+    curve: list[dict],
+    answers: str,
+) -> Path:
+    """Write a warm-up state atomically (no timings or run ids: identical training, identical file)."""
+    obj = {
+        **_checkpoint(WARMUP_FORMAT, model, tok, run, config_hash),
+        "optimizer": optimizer,
+        "generator": generator,
+        "curve": curve,
+        "answers": answers,
+    }
+    return _write(path, obj)
+
+
+def load_warmup(path: str | Path, tok: Tokenizer, run: str, config_hash: str) -> WarmupState:
+    """Read a warm-up state, checked like `load`."""
+    ckpt = _read(path, WARMUP_FORMAT, tok, run, config_hash)
+    return WarmupState(
+        _model(Path(path), ckpt).train(), ckpt["optimizer"], ckpt["generator"], ckpt["curve"], ckpt["answers"]
+    )
+
+
+def _checkpoint(fmt: str, model: TinyLM, tok: Tokenizer, run: str, config_hash: str) -> dict:
+    return {
+        "format": fmt,
+        "run": run,
+        "config_hash": config_hash,
+        "model_config": asdict(model.cfg),
+        "vocab": list(tok.vocab),
+        "model": model.state_dict(),
+    }
+
+
+def _write(path: str | Path, obj: dict) -> Path:
+    """Saved through an open file handle: `torch.save` to a path names the zip's root folder after
+    that (random, temporary) path, a handle names it `archive`."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+
+    return atomic_write(path, write)
+
+
+def _read(path: str | Path, fmt: str, tok: Tokenizer, run: str | None, config_hash: str | None) -> dict:
+    """The checked contents of a checkpoint file of format `fmt`."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not found (run its DVC stage first: dvc repro)")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint ({reason}); re-run the stage that writes it (dvc repro)"
+        ) from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != fmt:
+        raise CheckpointError(
+            f"{path}: not an rlvr checkpoint (expected format {fmt!r}); re-run the "
+            f"stage that writes it (dvc repro)"
+        )
+    if ckpt["vocab"] != list(tok.vocab):
+        raise CheckpointError(
+            f"{path}: vocabulary differs from the tokenizer's; re-run the stage that writes it"
+        )
+    if run is not None and ckpt["run"] != run:
+        raise CheckpointError(
+            f"{path}: holds {ckpt['run']!r}, expected {run!r}; re-run {run.split('/')[0]} "
+            f"(dvc repro) instead of copying checkpoints"
+        )
+    if config_hash is not None and ckpt["config_hash"] != config_hash:
+        raise CheckpointError(
+            f"{path}: made with other params (config hash {ckpt['config_hash']}, params.yaml "
+            f"gives {config_hash}); re-run {ckpt['run'].split('/')[0]} first (dvc repro)"
+        )
+    return ckpt
+
+
+def _model(path: Path, ckpt: dict) -> TinyLM:
+    try:  # where=(): the shape comes from the file, not from params.yaml (no params read to record)
+        shape = build(ModelConfig, ckpt["model_config"], f"{path}: model_config", where=())
+    except ConfigError as exc:
+        raise CheckpointError(str(exc)) from None
+    model = TinyLM(shape, len(ckpt["vocab"]))
+    model.load_state_dict(ckpt["model"])
+    return model.eval()

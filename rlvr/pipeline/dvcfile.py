@@ -1,0 +1,138 @@
+"""dvc.yaml, written from `rlvr.pipeline.specs`, each stage's code dependencies found by following imports.
+
+A stage depends on the source of every `rlvr` module its stage module reaches, directly or through
+other modules, function-local imports included (read from the source, so a lazy import counts too),
+and on the dispatcher that runs it (`python -m rlvr.pipeline`). A package `__init__.py` that holds
+nothing but a docstring is left out. `rlvr pipeline --write` regenerates dvc.yaml; a test fails when the
+committed file differs from what this module writes, naming the command.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from rlvr.pipeline.config import read_yaml
+from rlvr.pipeline.specs import STAGES, plot_views, template
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: rlvr/ is ROOT / "rlvr"
+DISPATCHER = "rlvr.pipeline.__main__"  # `python -m rlvr.pipeline <stage>`
+
+HEADER = """\
+# The pipeline. Written by `rlvr pipeline --write` from rlvr/pipeline/specs.py (params, data in and out)
+# and from each stage module's imports (code deps): edit those, not this file. `dvc dag` draws it.
+# foreach over `sft` / `warmups` / `variants` in params.yaml: adding an entry there adds its stages; rerun
+# `rlvr pipeline --write` then, so that the `plots:` views (`dvc plots show`) name its curves too.
+"""
+
+
+def module_file(module: str) -> Path | None:
+    """rlvr.a.b -> rlvr/a/b.py or rlvr/a/b/__init__.py (None if it is not part of the package)."""
+    rel = Path(*module.split("."))
+    for candidate in (ROOT / rel.with_suffix(".py"), ROOT / rel / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every rlvr module that `path` (module name `module`) imports, anywhere in the file."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            found.add(base)
+            found |= {
+                f"{base}.{a.name}" for a in node.names
+            }  # `from rlvr.pipeline import paths` imports rlvr.pipeline.paths
+    return {m for m in found if m.split(".")[0] == "rlvr" and module_file(m) is not None}
+
+
+def _with_parents(module: str) -> set[str]:
+    """Importing rlvr.a.b runs rlvr/__init__.py and rlvr/a/__init__.py first."""
+    parts = module.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+
+
+def _trivial(path: Path) -> bool:
+    """A file with nothing but a docstring: importing it changes nothing."""
+    body = ast.parse(path.read_text()).body
+    return all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body)
+
+
+@cache
+def reached(module: str) -> tuple[str, ...]:
+    """Source files (repo-relative, sorted) of every rlvr module `module` reaches."""
+    seen, todo = set(), [module]
+    while todo:
+        m = todo.pop()
+        for name in _with_parents(m) - seen:
+            seen.add(name)
+            path = module_file(name)
+            if path is not None:
+                todo += sorted(_imports(path, name) - seen)
+    files = {module_file(m) for m in seen} - {None}
+    return tuple(sorted(p.relative_to(ROOT).as_posix() for p in files if not _trivial(p)))
+
+
+def code_deps(stage: str) -> list[str]:
+    """The source files stage `stage` runs: its module's reach and the dispatcher's."""
+    return sorted(set(reached(f"rlvr.pipeline.stages.{stage}")) | set(reached(DISPATCHER)))
+
+
+def _posix(path) -> str:
+    return Path(str(path)).as_posix()
+
+
+def stage_entry(name: str) -> dict:
+    """dvc.yaml's entry for one stage (the `do:` body for a foreach stage)."""
+    s = STAGES[name]
+    _, f = template(name)
+    body: dict = {
+        "desc": s.desc,
+        "cmd": f"python -m rlvr.pipeline {name}" + (" ${key}" if s.foreach else ""),
+        "deps": [_posix(d) for d in f["deps"]] + code_deps(name),
+    }
+    if f["params"]:
+        body["params"] = list(f["params"])
+    outs = []
+    for path, props in f["outs"].items():
+        outs.append({_posix(path): dict(props)} if props else _posix(path))
+    body["outs"] = outs
+    if f["metrics"]:
+        body["metrics"] = [{_posix(m): {"cache": False}} for m in f["metrics"]]
+    return {"foreach": "${" + s.foreach + "}", "do": body} if s.foreach else body
+
+
+def render(params_path: Path = ROOT / "params.yaml") -> str:
+    """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
+    after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
+    raw = read_yaml(params_path)
+    doc = {"stages": {name: stage_entry(name) for name in STAGES}, "plots": plot_views(raw)}
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
+
+
+def write(path: Path = ROOT / "dvc.yaml") -> Path:
+    from rlvr.pipeline.files import write_text
+
+    return write_text(path, render())
+
+
+def missing_code_deps(dvc_yaml: dict) -> list[tuple[str, str]]:
+    """(stage, source file) for every module a stage reaches that its dvc.yaml deps do not list."""
+    missing = []
+    for name, entry in dvc_yaml["stages"].items():
+        if name not in STAGES:
+            continue
+        deps = set((entry.get("do") or entry).get("deps", []))
+        missing += [(name, f) for f in code_deps(name) if f not in deps]
+    return missing

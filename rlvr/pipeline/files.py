@@ -1,0 +1,77 @@
+"""Atomic file output and the readers of what stages write: JSON, JSON lines, TSV.
+
+Every output goes through a temp file in its folder and a rename, so a reader (DVC, a later stage,
+a crash) never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
+    """Write through a temp file in the same folder, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
+    return write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
+    return json.loads(path.read_text())
+
+
+def read_heldout(path: str | Path) -> list[dict]:
+    """The held-out problems a data stage wrote (rows of a, b, prompt, answer)."""
+    return read_json(path)["problems"]
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_tsv(path: str | Path, rows: list[dict]) -> Path:
+    """Rows -> tab-separated file with a header (what `dvc plots` reads). The columns are every key
+    of any row, in first-seen order; a row without one leaves its cell blank."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["\t".join(cols)] + ["\t".join(_fmt(r.get(c, "")) for c in cols) for r in rows]
+    return write_text(path, "\n".join(lines) + "\n")
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def read_json_dir(folder: str | Path) -> dict[str, Any]:
+    """Every `*.json` in a folder, parsed: {file name: content}."""
+    return {p.name: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}

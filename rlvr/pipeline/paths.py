@@ -1,0 +1,278 @@
+"""Every file a stage reads or writes, in one place.
+
+Each function takes the names that pick a stage instance (an SFT run, a variant) and returns that
+instance's paths, relative to the repository root. The same functions, given DVC's template
+variables (`"${key}"`, `"${item.sft}"`), write dvc.yaml (`rlvr.pipeline.specs`), so the paths a stage
+writes and the paths DVC tracks cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path("data")
+REPORTS = Path("reports")
+METRICS = REPORTS / "metrics"
+CURVES = REPORTS / "curves"
+FIGURES = REPORTS / "figures"
+CLAIMS = Path("experiments/claims.yaml")
+BENCHMARKS = REPORTS / "benchmarks.json"
+STARTS = REPORTS / "starts" / "starts.json"
+PARAMS = Path("params.yaml")
+
+
+@dataclass(frozen=True)
+class CheckPaths:
+    """`check`: params.yaml in, a marker out that every other stage depends on. The marker's bytes
+    never change, so a valid edit reruns only the stages whose own params changed; an invalid one
+    stops `dvc repro` here, before DVC removes any other stage's outputs."""
+
+    params: Path
+    marker: Path
+
+
+CHECKED = DATA / "params.checked"
+
+
+def check() -> CheckPaths:
+    return CheckPaths(PARAMS, CHECKED)
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task."""
+
+    rows: Path  # JSONL, one labelled SFT row per line
+    heldout: Path  # JSON {"task", "problems": [...]}: never an empty file, even with no held-out split
+
+
+def data(run: str) -> DataPaths:
+    return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.json")
+
+
+def seed_file(folder: Path, seed: int, suffix: str = ".pt") -> Path:
+    """A chain's file in a per-seed folder: `folder/seed{n}.pt` (every per-seed output is named so)."""
+    return folder / f"seed{seed}{suffix}"
+
+
+@dataclass(frozen=True)
+class WarmupPaths:
+    """`warmup@{name}`: its run's rows in; out, one state per chain after the clean epochs (model,
+    optimiser, data order, curve so far) that every SFT run naming the warm-up continues from, and
+    its metrics."""
+
+    data: DataPaths
+    states: Path  # folder: seed{n}.pt
+    metrics: Path
+
+    def state(self, seed: int) -> Path:
+        return seed_file(self.states, seed)
+
+
+WARMUPS = DATA / "warmup"
+
+
+def warmup_states(name: str) -> Path:
+    """The folder of warm-up `name`'s saved states (one per chain): written by `warmup@{name}`, read
+    by every SFT run naming it."""
+    return WARMUPS / name
+
+
+def warmup(name: str, run: str) -> WarmupPaths:
+    return WarmupPaths(data(run), warmup_states(name), METRICS / f"warmup-{name}.json")
+
+
+@dataclass(frozen=True)
+class SFTPaths:
+    """`sft@{run}`: its inputs (`data`, the warm-up states) and, per chain, the checkpoint and loss
+    curve it writes; one metrics file over the chains."""
+
+    data: DataPaths
+    warmup: Path | None  # folder of the warm-up states it starts from (None where only the outputs matter)
+    checkpoints: Path  # folder: seed{n}.pt
+    metrics: Path
+    curves: Path  # folder: seed{n}.tsv
+
+    def checkpoint(self, seed: int) -> Path:
+        return seed_file(self.checkpoints, seed)
+
+    def curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, ".tsv")
+
+    def warmup_state(self, seed: int) -> Path:
+        if self.warmup is None:
+            raise ValueError("these SFT paths were built without their warm-up")
+        return seed_file(self.warmup, seed)
+
+
+SFT_CURVES = CURVES / "sft"
+
+
+def sft(run: str, warmup_name: str | None = None) -> SFTPaths:
+    state = None if warmup_name is None else warmup_states(warmup_name)
+    return SFTPaths(data(run), state, DATA / run / "sft", METRICS / f"sft-{run}.json", SFT_CURVES / run)
+
+
+@dataclass(frozen=True)
+class GRPOPaths:
+    """`grpo@{variant}`: the start checkpoints and problems (`start`: seed n starts from SFT seed n),
+    one checkpoint and curve per seed."""
+
+    start: SFTPaths
+    checkpoints: Path  # folder: seed{n}.pt
+    metrics: Path
+    curves: Path  # folder: seed{n}.tsv (every training step), seed{n}-eval.tsv (every evaluation)
+    eval_mean: Path  # the held-out accuracy curve, seed mean with its 95% band (DVC's overlay plots)
+
+    def checkpoint(self, seed: int) -> Path:
+        return seed_file(self.checkpoints, seed)
+
+    def curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, ".tsv")
+
+    def eval_curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, "-eval.tsv")
+
+
+GRPO_CHECKPOINTS = DATA / "grpo"
+GRPO_CURVES = CURVES / "grpo"
+GRPO_EVAL = CURVES / "grpo-eval"
+
+
+def grpo(variant: str, sft_run: str) -> GRPOPaths:
+    return GRPOPaths(
+        sft(sft_run),
+        GRPO_CHECKPOINTS / variant,
+        METRICS / f"grpo-{variant}.json",
+        GRPO_CURVES / variant,
+        GRPO_EVAL / f"{variant}.tsv",
+    )
+
+
+@dataclass(frozen=True)
+class PassKPaths:
+    """`passk`: the SFT run's checkpoints (one per chain) and held-out problems, the contrast run's,
+    every variant's checkpoints."""
+
+    start: SFTPaths
+    contrast: SFTPaths
+    variants: Path  # folder of every variant's checkpoints (GRPOPaths.checkpoints)
+    counts: Path  # per-problem correct counts c_i, committed
+    metrics: Path
+    curves: Path  # folder: {model}.tsv, pass@k at every k with its bootstrap band
+    figure_curves: Path
+    figure_scatter: Path
+    figure_solve_rates: Path
+
+    def variant_checkpoint(self, variant: str, seed: int) -> Path:
+        return seed_file(self.variants / variant, seed)
+
+
+PASSK_COUNTS = REPORTS / "passk-counts.json"
+
+
+def passk(sft_run: str, contrast: str) -> PassKPaths:
+    return PassKPaths(
+        sft(sft_run),
+        sft(contrast),
+        GRPO_CHECKPOINTS,
+        PASSK_COUNTS,
+        METRICS / "passk.json",
+        CURVES / "passk",
+        FIGURES / "passk-curves.png",
+        FIGURES / "passk-scatter.png",
+        FIGURES / "passk-solve-rates.png",
+    )
+
+
+@dataclass(frozen=True)
+class HackPaths:
+    """`hack`: the start checkpoint and problems, and what the substring-reward runs leave."""
+
+    start: SFTPaths
+    checkpoints: Path  # folder: seed{n}.pt
+    metrics: Path
+    samples: Path
+    curves: Path  # folder: seed{n}.tsv (every step), seed{n}-eval.tsv (every evaluation)
+    figure: Path
+
+    def checkpoint(self, seed: int) -> Path:
+        return seed_file(self.checkpoints, seed)
+
+    def curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, ".tsv")
+
+    def eval_curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, "-eval.tsv")
+
+
+HACK_SAMPLES = REPORTS / "hack-samples.json"
+
+
+def hack(sft_run: str) -> HackPaths:
+    return HackPaths(
+        sft(sft_run),
+        DATA / "hack",
+        METRICS / "hack.json",
+        HACK_SAMPLES,
+        CURVES / "hack",
+        FIGURES / "hack-reward-vs-accuracy.png",
+    )
+
+
+@dataclass(frozen=True)
+class WorkedPaths:
+    """`worked`: one JSON keyed by example id, and its figures."""
+
+    metrics: Path
+    figures: tuple[Path, ...]
+
+
+WORKED_FIGURES = (
+    "worked-a2-group-advantages.png",
+    "worked-a7-kl-estimators.png",
+    "worked-a8-memory.png",
+    "worked-b5-signal-probability.png",
+    "worked-b10-passk-toy.png",
+    "worked-b14-demo.png",
+)
+
+
+def worked() -> WorkedPaths:
+    return WorkedPaths(METRICS / "worked.json", tuple(FIGURES / name for name in WORKED_FIGURES))
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """`report`: reads every metrics file, figure and the claims; writes the report."""
+
+    claims: Path
+    metrics: Path  # folder
+    figures: Path  # folder
+    samples: Path
+    counts: Path  # passk's per-problem counts (the per-problem picture)
+    curves: Path  # folder: every stage's curves (the learning-curve figures are drawn from them)
+    benchmarks: Path
+    starts: Path  # `rlvr starts`' results (committed, like the benchmarks; its figure lies beside it)
+    markdown: Path
+    html: Path
+    figure_copies: Path  # folder: the figures with provenance in their PNG metadata
+    verdicts: Path
+
+
+def report() -> ReportPaths:
+    return ReportPaths(
+        CLAIMS,
+        METRICS,
+        FIGURES,
+        HACK_SAMPLES,
+        PASSK_COUNTS,
+        CURVES,
+        BENCHMARKS,
+        STARTS,
+        REPORTS / "report.md",
+        REPORTS / "report.html",
+        REPORTS / "report-figures",
+        REPORTS / "report.json",
+    )

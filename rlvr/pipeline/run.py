@@ -1,0 +1,96 @@
+"""The DVC stages, one module each: `run(params, [name,] paths)` loads inputs, calls the library,
+writes the outputs and logs to MLflow. `main` is how dvc.yaml runs them:
+
+    python -m rlvr.pipeline sft two_digit        # stage sft@two_digit
+    python -m rlvr.pipeline passk                # stage passk
+
+(`rlvr sft --run two_digit` is the same for people.) It loads and checks params.yaml, builds the
+instance's paths from `rlvr.pipeline.specs`, runs the stage module and prints its summary as JSON. A user
+error is one line on stderr and exit status 2.
+
+With RLVR_RECORD_READS=<file> set, the params.yaml keys the stage read are appended to <file> as one
+JSON line: the pipeline test checks them against the stage's declared params.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from rlvr.fields import ConfigError, UserError, record_reads
+from rlvr.pipeline import guard
+from rlvr.pipeline.config import load_params
+from rlvr.pipeline.specs import STAGES, instance_paths, stage
+from rlvr.tasks import check_params
+
+
+def run_stage(name: str, key: str | None, params_file: str = "params.yaml", progress: bool = True) -> dict:
+    """Run one stage instance in this process; returns its summary."""
+    spec = stage(name)
+    if (spec.foreach is None) != (key is None):
+        raise ConfigError(
+            f"stage {name}: "
+            + (
+                f"name one entry of `{spec.foreach}` in params.yaml"
+                if spec.foreach
+                else "takes no instance name"
+            )
+        )
+    params = load_params(params_file)
+    check_params(params)  # what the stage would reject later, rejected before any work
+    module = importlib.import_module(f"rlvr.pipeline.stages.{name}")
+    paths = instance_paths(name, key, params)
+    outputs = [Path(p) for p in (*spec.outs(paths), *spec.metrics(paths))]
+    guard.preflight(outputs)
+
+    def call() -> dict:
+        with guard.outputs_or_nothing(outputs):
+            return module.run(*((params, key, paths) if spec.foreach else (params, paths)), progress=progress)
+
+    record_to = os.environ.get("RLVR_RECORD_READS")
+    if not record_to:
+        return call()
+    with record_reads() as reads:
+        result = call()
+    with open(record_to, "a") as f:
+        f.write(json.dumps({"stage": name, "key": key, "reads": sorted(reads)}) + "\n")
+    return result
+
+
+def _interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m rlvr.pipeline", description="run one DVC stage of rlvr-repro")
+    p.add_argument("stage", choices=list(STAGES))
+    p.add_argument("key", nargs="?", default=None, help="the SFT run or variant (foreach stages)")
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = p.parse_args(argv)
+    guard.ignore_file_size_signal()
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: runs marked KILLED, outputs cleaned
+    guard.watch_dvc()
+    try:
+        result = run_stage(args.stage, args.key, args.params, progress=not args.quiet)
+    except (UserError, FileNotFoundError) as exc:
+        print(f"rlvr: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a failed write (disk full, file too large, read-only): name the file
+        print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"rlvr: stage {args.stage}{'@' + args.key if args.key else ''} interrupted; its MLflow run is "
+            "marked KILLED and its partial outputs removed",
+            file=sys.stderr,
+        )
+        return 130
+    print(json.dumps(result, indent=2, sort_keys=True, default=str))
+    return 0

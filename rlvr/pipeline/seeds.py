@@ -1,0 +1,160 @@
+"""What every stage does around its library calls: open its MLflow run, train once per seed.
+
+Seeds are independent runs, so a multi-seed stage trains them side by side: one worker process per
+core of the stage's thread budget (`runtime.thread_budget`: params.threads, or RLVR_THREADS), each
+training one seed at a time with one torch thread. A seed's numbers therefore never depend on how
+many workers ran: one thread, its own seed, its own generator. Workers are forked, so they start
+with torch already imported (spawned ones spent ~3 s a stage importing it again); a worker runs
+torch on one thread only, which is what makes a fork safe after the stage process used OpenMP
+(the rule torch's own DataLoader workers follow). Workers compute and return; only the stage
+process writes files and logs to MLflow, so a worker left behind by a killed stage never touches
+the outputs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+from rlvr.fields import recording
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.curves import split_curve
+from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
+from rlvr.pipeline.files import write_tsv
+from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.pipeline.tracking import Run, stage_run
+
+
+def run_name(stage: str, key: str | None) -> str:
+    """`sft@two_digit`, or `passk` for a stage without instances (DVC's own stage names)."""
+    return f"{stage}@{key}" if key is not None else stage
+
+
+@contextmanager
+def tracked(stage: str, key: str | None, params: Params, tags: dict) -> Iterator[Run]:
+    """The stage's MLflow run: its params are exactly the params.yaml keys DVC reruns it for."""
+    with stage_run(
+        run_name(stage, key), instance_params(stage, key, params), tags, config_hash(stage, key, params)
+    ) as run:
+        yield run
+
+
+def write_curves(curve_path, eval_path, curve: list[dict]) -> list:
+    """A seed's curve as two tables with no empty cells: every training step, every evaluation."""
+    train, evals = split_curve(curve)
+    return [write_tsv(curve_path, train), write_tsv(eval_path, evals)]
+
+
+SFT_LOGGED = ("loss", "lr")  # what an SFT curve row logs to MLflow (its epoch and phase are in the TSV)
+
+
+def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], None]:
+    """A per-step callback that logs one curve row (its `step` as MLflow's step): the fields in
+    `keys`, or every field but `step`."""
+    return lambda row: run.log_step(
+        row["step"], {k: v for k, v in row.items() if k != "step" and (keys is None or k in keys)}
+    )
+
+
+def load_start(start, seed: int, run: str, config_hash: str, tok):
+    """SFT seed `seed`'s checkpoint of run `run` (paths `start`, an SFTPaths): the start of chain
+    `seed`, refused if it is not that run's (its run name and params hash)."""
+    from rlvr.pipeline import checkpoint  # here, not at the top: stages without checkpoints never load torch
+
+    return checkpoint.load(start.checkpoint(seed), tok, f"{run_name('sft', run)}/seed{seed}", config_hash)
+
+
+@dataclass
+class SeedResult:
+    """What one seed's training returns to the stage process."""
+
+    summary: dict  # the seed's numbers (its metrics-file entries)
+    curve: list[dict]  # one row per step
+    state: dict  # the trained model's state dict
+    extra: Any = None  # anything else the stage keeps (e.g. sample tables)
+
+
+R = TypeVar("R")  # what a seed function returns
+
+
+def _seeded(fn: Callable[..., R], seed: int, args: tuple) -> R:
+    set_determinism(seed, SEED_THREADS)
+    return fn(seed, *args)
+
+
+def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R]:
+    """The seeds one after the other in this process, its thread count restored afterwards."""
+    import torch  # here, not at the top: stages without seeds (check, data, report) never load torch
+
+    threads = torch.get_num_threads()
+    try:
+        for seed in seeds:
+            yield _seeded(fn, seed, args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _worker_signals() -> None:
+    """A forked worker inherits the stage's SIGTERM handler (raise KeyboardInterrupt, to mark the
+    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextmanager
+def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: int) -> Iterator[Iterator[R]]:
+    """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
+    yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
+    Usually a seed's SeedResult; pass@k passes model indices and gets each model's counts.
+
+    Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
+    and train while this process imports MLflow (~3 s a stage here). An error in the block stops
+    every worker; leaving it normally waits for the seeds already running."""
+    if workers <= 1 or len(seeds) == 1 or recording():  # a worker's params reads would go unrecorded
+        yield _in_order(fn, seeds, args)
+        return
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(seeds)),
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_signals,
+    )
+    try:
+        yield pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted now: workers start
+    except BaseException:
+        for proc in list(getattr(pool, "_processes", {}).values()):  # stop work nobody will collect
+            proc.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def over_seeds(
+    run: Run,
+    seeds: list[int],
+    results: Iterator[SeedResult],
+    name: str,
+    tags: dict,
+    params: dict,
+    progress: bool = True,
+    logged: tuple[str, ...] | None = None,
+) -> Iterator[tuple[int, SeedResult, Run]]:
+    """Log every seed's result (`seed_results`, in seed order) to its own nested MLflow run, which
+    carries the stage's params and tags and its seed: its curve as per-step metrics (the fields in
+    `logged`, or all), then its summary. Yields (seed, result, the open child run: the stage logs the
+    seed's files to it)."""
+    bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
+    for seed, result in zip(seeds, results, strict=True):  # runs the pool to its end
+        bar.update(1)
+        with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}, {**params, "seed": seed}) as child:
+            log = log_row(child, logged)
+            for row in result.curve:
+                log(row)
+            child.log_metrics({k: v for k, v in result.summary.items() if isinstance(v, (int, float))})
+            yield seed, result, child
+    bar.close()

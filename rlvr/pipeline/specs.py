@@ -1,0 +1,342 @@
+"""The pipeline, declared once: each DVC stage's params, data inputs and outputs.
+
+`dvc.yaml` is written from this module (`rlvr pipeline --write`; a test checks that the committed
+file is what it writes), and the stages read their paths and their params list from it, so the
+files DVC tracks, the files a stage writes and the params a stage is rerun for cannot drift apart.
+The code each stage depends on is not declared here: `rlvr.pipeline.dvcfile` finds it by following the
+stage module's imports.
+
+A spec is written once for DVC's templates and for a concrete instance. Its functions take `key`,
+`item` and `p`: in dvc.yaml they are `Ref`s that print as `${key}`, `${item.sft}`, `${hack.sft}`;
+when a stage runs they are the instance's name, its params entry and the loaded Params.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rlvr.pipeline import paths
+from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
+
+
+class Ref:
+    """A DVC template variable: `Ref("item").sft` prints as `${item.sft}`."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Ref:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Ref(f"{self._name}.{attr}" if self._name else attr)
+
+    def __str__(self) -> str:
+        return "${" + self._name + "}"
+
+    def __format__(self, spec: str) -> str:  # f-strings print the template
+        return format(str(self), spec)
+
+    def __fspath__(self) -> str:  # Path("data") / Ref("key") is data/${key}
+        return str(self)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One DVC stage (or one `foreach` family of them)."""
+
+    name: str
+    foreach: str | None  # params.yaml table the stage repeats over ("sft", "warmups", "variants"), or None
+    desc: str
+    paths: Callable  # (key, item, p) -> the stage's paths object (rlvr.pipeline.paths)
+    params: Callable  # (key, item, p) -> dotted params.yaml keys the stage reads
+    deps: Callable  # paths object -> data files and folders it reads (code deps are found by import)
+    outs: Callable  # paths object -> {path: {"cache": bool}} of plain outputs
+    metrics: Callable = lambda _: []  # paths object -> metrics JSON files (never cached)
+
+
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage(
+            "check",
+            None,
+            "params.yaml validated (`rlvr check`) before DVC touches any other stage's outputs",
+            paths=lambda key, item, p: paths.check(),
+            params=lambda key, item, p: [],
+            deps=lambda x: [x.params],
+            outs=lambda x: {x.marker: {}},
+        ),
+        Stage(
+            "data",
+            "sft",
+            "the task's train/held-out split and the noisy SFT labels of run ${key}",
+            paths=lambda key, item, p: paths.data(key),
+            params=lambda key, item, p: [
+                "seed",
+                f"tasks.{item.task}.heldout",
+                f"sft.{key}.task",
+                f"sft.{key}.noise",
+                f"sft.{key}.repeats",
+            ],
+            deps=lambda x: [],
+            outs=lambda x: {x.rows: {}, x.heldout: {}},
+        ),
+        Stage(
+            "warmup",
+            "warmups",
+            "the clean epochs (true answers) that every SFT run naming warm-up ${key} "
+            "starts from, trained once per chain",
+            paths=lambda key, item, p: paths.warmup(key, item.run),
+            params=lambda key, item, p: [
+                "threads",
+                "model",
+                f"warmups.{key}",
+                *(f"sft.{item.run}.{k}" for k in WARMUP_KEYS),
+            ],
+            deps=lambda x: [x.data.rows],
+            outs=lambda x: {x.states: {}},
+            metrics=lambda x: [x.metrics],
+        ),
+        Stage(
+            "sft",
+            "sft",
+            "supervised fine-tuning of TinyLM on run ${key}'s labels, from its warm-up, once per seed",
+            paths=lambda key, item, p: paths.sft(key, item.warmup),
+            params=lambda key, item, p: ["threads", "model", f"tasks.{item.task}", f"sft.{key}"],
+            deps=lambda x: [x.data.rows, x.data.heldout, x.warmup],
+            outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}},
+            metrics=lambda x: [x.metrics],
+        ),
+        Stage(
+            "grpo",
+            "variants",
+            "GRPO variant ${key}, seed n from SFT seed n (its chain), once per seed in its seeds",
+            paths=lambda key, item, p: paths.grpo(key, item.sft),
+            params=lambda key, item, p: ["threads", "grpo.defaults", f"variants.{key}", f"tasks.{item.task}"],
+            deps=lambda x: [x.start.checkpoints, x.start.data.rows, x.start.data.heldout],
+            outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}, x.eval_mean: {"cache": False}},
+            metrics=lambda x: [x.metrics],
+        ),
+        Stage(
+            "passk",
+            None,
+            "pass@k of the SFT policy and of every variant trained from it, n samples per held-out problem",
+            paths=lambda key, item, p: paths.passk(p.passk.sft, p.passk.contrast),
+            params=lambda key, item, p: [
+                "seed",
+                "threads",
+                "grpo.defaults",
+                "passk",
+                "variants",
+                "tasks",
+                f"sft.{p.passk.sft}.task",
+                f"sft.{p.passk.sft}.seeds",
+                f"sft.{p.passk.contrast}.seeds",
+            ],
+            deps=lambda x: [x.start.checkpoints, x.start.data.heldout, x.contrast.checkpoints, x.variants],
+            outs=lambda x: {
+                x.counts: {"cache": False},
+                x.figure_curves: {"cache": False},
+                x.figure_scatter: {"cache": False},
+                x.figure_solve_rates: {"cache": False},
+                x.curves: {"cache": False},
+            },
+            metrics=lambda x: [x.metrics],
+        ),
+        Stage(
+            "hack",
+            None,
+            "GRPO on chapter A's hackable substring verifier, once per seed in hack.seeds",
+            paths=lambda key, item, p: paths.hack(p.hack.sft),
+            params=lambda key, item, p: ["threads", "grpo.defaults", f"variants.{p.hack.variant}", "hack"],
+            deps=lambda x: [x.start.checkpoints, x.start.data.rows],
+            outs=lambda x: {
+                x.checkpoints: {},
+                x.samples: {"cache": False},
+                x.figure: {"cache": False},
+                x.curves: {"cache": False},
+            },
+            metrics=lambda x: [x.metrics],
+        ),
+        Stage(
+            "worked",
+            None,
+            "every closed-form number of both chapters, with figures",
+            paths=lambda key, item, p: paths.worked(),
+            params=lambda key, item, p: ["threads", "worked"],
+            deps=lambda x: [],
+            outs=lambda x: {f: {"cache": False} for f in x.figures},
+            metrics=lambda x: [x.metrics],
+        ),
+        Stage(
+            "report",
+            None,
+            "every chapter claim beside our value and a verdict; figures with provenance",
+            paths=lambda key, item, p: paths.report(),
+            params=lambda key, item, p: [],
+            deps=lambda x: [
+                x.claims,
+                x.metrics,
+                x.samples,
+                x.counts,
+                x.figures,
+                x.curves,
+                x.benchmarks,
+                x.starts,
+            ],
+            outs=lambda x: {
+                x.markdown: {"cache": False},
+                x.html: {"cache": False},
+                x.figure_copies: {"cache": False},
+            },
+            metrics=lambda x: [x.verdicts],
+        ),
+    )
+}
+
+
+def stage(name: str) -> Stage:
+    if name not in STAGES:
+        from rlvr.fields import ConfigError
+
+        raise ConfigError(f"stage {name!r}: unknown; stages: {', '.join(STAGES)}")
+    return STAGES[name]
+
+
+def _item(s: Stage, key: str | None, p: Params) -> Any:
+    if s.foreach is None:
+        return None
+    return {"sft": p.sft_run, "warmups": p.warmup, "variants": p.variant}[s.foreach](key)
+
+
+def instance_paths(name: str, key: str | None, p: Params):
+    """The paths of one stage instance (`key`: the SFT run or variant; None for the others)."""
+    s = stage(name)
+    return s.paths(key, _item(s, key, p), p)
+
+
+def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
+    """{dotted key: value} of every params.yaml key the instance depends on, read from the raw file
+    (so this bookkeeping is not itself recorded as a read)."""
+    s = stage(name)
+    raw_p = _RawView(p.raw)
+    item = None if s.foreach is None else _RawView(lookup_raw(p.raw, f"{s.foreach}.{key}"))
+    return {k: lookup_raw(p.raw, k) for k in s.params(key, item, raw_p)}
+
+
+def config_hash(name: str, key: str | None, p: Params) -> str:
+    """Hash of the instance's params: MLflow tag `params.hash`, and the hash its checkpoints carry."""
+    return params_hash(instance_params(name, key, p))
+
+
+class _RawView:
+    """Attribute access over a raw params.yaml mapping (`p.hack.sft`), for the spec functions."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, attr: str) -> Any:
+        value = self._raw[attr]
+        return _RawView(value) if isinstance(value, dict) else value
+
+
+def template(name: str) -> tuple[Any, dict]:
+    """The stage's paths object and fields written with DVC template variables (for dvc.yaml)."""
+    s = stage(name)
+    key, item = (Ref("key"), Ref("item")) if s.foreach else (None, None)
+    x = s.paths(key, item, Ref(""))
+    checked = [] if name == "check" else [paths.CHECKED]  # every stage waits for params.yaml to pass
+    return x, {
+        "params": s.params(key, item, Ref("")),
+        "deps": checked + s.deps(x),
+        "outs": s.outs(x),
+        "metrics": s.metrics(x),
+    }
+
+
+def plot_views(raw: dict) -> list[dict]:
+    """dvc.yaml's top-level `plots:` (what `dvc plots show` draws), from the raw params: one chart
+    per comparison a reader makes, each overlaying one curve file per variant, model or run (DVC
+    colours by file). The files are the seed-mean and per-k tables the stages write, which have a
+    value in every cell (no combs from empty rows). DVC needs the files named one by one."""
+    variants = raw["variants"]
+
+    def by_task(task: str) -> dict:
+        return {
+            _path(paths.grpo(v, e["sft"]).eval_mean): "eval_acc"
+            for v, e in variants.items()
+            if e["task"] == task
+        }
+
+    start, contrast = raw["passk"]["sft"], raw["passk"]["contrast"]
+    models = ["sft", contrast, *(v for v, e in variants.items() if e["sft"] == start)]
+    passk_dir = paths.passk(start, contrast).curves
+    hack = paths.hack(raw["hack"]["sft"])
+    first_seed = raw["hack"]["seeds"][0]
+    return [
+        {
+            "grpo-accuracy-chapter-b": _view(
+                by_task("two_digit"),
+                "step",
+                "GRPO step",
+                "held-out accuracy (seed mean)",
+                "Chapter B: held-out accuracy of every GRPO variant",
+            )
+        },
+        {
+            "grpo-accuracy-chapter-a": _view(
+                by_task("single_digit"),
+                "step",
+                "GRPO step",
+                "accuracy (seed mean)",
+                "Chapter A: sampled accuracy of the GRPO runs",
+            )
+        },
+        {
+            "passk": _view(
+                {_path(passk_dir / f"{m}.tsv"): "pass_at_k" for m in models},
+                "k",
+                "k (samples per problem)",
+                "pass@k",
+                f"Chapter B: pass@k of the SFT start ({start}), its contrast and each variant",
+                "overlay-log2",
+            )
+        },
+        {
+            "sft-loss": _view(
+                {_path(paths.sft(r).curve(e["seeds"][0])): "loss" for r, e in raw["sft"].items()},
+                "step",
+                "SFT step",
+                "cross-entropy (nats / token)",
+                "SFT loss of every run (first chain)",
+            )
+        },
+        {
+            "hack": _view(
+                {_path(hack.curve(first_seed)): ["reward_mean", "accuracy"]},
+                "step",
+                "GRPO step",
+                "rate",
+                f"Chapter A hack: substring reward vs exact accuracy (seed {first_seed})",
+            )
+        },
+    ]
+
+
+def _path(p) -> str:
+    return p.as_posix()
+
+
+def _view(y: dict, x: str, x_label: str, y_label: str, title: str, template: str = "overlay") -> dict:
+    """One chart. Templates in .dvc/plots/: `overlay` colours each file (and field) as its own curve,
+    `overlay-log2` also draws x on a log2 axis (k = 1, 2, 4 ... 64)."""
+    return {"template": template, "x": x, "y": y, "title": title, "x_label": x_label, "y_label": y_label}
+
+
+def uncovered_reads(name: str, key: str | None, p: Params, reads: list[str]) -> list[str]:
+    """The params.yaml keys in `reads` that none of the instance's declared params covers (a declared
+    key covers itself and everything under it)."""
+    declared = list(instance_params(name, key, p))
+    return sorted(r for r in reads if not any(r == d or r.startswith(d + ".") for d in declared))

@@ -1,0 +1,106 @@
+"""Stage `hack`: GRPO against chapter A's substring verifier, once per seed; per-step curves, the
+sampled responses at the start, middle and end, and a figure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from rlvr.configs import GRPOConfig
+from rlvr.grpo import GRPOData, Hooks, train_grpo
+from rlvr.pipeline import checkpoint
+from rlvr.pipeline.config import HackConfig, Params
+from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.files import read_jsonl, write_json
+from rlvr.pipeline.paths import HackPaths, SFTPaths
+from rlvr.pipeline.seeds import (
+    SeedResult,
+    load_start,
+    over_seeds,
+    seed_results,
+    tracked,
+    write_curves,
+)
+from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.report import plots
+from rlvr.reward_hacking import hack_metrics, hack_summary
+from rlvr.stats import seed_metrics
+from rlvr.tasks import Problem, problems_of
+from rlvr.tokenizer import Tokenizer
+from rlvr.verifiers import substring_reward
+
+
+def sample_steps(cfg: HackConfig) -> list[int]:
+    """The steps whose rollouts are kept as sample tables: first, middle, last."""
+    return sorted({1, (cfg.steps + 1) // 2, cfg.steps})
+
+
+def train_seed(
+    seed: int, cfg: HackConfig, grpo_cfg: GRPOConfig, train: list[Problem], start: SFTPaths, start_hash: str
+) -> SeedResult:
+    """One seed on the substring reward, from its chain's SFT checkpoint; its sample tables ride
+    along as `extra`."""
+    tok = Tokenizer()
+    policy = load_start(start, seed, cfg.sft, start_hash, tok)
+    samples: dict[int, list] = {}
+    reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
+    hooks = Hooks(
+        reward=reward, batch_metrics=hack_metrics(tok, samples, set(sample_steps(cfg)), cfg.sample_rows)
+    )
+    data = GRPOData(train, train, tok, cfg.max_new_tokens)
+    curve = train_grpo(policy, grpo_cfg, data, torch.Generator().manual_seed(seed), hooks, shared_prefix=True)
+    return SeedResult(
+        hack_summary(curve, cfg.window),
+        curve,
+        policy.state_dict(),
+        {str(k): v for k, v in sorted(samples.items())},
+    )
+
+
+def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
+    cfg = params.hack
+    grpo_cfg = replace(
+        params.variant(cfg.variant), seeds=cfg.seeds, steps=cfg.steps, temperature=cfg.temperature
+    )
+    train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
+    tok = Tokenizer()
+    start_hash = config_hash("sft", cfg.sft, params)
+    model = None
+    for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
+        model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
+    own_hash = config_hash("hack", None, params)
+    tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
+    finals, tables = {}, {}
+    with (
+        seed_results(
+            train_seed,
+            cfg.seeds,
+            (cfg, grpo_cfg, train, paths.start, start_hash),
+            thread_budget(params.threads),
+        ) as results,
+        tracked("hack", None, params, tags) as mlrun,
+    ):
+        for seed, result, child in over_seeds(
+            mlrun, cfg.seeds, results, "hack", tags, instance_params("hack", None, params), progress
+        ):
+            model.load_state_dict(result.state)
+            checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", own_hash)
+            for path in write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve):
+                child.log_artifact(path, "seed")
+            finals[seed], tables[seed] = result.summary, result.extra
+        rose = sum(f["digits_per_response_end"] > f["digits_per_response_start"] for f in finals.values())
+        metrics = {
+            **seed_metrics(finals),
+            "seeds": cfg.seeds,
+            "seeds_digits_rose": rose,
+            "mlflow_run_id": mlrun.run_id,
+            "params_hash": own_hash,
+        }
+        write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
+        write_json(paths.metrics, metrics)
+        plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
+        mlrun.log_metrics({k: v for k, v in metrics.items() if k not in ("ci95", "per_seed")})
+        mlrun.log_artifact(paths.samples)
+        mlrun.log_artifact(paths.figure)
+    return {k: metrics[k] for k in ("reward_mean_end", "accuracy_end", "digits_per_response_end")}

@@ -1,0 +1,117 @@
+"""Stage `passk`: n samples per held-out problem from every chain of the SFT start (and of its
+contrast) and from every seed of every variant trained from it; per-problem correct counts, pass@k
+curves and the comparison with SFT, each variant seed against its own chain's SFT policy.
+
+Models are scored side by side in the stage's seed workers (`common.seed_results`), each at one
+torch thread, so a model's counts never depend on how many workers ran."""
+
+from __future__ import annotations
+
+import torch
+from tqdm import tqdm
+
+from rlvr.passk import summarise_counts
+from rlvr.pipeline import checkpoint
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.files import read_heldout, write_json, write_tsv
+from rlvr.pipeline.paths import PassKPaths
+from rlvr.pipeline.seeds import run_name, seed_results, tracked
+from rlvr.pipeline.specs import config_hash
+from rlvr.report import plots
+from rlvr.rollout import correct_counts
+from rlvr.tasks import Problem, problems_of
+from rlvr.tokenizer import Tokenizer
+
+
+def score(
+    index: int,
+    models: list[tuple],
+    problems: list[Problem],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+) -> list[int]:
+    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash). Every
+    model gets the same draws: its generator starts at the pipeline's seed."""
+    _, path, ckpt_run, ckpt_hash = models[index]
+    tok = Tokenizer()
+    model = checkpoint.load(path, tok, ckpt_run, ckpt_hash)
+    gen = torch.Generator().manual_seed(seed)
+    return correct_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
+
+
+def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
+    cfg = params.passk
+    variants = [v for v, c in params.variants.items() if c.sft == cfg.sft]
+    chains = {
+        "sft": params.sft_run(cfg.sft).seeds,
+        cfg.contrast: params.sft_run(cfg.contrast).seeds,
+        **{v: params.variant(v).seeds for v in variants},
+    }
+    task_name = params.sft_run(cfg.sft).task
+    task = params.task(task_name)
+    problems = problems_of(read_heldout(paths.start.data.heldout), task_name)
+    models = [
+        (
+            f"{name}/seed{s}",
+            start.checkpoint(s),
+            f"{run_name('sft', run)}/seed{s}",
+            config_hash("sft", run, params),
+        )
+        for name, run, start in (("sft", cfg.sft, paths.start), (cfg.contrast, cfg.contrast, paths.contrast))
+        for s in chains[name]
+    ]
+    models += [
+        (
+            f"{v}/seed{s}",
+            paths.variant_checkpoint(v, s),
+            f"{run_name('grpo', v)}/seed{s}",
+            config_hash("grpo", v, params),
+        )
+        for v in variants
+        for s in chains[v]
+    ]
+    args = (models, problems, cfg.n, task.max_new_tokens, cfg.temperature, params.seed)
+    with (
+        seed_results(score, list(range(len(models))), args, thread_budget(params.threads)) as results,
+        tracked("passk", None, params, {"task": task_name}) as mlrun,
+    ):
+        bar = tqdm(
+            zip(models, results, strict=True),
+            total=len(models),
+            desc="passk",
+            unit="model",
+            disable=not progress,
+        )
+        counts = {name: c for (name, *_), c in bar}  # runs the workers to their end
+        metrics, curves = summarise_counts(
+            counts, chains, cfg.n, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast
+        )
+        metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
+        write_json(paths.counts, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
+        write_json(paths.metrics, metrics)
+        for model, rows in curves.items():
+            write_tsv(paths.curves / f"{model}.tsv", rows)
+            mlrun.log_steps({f"pass_at_k.{model}": [(r["k"], r["pass_at_k"]) for r in rows]})
+        figures = [
+            plots.passk_curves(curves, cfg.n, cfg.contrast, paths.figure_curves),
+            plots.passk_scatter(counts, chains, cfg.n, paths.figure_scatter),
+            plots.passk_solve_rates(counts, chains, cfg.n, cfg.contrast, paths.figure_solve_rates),
+        ]
+        mlrun.log_metrics(
+            {
+                "sft_pass_at_1": metrics["sft"]["pass_at_1"],
+                "sft_pass_at_n": metrics["sft"]["pass_at_n"],
+                **{
+                    f"{v}_{k}": x
+                    for v, d in metrics["variants"].items()
+                    for k, x in d.items()
+                    if isinstance(x, (int, float))
+                },
+            }
+        )
+        for f in figures:
+            mlrun.log_artifact(f)
+    return {"sft_pass_at_1": metrics["sft"]["pass_at_1"], "variants": len(variants)}

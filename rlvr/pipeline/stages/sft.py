@@ -1,0 +1,164 @@
+"""Stage `sft@{run}`: once per seed (chain), from that chain's warm-up state, fit TinyLM on the run's
+labels; measure greedy and sampled accuracy. Chains train side by side in the stage's seed workers,
+and the metrics file holds every chain's numbers, their mean and their interval over chains."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from rlvr.configs import SFTConfig, TaskConfig
+from rlvr.fields import UserError
+from rlvr.model import TinyLM
+from rlvr.optim import AdamW
+from rlvr.pipeline import checkpoint
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.files import read_heldout, read_jsonl, write_json, write_tsv
+from rlvr.pipeline.paths import SFTPaths, seed_file
+from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, run_name, seed_results, tracked
+from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.rollout import accuracy, correct_counts
+from rlvr.sft import encode_sft, final_loss, fit_noisy
+from rlvr.stats import seed_metrics
+from rlvr.tasks import Problem, problems_of
+from rlvr.tokenizer import Tokenizer
+
+
+def train_seed(
+    seed: int,
+    cfg: SFTConfig,
+    task: TaskConfig,
+    data: tuple,
+    warmup: dict,
+    evals: tuple[list[Problem], list[Problem]],
+) -> SeedResult:
+    """Chain `seed`: its warm-up state, the run's epochs on its labels, then its accuracy numbers."""
+    tokens, mask = data
+    tok = Tokenizer()
+    gen = torch.Generator()
+    model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
+    t0 = time.perf_counter()
+    curve = warm_curve + fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
+    train_seconds = time.perf_counter() - t0
+    summary = {
+        "final_loss": final_loss(curve),
+        "steps": len(curve),
+        "train_seconds": round(train_seconds, 2),
+        "tokens_per_second": round(tokens.numel() * cfg.epochs / train_seconds),
+        **accuracies(model, cfg, task, *evals, tok, gen),
+    }
+    return SeedResult(summary, curve, model.state_dict())
+
+
+def accuracies(
+    model,
+    cfg: SFTConfig,
+    task: TaskConfig,
+    train: list[Problem],
+    held: list[Problem],
+    tok: Tokenizer,
+    gen: torch.Generator,
+) -> dict:
+    """Greedy and sampled (T = 1) accuracy on the train problems, and on the held-out ones if any.
+    Their intervals are over chains (the metrics file), which include the start's own variance."""
+
+    def sampled(probs: list[Problem], key: str) -> dict:
+        c = correct_counts(model, probs, cfg.eval_samples, task.max_new_tokens, 1.0, tok, gen)  # (P,)
+        return {key: float(c.double().mean()) / cfg.eval_samples}
+
+    out = {
+        "greedy_acc_train": accuracy(model, train, 1, task.max_new_tokens, 0.0, tok, gen),
+        **sampled(train, "sampled_acc_train"),
+    }
+    if held:
+        out.update(
+            greedy_acc_heldout=accuracy(model, held, 1, task.max_new_tokens, 0.0, tok, gen),
+            **sampled(held, "sampled_acc_heldout"),
+        )
+    return out
+
+
+def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> dict:
+    cfg = params.sft_run(name)
+    task = params.task(cfg.task)
+    rows, held_rows = read_jsonl(paths.data.rows), read_heldout(paths.data.heldout)
+    tok = Tokenizer()
+    train_problems = problems_of(rows, cfg.task)
+    stride = max(1, len(train_problems) // cfg.eval_max_prompts)
+    evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task))
+    clean = encode_sft(rows, tok, field="answer")[0]  # (N, T)
+    warmup = {
+        "folder": paths.warmup,
+        "run": run_name("warmup", cfg.warmup),
+        "config_hash": config_hash("warmup", cfg.warmup, params),
+        "answers": checkpoint.answers_digest(clean),
+    }
+    check_warmup(name, cfg, warmup, tok)  # fail before any training if it is not the one
+    params_hash = config_hash("sft", name, params)
+    tags = {"task": cfg.task, "sft_run": name}
+    per_seed = {}
+    args = (cfg, task, encode_sft(rows, tok), warmup, evals)
+    with (
+        seed_results(train_seed, cfg.seeds, args, thread_budget(params.threads)) as results,
+        tracked("sft", name, params, tags) as mlrun,
+    ):
+        model = TinyLM(cfg.model or params.model, len(tok))
+        for seed, result, child in over_seeds(
+            mlrun,
+            cfg.seeds,
+            results,
+            run_name("sft", name),
+            tags,
+            instance_params("sft", name, params),
+            progress,
+            SFT_LOGGED,
+        ):
+            model.load_state_dict(result.state)
+            checkpoint.save(
+                paths.checkpoint(seed), model, tok, f"{run_name('sft', name)}/seed{seed}", params_hash
+            )
+            child.log_artifact(write_tsv(paths.curve(seed), result.curve), "seed")
+            per_seed[seed] = result.summary
+        metrics = {
+            "sft_run": name,
+            "task": cfg.task,
+            "seeds": cfg.seeds,
+            "params": model.num_params(),
+            "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
+            **seed_metrics(per_seed),
+            "mlflow_run_id": mlrun.run_id,
+            "params_hash": params_hash,
+        }
+        write_json(paths.metrics, metrics)
+        mlrun.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+    return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
+
+
+def check_warmup(name: str, cfg: SFTConfig, warmup: dict, tok: Tokenizer) -> None:
+    """Refuse a warm-up trained on other true answers (its first chain's state speaks for all)."""
+    state = load_warmup(warmup, cfg.seeds[0], tok)
+    if state.answers != warmup["answers"]:
+        raise UserError(
+            f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained on; "
+            f"give sft.{name} a warm-up of its own (warmups: {{{name}: {{run: {name}}}}}, "
+            f"sft.{name}.warmup: {name})"
+        )
+
+
+def start_from_warmup(warmup: dict, seed: int, cfg: SFTConfig, tok: Tokenizer, gen: torch.Generator) -> tuple:
+    """The model, optimiser and data-order generator (set in place) where chain `seed`'s warm-up left
+    them, and the warm-up's curve."""
+    state = load_warmup(warmup, seed, tok)
+    opt = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt.load_state_dict(state.optimizer)
+    gen.set_state(state.generator)
+    return state.model, opt, state.curve
+
+
+def load_warmup(warmup: dict, seed: int, tok: Tokenizer) -> checkpoint.WarmupState:
+    """Chain `seed`'s warm-up state, refused if it is not the warm-up's own (run and params hash)."""
+    return checkpoint.load_warmup(
+        seed_file(warmup["folder"], seed), tok, f"{warmup['run']}/seed{seed}", warmup["config_hash"]
+    )

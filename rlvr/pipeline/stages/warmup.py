@@ -1,0 +1,124 @@
+"""Stage `warmup@{name}`: the clean epochs that the SFT runs naming this warm-up share, once per chain.
+
+Its run's rows with their true answers, the first `clean_epochs` of the run's schedule, and for
+each seed (chain) the state after them (weights, AdamW moments, the data-order generator, the curve
+so far) saved for `sft@{run}` of every run that names it: runs that differ only in their noise
+train it once. Seeds train side by side in the stage's seed workers. Its metrics JSON (steps,
+final loss per chain, seconds, MLflow run id) links dvc.lock to the MLflow run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from rlvr.configs import ModelConfig, SFTConfig
+from rlvr.fields import ConfigError
+from rlvr.model import TinyLM
+from rlvr.pipeline import checkpoint
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.files import read_jsonl, write_json
+from rlvr.pipeline.paths import WarmupPaths
+from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, run_name, seed_results, tracked
+from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.sft import encode_sft, final_loss, warm_up
+from rlvr.stats import seed_metrics
+from rlvr.tokenizer import Tokenizer
+
+PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of every chain's initial weights
+
+
+def perturbation() -> float:
+    """RLVR_PERTURB as a number (0 when unset): `rlvr bench --only perturbed` sets it to rerun the
+    pipeline as another CPU would, with every chain's start drawn anew by rounding-sized changes."""
+    raw = os.environ.get(PERTURB, "0")
+    try:
+        eps = float(raw)
+    except ValueError:
+        eps = -1.0
+    if not 0 <= eps < 1e-2:
+        raise ConfigError(f"{PERTURB} = {raw!r}: must be a number in [0, 0.01) (e.g. 1e-6; unset for none)")
+    return eps
+
+
+def perturb_(model: TinyLM, eps: float, seed: int) -> None:
+    """Multiply every weight by (1 + eps * z), z ~ N(0, 1) from its own generator: at eps ~ 1e-6 a
+    change the size of float32 rounding, which a chaotic chain amplifies as another CPU's would."""
+    gen = torch.Generator().manual_seed(10_007 + seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1 + eps * torch.randn(p.shape, generator=gen))
+
+
+def train_seed(seed: int, cfg: SFTConfig, model_cfg: ModelConfig, clean: tuple, eps: float) -> SeedResult:
+    """Chain `seed`'s clean epochs from a fresh model (initialised under the seed, set by the worker;
+    perturbed by `eps` when asked): the weights as `state`, its optimiser and data order as `extra`."""
+    gen = torch.Generator().manual_seed(seed)  # the data order; the SFT stage continues it
+    model = TinyLM(model_cfg, len(Tokenizer()))
+    if eps:
+        perturb_(model, eps, seed)
+    t0 = time.perf_counter()
+    opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
+    summary = {"steps": len(curve), "train_seconds": round(time.perf_counter() - t0, 2)}
+    if curve:  # a warm-up of no clean epochs (a run that starts from a fresh model) has no loss
+        summary["final_loss"] = final_loss(curve)
+    return SeedResult(summary, curve, model.state_dict(), (opt.state_dict(), gen.get_state()))
+
+
+def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) -> dict:
+    w = params.warmup(name)
+    cfg = params.sft_run(w.run)
+    rows = read_jsonl(paths.data.rows)
+    tok = Tokenizer()
+    model_cfg = cfg.model or params.model
+    clean = encode_sft(rows, tok, field="answer")
+    params_hash = config_hash("warmup", name, params)
+    digest = checkpoint.answers_digest(clean[0])
+    model = TinyLM(model_cfg, len(tok))
+    tags = {"task": cfg.task, "sft_run": w.run}
+    per_seed = {}
+    eps = perturbation()
+    with (
+        seed_results(
+            train_seed, cfg.seeds, (cfg, model_cfg, clean, eps), thread_budget(params.threads)
+        ) as results,
+        tracked("warmup", name, params, tags) as mlrun,
+    ):
+        for seed, result, _ in over_seeds(
+            mlrun,
+            cfg.seeds,
+            results,
+            run_name("warmup", name),
+            tags,
+            instance_params("warmup", name, params),
+            progress,
+            SFT_LOGGED,
+        ):
+            model.load_state_dict(result.state)
+            optimizer, generator = result.extra
+            checkpoint.save_warmup(
+                paths.state(seed),
+                model,
+                tok,
+                f"{run_name('warmup', name)}/seed{seed}",
+                params_hash,
+                optimizer,
+                generator,
+                result.curve,
+                digest,
+            )
+            per_seed[seed] = result.summary
+        metrics = {
+            "sft_run": w.run,
+            "seeds": cfg.seeds,
+            **({"perturbation": eps} if eps else {}),
+            **seed_metrics(per_seed),
+            "mlflow_run_id": mlrun.run_id,
+            "params_hash": params_hash,
+        }
+        write_json(paths.metrics, metrics)
+        mlrun.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+    return metrics

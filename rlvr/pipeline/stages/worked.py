@@ -1,0 +1,24 @@
+"""Stage `worked`: every closed-form number of both chapters as one JSON keyed by example id, and
+the figures drawn from it."""
+
+from __future__ import annotations
+
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import set_determinism, thread_budget
+from rlvr.pipeline.files import write_json
+from rlvr.pipeline.paths import WorkedPaths
+from rlvr.pipeline.seeds import tracked
+from rlvr.report import plots
+from rlvr.worked import worked_metrics
+
+
+def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # noqa: ARG001
+    set_determinism(params.worked.seed, thread_budget(params.threads))
+    with tracked("worked", None, params, {}) as mlrun:
+        metrics = worked_metrics(params.worked)
+        write_json(paths.metrics, metrics)
+        figures = plots.worked_figures(metrics, {p.name: p for p in paths.figures})
+        mlrun.log_metrics(metrics)  # every numeric leaf, as "A2.advantage_correct_1_of_8" ...
+        for path in (paths.metrics, *figures):
+            mlrun.log_artifact(path)
+    return {"examples": sorted(metrics)}

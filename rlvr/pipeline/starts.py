@@ -1,0 +1,231 @@
+"""`rlvr starts` (a command, not a DVC stage): chapter B's candidate SFT starts side by side, the
+SFT side first, then GRPO.
+
+Chapter B's start can be made several ways that all reach about the chapter's pass@1: an
+under-trained policy on true answers (the pipeline's start, by this comparison), labels with slips
+on some addition facts, uniform label noise. They differ in how the per-problem solve rates spread,
+so in pass@64 and in how many problems 64 samples never solve, and perhaps in whether RL narrows
+them. This command trains every
+candidate over its chains in-process (seed workers, one torch thread each, so a chain's numbers are
+the pipeline's own for a run it shares), scores each chain's SFT policy on the held-out problems,
+names the candidate whose SFT-side facts come closest to the chapter's (never-solved count, then
+pass@64) before any GRPO is run, then trains `starts.variant` from every chain and scores it. Not a
+DVC stage: it takes several minutes and decides an input, so it runs on demand; its results
+(`reports/starts/`: a JSON file and a figure) are committed and the report shows them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
+from rlvr.grpo import GRPOData, train_grpo
+from rlvr.model import TinyLM
+from rlvr.noise import sft_rows
+from rlvr.passk import pass_at_k_curve, summarise_counts
+from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.files import write_json
+from rlvr.pipeline.paths import STARTS
+from rlvr.pipeline.seeds import seed_results
+from rlvr.report import plots
+from rlvr.rollout import correct_counts
+from rlvr.sft import encode_sft, train_sft
+from rlvr.tasks import Problem, problem_rows, problems_of, split
+from rlvr.tokenizer import Tokenizer
+
+FIGURE = STARTS.parent / "starts-passk.png"
+
+
+def candidate_config(params: Params, name: str) -> SFTConfig:
+    """A candidate's SFT settings: a pipeline run's, or one of `starts.runs`."""
+    return params.starts.runs[name] if name in dict.keys(params.starts.runs) else params.sft_run(name)
+
+
+def train_chain(
+    seed: int,
+    cfg: SFTConfig,
+    model_cfg,
+    task: TaskConfig,
+    data: tuple,
+    held: list[Problem],
+    n: int,
+    eval_seed: int,
+) -> dict:
+    """Chain `seed` of one candidate: SFT (its clean epochs then its epochs, from a model initialised
+    under the seed, as the warm-up and SFT stages train it), the SFT policy's correct counts on the
+    held-out problems, then the SFT weights (GRPO is trained from them in a second pass)."""
+    tok = Tokenizer()
+    tokens, mask, clean = data
+    model = TinyLM(model_cfg, len(tok))
+    train_sft(
+        model,
+        tokens,
+        mask,
+        cfg,
+        torch.Generator().manual_seed(seed),
+        progress=False,
+        clean=clean,
+        shared_prefix=True,
+    )
+    counts = correct_counts(
+        model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator().manual_seed(eval_seed)
+    )
+    return {"counts": counts.tolist(), "state": model.state_dict(), "model_cfg": model_cfg}
+
+
+def train_grpo_chain(
+    seed: int,
+    starts: dict,
+    cfg: GRPOConfig,
+    task: TaskConfig,
+    train: list[Problem],
+    held: list[Problem],
+    n: int,
+    eval_seed: int,
+) -> list[int]:
+    """GRPO seed `seed` from its chain's SFT weights (`starts`: seed -> the chain's result), as the
+    GRPO stage trains it; its correct counts on the held-out problems."""
+    tok = Tokenizer()
+    policy = TinyLM(starts[seed]["model_cfg"], len(tok))
+    policy.load_state_dict(starts[seed]["state"])
+    policy.eval()
+    data = GRPOData(train, held, tok, task.max_new_tokens)
+    train_grpo(policy, cfg, data, torch.Generator().manual_seed(seed), shared_prefix=True)
+    return correct_counts(
+        policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator().manual_seed(eval_seed)
+    ).tolist()
+
+
+def sft_side_choice(sft: dict[str, dict], never_target: float, pass_target: float) -> str:
+    """The candidate whose chain-mean never-solved count comes closest to the chapter's, ties broken
+    by pass@64: the only facts a start is chosen by (GRPO's outcome is never looked at)."""
+    return min(
+        sft,
+        key=lambda c: (abs(sft[c]["never_solved"] - never_target), abs(sft[c]["pass_at_n"] - pass_target)),
+    )
+
+
+def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progress: bool = True) -> dict:
+    cfg = params.starts
+    variant = params.variant(cfg.variant)
+    task_name = variant.task
+    task = params.task(task_name)
+    n = params.passk.n
+    train_split, held_split = split(task_name, task.heldout, params.seed)
+    held = problems_of(problem_rows(held_split), task_name)
+    workers = thread_budget(params.threads)
+    tok = Tokenizer()
+    results = {}
+    for name in cfg.candidates:  # the SFT side of every candidate first
+        c = candidate_config(params, name)
+        rows = sft_rows(train_split, c.noise, c.repeats, params.seed)
+        tokens, mask = encode_sft(rows, tok)
+        data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
+        args = (c, c.model or params.model, task, data, held, n, params.seed)
+        with seed_results(train_chain, c.seeds, args, workers) as chains:
+            results[name] = {
+                "seeds": c.seeds,
+                "train": problems_of(rows, task_name),  # GRPO's prompts
+                "chains": dict(zip(c.seeds, chains, strict=True)),
+            }
+        if progress:
+            print(f"starts: {name} SFT chains done", flush=True)
+    sft_side = {name: sft_summary(r, n, params) for name, r in results.items()}
+    chosen = sft_side_choice(sft_side, cfg.target_never_solved, cfg.target_pass_at_n)
+    for name, r in results.items():  # then GRPO from every chain of every candidate
+        seeds = [s for s in variant.seeds if s in r["seeds"]]
+        args = (r["chains"], variant, task, r["train"], held, n, params.seed)
+        with seed_results(train_grpo_chain, seeds, args, workers) as grpo:
+            r["grpo"] = dict(zip(seeds, grpo, strict=True))
+        if progress:
+            print(f"starts: {name} GRPO seeds done", flush=True)
+    summary = {
+        "made": made(),
+        "variant": cfg.variant,
+        "n": n,
+        "problems": len(held),
+        "candidates": cfg.candidates,
+        "targets": {"never_solved": cfg.target_never_solved, "pass_at_n": cfg.target_pass_at_n},
+        "sft_side_choice": chosen,
+        "pipeline_start": params.passk.sft,
+        "rule": "the candidate whose chain-mean never-solved count (then pass@64) "
+        "is closest to the chapter's, "
+        "decided on the SFT side before any GRPO runs",
+        "starts": {name: comparison(r, n, params) for name, r in results.items()},
+    }
+    write_json(out, summary)
+    plots.starts_passk({name: _curves(r, n) for name, r in results.items()}, n, chosen, figure)
+    return {"sft_side_choice": chosen, "pipeline_start": params.passk.sft, "written": [str(out), str(figure)]}
+
+
+def made() -> str:
+    """Where and when: the command, commit, date and CPU, stated once beside the results."""
+    import datetime
+    import subprocess
+
+    from bench.suite import cpu_model
+    from rlvr.pipeline.gitinfo import git_commit
+
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", "rlvr", "params.yaml"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()  # the code and params it ran
+    return (
+        f"`rlvr starts` at commit {(git_commit(Path.cwd()) or 'unknown')[:10]}"
+        f"{' with uncommitted changes' if dirty else ''}, {datetime.date.today().isoformat()}, {cpu_model()}"
+    )
+
+
+def _counts(r: dict, with_grpo: bool) -> tuple[dict, dict]:
+    """A candidate's counts in `summarise_counts`' layout: sft/seed{s} (and grpo/seed{s})."""
+    counts = {f"sft/seed{s}": ch["counts"] for s, ch in r["chains"].items()}
+    chains = {"sft": r["seeds"]}
+    if with_grpo:
+        counts.update({f"grpo/seed{s}": c for s, c in r["grpo"].items()})
+        chains["grpo"] = list(r["grpo"])
+    return counts, chains
+
+
+def sft_summary(r: dict, n: int, params: Params) -> dict:
+    counts, chains = _counts(r, with_grpo=False)
+    metrics, _ = summarise_counts(counts, chains, n, params.passk.ks, params.passk.bootstrap, params.seed)
+    return metrics["sft"]
+
+
+def comparison(r: dict, n: int, params: Params) -> dict:
+    """Per candidate: its SFT chains' pass@1, pass@64 and never-solved, GRPO's from them, the
+    crossover k per chain, and the per-problem picture (solved only by SFT, only by GRPO)."""
+    counts, chains = _counts(r, with_grpo=True)
+    metrics, _ = summarise_counts(counts, chains, n, params.passk.ks, params.passk.bootstrap, params.seed)
+    g = metrics["variants"]["grpo"]
+    return {
+        "sft": metrics["sft"],
+        "grpo": {
+            k: g[k]
+            for k in (
+                "pass_at_1_rl",
+                "pass_at_n_rl",
+                "never_solved_rl",
+                "solved_by_base_only",
+                "solved_by_rl_only",
+            )
+        },
+        "crossover_k_per_chain": g["per_seed"]["crossover_k"],
+        "seeds": g["seeds"],
+        "per_seed": {k: g["per_seed"][k] for k in ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl")},
+        "counts": counts,
+    }
+
+
+def _curves(r: dict, n: int) -> dict:
+    """Chain-mean pass@k at k = 1..n, SFT and GRPO: {"sft": (n,), "grpo": (n,)}."""
+    mean = lambda cs: np.mean([pass_at_k_curve(c, n)[1] for c in cs], axis=0)  # noqa: E731
+    return {
+        "sft": mean([ch["counts"] for ch in r["chains"].values()]),
+        "grpo": mean(list(r["grpo"].values())),
+    }

@@ -1,0 +1,292 @@
+"""MLflow tracking: one run per stage execution, nested runs per seed, batched metric logging.
+
+The store defaults to an embedded SQLite file at the repo root (`sqlite:///<root>/mlflow.db`), the
+root taken from `$DVC_ROOT` when DVC runs the stage (so queued `dvc exp` runs share one store);
+`MLFLOW_TRACKING_URI` overrides it. We use `MlflowClient` rather than the fluent API: no global
+"active run" state, and runs end FINISHED / FAILED / KILLED exactly as the `with` block does.
+A single logging call costs ~10 ms on SQLite, so per-step metrics are buffered and sent in batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rlvr.fields import UserError
+from rlvr.pipeline.gitinfo import git_commit
+
+EXPERIMENT = "rlvr-repro"
+_BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
+
+
+class TrackingError(UserError):
+    """The configured tracking store cannot be used; raised before any training starts."""
+
+
+def repo_root() -> Path:
+    return Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
+
+
+def default_tracking_uri() -> str:
+    """This checkout's own store: an SQLite file at the repository root."""
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+
+
+def check_reachable(uri: str) -> None:
+    """Fail fast, in one line naming the URI, when a tracking server does not answer or a local
+    store's folder is missing or not writable (rather than wait on the database driver)."""
+    if uri.startswith("sqlite:///"):
+        folder = Path(
+            uri.removeprefix("sqlite:///")
+        ).parent  # sqlite:////abs/x.db -> /abs; sqlite:///rel/x.db -> rel
+        if not folder.is_dir():
+            raise TrackingError(
+                f"MLflow tracking store {uri}: folder {folder} does not exist; create it or "
+                f"unset MLFLOW_TRACKING_URI to use this checkout's mlflow.db"
+            )
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise TrackingError(f"MLflow tracking store {uri}: folder {folder} is not writable")
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise TrackingError(
+                f"MLflow tracking server {uri} is unreachable ({reason}); "
+                f"start it or unset MLFLOW_TRACKING_URI to use the local SQLite store"
+            ) from None
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}: MLflow params are flat."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+class Run:
+    """One MLflow run: buffered per-step metrics, params, final metrics, artifacts."""
+
+    def __init__(self, client, run_id: str) -> None:
+        self.client, self.run_id = client, run_id
+        self._pending: list = []
+        self.tags: dict[str, str] = {}
+        self.artifact_uri: str | None = None
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for i in range(0, len(items), 100):  # MLflow: at most 100 params per call
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def log_step(self, step: int, metrics: dict[str, float]) -> None:
+        """Queue one step's metrics; they are sent in batches (see `flush`)."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._pending += [Metric(k, float(v), now, step) for k, v in metrics.items()]
+        if len(self._pending) >= _BATCH:
+            self.flush()
+
+    def log_steps(self, series: dict[str, list[tuple[int, float]]]) -> None:
+        """Whole series at once: {metric: [(step, value), ...]} (e.g. pass@k with step = k)."""
+        for name, points in series.items():
+            for step, value in points:
+                self.log_step(step, {name: value})
+        self.flush()
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        """Final (step-less) metrics; non-numbers are skipped."""
+        nums = {
+            k: v
+            for k, v in flatten(metrics).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        self.log_step(0, nums)
+        self.flush()
+
+    def flush(self) -> None:
+        while self._pending:
+            chunk, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
+            self.client.log_batch(self.run_id, metrics=chunk)
+
+    def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), subdir)
+
+    @contextmanager
+    def child(self, name: str, tags: dict[str, Any], params: dict[str, Any] | None = None) -> Iterator[Run]:
+        """A nested run (e.g. one seed inside a variant's stage): the parent's tags (dvc.stage,
+        git.commit, params.hash...) with the caller's on top, and its own params."""
+        inherited = {k: v for k, v in self.tags.items() if not k.startswith("mlflow.")}
+        with _run(
+            self.client, self._experiment_id, name, {**inherited, **tags, "mlflow.parentRunId": self.run_id}
+        ) as run:
+            run._experiment_id = self._experiment_id
+            if params:
+                run.log_params(params)
+            yield run
+
+
+def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def _run(client, experiment_id: str, name: str, tags: dict[str, Any]) -> Iterator[Run]:
+    info = client.create_run(experiment_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
+    run = Run(client, info.info.run_id)
+    run.tags = {k: str(v) for k, v in tags.items()}
+    run.artifact_uri = info.info.artifact_uri
+    status = "FAILED"
+    try:
+        yield run
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        try:
+            run.flush()  # keep every step logged so far, even on a crash
+        finally:
+            client.set_terminated(run.run_id, status=status)
+
+
+KIND_TAG = "mlflow.experimentKind"
+KIND = "custom_model_development"  # the MLflow 3 UI then opens on training runs, not GenAI traces
+
+
+def _experiment(client, uri: str) -> str:
+    """The id of experiment `rlvr-repro`, made if missing. In the default store (this checkout's
+    `mlflow.db`) its artifacts live in this checkout's `mlartifacts/`. MLflow records that folder as
+    an absolute path, so a checkout that was copied or moved would write into the original's: then
+    the old experiment is renamed (its runs stay, under "rlvr-repro (moved from ...)") and a new one
+    is made here."""
+    local = uri == default_tracking_uri()
+    here = (repo_root() / "mlartifacts").as_uri()
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    if exp is not None and local and not exp.artifact_location.startswith(here):
+        client.rename_experiment(
+            exp.experiment_id, f"{EXPERIMENT} (moved from {exp.artifact_location})"[:250]
+        )
+        exp = None
+    if exp is None:
+        return client.create_experiment(
+            EXPERIMENT, artifact_location=here if local else None, tags={KIND_TAG: KIND}
+        )
+    if exp.tags.get(KIND_TAG) != KIND:
+        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
+    return exp.experiment_id
+
+
+@contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """One process at a time creates or migrates a local SQLite store: two stages starting together
+    (`dvc queue start -j 2` on a fresh checkout) would otherwise both build its tables, and one
+    fails ("duplicate column name"). A lock file beside the database; a no-op for servers."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    with open(Path(uri.removeprefix("sqlite:///")).with_suffix(".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+PID_TAG, HOST_TAG = "rlvr.pid", "rlvr.host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def close_dead_runs(client, experiment_id: str, stage: str) -> list[str]:
+    """Mark KILLED the runs of `stage` still RUNNING whose process, on this host, is gone (killed
+    with SIGKILL, or the machine lost power: nothing could mark them). Their seed runs too.
+    Returns the ids closed. Runs on other hosts are left alone: their process cannot be seen."""
+    host = socket.gethostname()
+    stale = client.search_runs(
+        [experiment_id], f"tags.`dvc.stage` = '{stage}' and attributes.status = 'RUNNING'", max_results=1000
+    )
+    closed = []
+    for r in stale:
+        pid = r.data.tags.get(PID_TAG)
+        if r.data.tags.get(HOST_TAG) == host and pid and pid.isdigit() and not _pid_alive(int(pid)):
+            client.set_terminated(r.info.run_id, status="KILLED")
+            closed.append(r.info.run_id)
+    return closed
+
+
+@contextmanager
+def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_hash: str) -> Iterator[Run]:
+    """The MLflow run of one stage execution. Raises TrackingError before yielding if unusable.
+
+    Tags: dvc.stage, dvc.exp, git.commit, params.hash, plus the caller's (task, seed, variant...).
+    A body that raises leaves the run FAILED; Ctrl-C or SIGTERM (how DVC stops a stage) leaves it KILLED.
+    """
+    uri = tracking_uri()
+    check_reachable(uri)
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    from mlflow.tracking import MlflowClient  # slow import (~1.5 s): only stages that log pay it
+
+    quiet = {name: logging.getLogger(name).level for name in ("mlflow", "alembic")}
+    for name in quiet:  # the one-line error below says it; MLflow's own traceback log would not
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        with _store_lock(uri):
+            client = MlflowClient(uri)
+            experiment_id = _experiment(client, uri)
+    except Exception as exc:  # any failure to open the store is a configuration problem
+        raise TrackingError(
+            f"MLflow tracking store {uri} cannot be used: {str(exc).splitlines()[0]}"
+        ) from None
+    finally:
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
+
+    all_tags = {
+        "dvc.stage": os.environ.get("DVC_STAGE", stage),
+        "git.commit": git_commit(repo_root()),
+        "params.hash": params_hash,
+        **tags,
+    }
+    close_dead_runs(client, experiment_id, all_tags["dvc.stage"])
+    all_tags.update({PID_TAG: os.getpid(), HOST_TAG: socket.gethostname()})
+    if os.environ.get("DVC_EXP_NAME"):  # only inside `dvc exp run`
+        all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with _run(client, experiment_id, stage, all_tags) as run:
+            run._experiment_id = experiment_id
+            run.log_params(params)
+            yield run
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,1194 @@
+"""The report: every chapter claim beside our measured value, a verdict, and where it came from.
+
+Verdicts are computed from the metrics alone (experiments/claims.yaml says which file and key);
+nothing here trains, samples or reads a file: the `report` stage loads the claims, the metrics
+({file name: parsed JSON}), the figures and their provenance, and this module turns them into the
+verdicts and the Markdown and HTML pages.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from rlvr.fields import ConfigError
+from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
+from rlvr.stats import mean_ci
+
+KINDS = ("exact", "range", "greater", "less", "close", "cited")
+VERDICTS = ("reproduced", "differs", "inconclusive", "cited", "missing")
+
+
+def check_claims(claims: Any, path: str) -> list[dict]:
+    """Check the parsed claims.yaml: unique ids, known kinds, the fields each kind needs."""
+    if not isinstance(claims, list):
+        raise ConfigError(f"{path}: must be a list of claims")
+    seen = set()
+    for i, c in enumerate(claims):
+        where = f"{path}[{i}] ({c.get('id')})"
+        if c.get("id") in seen or "id" not in c:
+            raise ConfigError(f"{where}: id missing or repeated")
+        seen.add(c["id"])
+        if c.get("kind") not in KINDS:
+            raise ConfigError(f"{where}.kind = {c.get('kind')!r}: must be one of {', '.join(KINDS)}")
+        need = {
+            "exact": ("metric", "tol"),
+            "range": ("metric", "lo", "hi"),
+            "close": ("metric", "other", "tol"),
+            "greater": ("metric",),
+            "less": ("metric",),
+            "cited": (),
+        }[c["kind"]]
+        for key in (*need, "chapter", "quote", "book", "why"):
+            if key not in c:
+                raise ConfigError(
+                    f"{where}.{key}: missing (kind {c['kind']} needs {', '.join(need) or 'no metric'})"
+                )
+        if c["kind"] in ("greater", "less") and "other" not in c and "other_value" not in c:
+            raise ConfigError(f"{where}: kind {c['kind']} needs `other` (a metric) or `other_value`")
+        feasible = c.get("feasible")
+        if feasible is not None and not (
+            isinstance(feasible, list) and len(feasible) == 2 and feasible[0] < feasible[1]
+        ):
+            raise ConfigError(
+                f"{where}.feasible = {feasible!r}: must be [lo, hi] with lo < hi (the values the "
+                "metric can take)"
+            )
+    return claims
+
+
+def lookup(metrics: dict[str, Any], ref: list) -> Any:
+    """[file, "a.b.0"] -> the value at that dotted key (dict keys or list indices) of that file's JSON."""
+    if ref[0] not in metrics:
+        raise KeyError(f"{ref[0]} does not exist")
+    value: Any = metrics[ref[0]]
+    for part in str(ref[1]).split("."):
+        if isinstance(value, list):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise KeyError(f"{ref[0]}: no key {ref[1]!r} (stopped at {part!r})")
+    return value
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A measured value and the interval a verdict is decided on.
+
+    Training metrics come with one value per seed: the interval is their 95% Student-t interval.
+    Single-run metrics with a sampling interval beside them (`<key>_ci`, `<key>_ci95`: a bootstrap or
+    t-interval over problems) use that; anything else is a point (lo = hi = value).
+    """
+
+    value: float | None  # the mean over seeds, or the single value (None: undefined)
+    lo: float | None
+    hi: float | None
+    source: str  # "5 seeds", "sampling (95% over problems)", "single value"
+    per_seed: list | None = None  # one value per seed (None entries: undefined for that seed)
+    seeds: list | None = None  # which seeds, where the file says
+
+
+def _is_missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _sibling(metrics: dict[str, Any], ref: list, name: str) -> Any:
+    """The value at `ref` with its last key replaced by `name` (None if absent)."""
+    head, _, last = str(ref[1]).rpartition(".")
+    try:
+        return lookup(metrics, [ref[0], f"{head}.{name}" if head else name])
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def evidence(metrics: dict[str, Any], ref: list) -> Evidence:
+    """What the metrics say about [file, key]: its value, per-seed values and interval."""
+    value = lookup(metrics, ref)
+    last = str(ref[1]).rpartition(".")[2]
+    per_seed = (_sibling(metrics, ref, "per_seed") or {}).get(last)
+    seeds = _sibling(metrics, ref, "seeds")
+    if isinstance(per_seed, list) and len(per_seed) >= 2:
+        defined = [float(v) for v in per_seed if not _is_missing(v)]
+        if len(defined) < len(per_seed):  # e.g. a seed whose curves never cross: no crossover k
+            mean = float(statistics.fmean(defined)) if defined else None
+            return Evidence(
+                mean,
+                None,
+                None,
+                f"{len(per_seed)} chains, {len(per_seed) - len(defined)} undefined",
+                per_seed,
+                seeds,
+            )
+        mean, lo, hi = mean_ci(defined)
+        return Evidence(mean, lo, hi, f"{len(per_seed)} chains", per_seed, seeds)
+    if _is_missing(value):
+        return Evidence(None, None, None, "undefined")
+    value = float(value)
+    ci = _sibling(metrics, ref, f"{last}_ci95") or _sibling(metrics, ref, f"{last}_ci")
+    if isinstance(ci, list) and len(ci) == 2 and not any(_is_missing(c) for c in ci):
+        return Evidence(
+            value, min(float(ci[0]), value), max(float(ci[1]), value), "sampling (95% over problems)"
+        )
+    return Evidence(value, value, value, "single value")
+
+
+def difference(a: Evidence, b: Evidence) -> Evidence:
+    """a - b. Paired by seed when both have values for the same seeds (the seed fixes the start and
+    the draws, so the difference is the effect); otherwise the conservative interval [lo_a - hi_b,
+    hi_a - lo_b]."""
+    if a.value is None or b.value is None:
+        return Evidence(None, None, None, "undefined")
+    if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
+        diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
+        mean, lo, hi = mean_ci(diffs)
+        return Evidence(mean, lo, hi, f"{len(diffs)} chains, paired", diffs, a.seeds)
+    if a.lo is None or b.lo is None:
+        return Evidence(a.value - b.value, None, None, "undefined in some seeds")
+    return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")
+
+
+def region(claim: dict) -> tuple[float, bool, float, bool]:
+    """The set of values that satisfy the claim, as (low, low open?, high, high open?). For a claim
+    against another metric it is the set of differences ours - other."""
+    kind, m = claim["kind"], float(claim.get("margin", 0.0))
+    c = float(claim.get("other_value", 0.0))
+    if kind == "exact":
+        return (
+            float(claim["book"]) - float(claim["tol"]),
+            False,
+            float(claim["book"]) + float(claim["tol"]),
+            False,
+        )
+    if kind == "range":
+        return float(claim["lo"]), False, float(claim["hi"]), False
+    if kind == "close":
+        return -float(claim["tol"]), False, float(claim["tol"]), False
+    if kind == "greater":
+        return c + m, True, math.inf, True
+    return -math.inf, True, c - m, True  # less
+
+
+def decide(ev: Evidence, claim: dict) -> str:
+    """reproduced when the whole interval satisfies the claim, differs when none of it does,
+    inconclusive when it straddles the boundary (or some seeds are undefined and the others agree)."""
+    if ev.value is None and ev.lo is None:
+        return "differs" if ev.per_seed else "missing"
+    low, low_open, high, high_open = region(claim)
+
+    def inside(x: float) -> bool:
+        return (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
+
+    if ev.lo is None:  # some seeds undefined: the claim cannot hold for them
+        return "inconclusive" if ev.value is not None and inside(ev.value) else "differs"
+    if inside(ev.lo) and inside(ev.hi):
+        return "reproduced"
+    below = ev.hi < low or (low_open and ev.hi <= low)
+    above = ev.lo > high or (high_open and ev.lo >= high)
+    return "differs" if below or above else "inconclusive"
+
+
+def book_as_one_chain(ev: Evidence, claim: dict) -> tuple[Evidence, float] | None:
+    """The book's value seen as what it is: one run (one chain) of the recipe. Its own sampling error
+    is then the spread of one chain, which our chains measure (their SD, s). Where that error (1.96 s)
+    is at least the claim's tolerance, no interval of the chapter's own sample size could ever fit
+    inside the tolerance, so the claim is decided on the difference instead: ours - book with the
+    95% interval of a new chain's difference from our mean, (mean - book) +- t * s * sqrt(1 + 1/n).
+    Returns that difference and the book's error, or None where the tolerance can be decided."""
+    defined = [float(v) for v in ev.per_seed or [] if not _is_missing(v)]
+    if (
+        claim["kind"] != "exact"
+        or "other" in claim
+        or len(defined) < 2
+        or len(defined) < len(ev.per_seed or [])
+    ):
+        return None
+    from scipy import stats as st
+
+    n, sd = len(defined), statistics.stdev(defined)
+    if 1.96 * sd <= float(claim["tol"]):
+        return None
+    half = st.t.ppf(0.975, n - 1) * sd * math.sqrt(1 + 1 / n)
+    d = statistics.fmean(defined) - float(claim["book"])
+    return Evidence(d, d - half, d + half, f"{n} chains, book as one chain"), 1.96 * sd
+
+
+def one_chain_verdict(tested: Evidence, claim: dict) -> str:
+    """differs when ours - book excludes 0. Otherwise reproduced, unless the values one new chain
+    could take (book + the interval, cut to the metric's `feasible` range) cover that whole range:
+    then our chains are spread too widely for the test to say anything (inconclusive)."""
+    if not tested.lo <= 0 <= tested.hi:
+        return "differs"
+    lo, hi = claim.get("feasible") or (-math.inf, math.inf)
+    book = float(claim["book"])
+    return "inconclusive" if book + tested.lo <= lo and book + tested.hi >= hi else "reproduced"
+
+
+def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
+    """Our evidence and the verdict for one claim."""
+    if claim["kind"] == "cited":
+        return {"ours": None, "verdict": "cited", "evidence": None}
+    try:
+        ours = evidence(metrics, claim["metric"])
+        other = evidence(metrics, claim["other"]) if "other" in claim else None
+    except (KeyError, IndexError, ValueError) as exc:
+        return {"ours": None, "verdict": "missing", "evidence": None, "error": str(exc)}
+    if ours.value is None and not ours.per_seed:
+        return {"ours": None, "verdict": "missing", "evidence": ours, "error": "metric is null"}
+    one_chain = book_as_one_chain(ours, claim) if other is None else None
+    if one_chain is not None:
+        tested, book_error = one_chain
+        return {
+            "ours": ours.value,
+            "evidence": ours,
+            "other_evidence": None,
+            "tested": tested,
+            "book_error": book_error,
+            "verdict": one_chain_verdict(tested, claim),
+        }
+    tested = difference(ours, other) if other is not None else ours
+    return {
+        "ours": ours.value,
+        "evidence": ours,
+        "other_evidence": other,
+        "tested": tested,
+        "verdict": decide(tested, claim),
+    }
+
+
+def rule_text(claim: dict, res: dict) -> str:
+    kind = claim["kind"]
+    fmt = _num
+    if kind == "exact" and res.get("book_error") is not None:
+        t = res["tested"]
+        return (
+            f"the book is one run, whose own sampling error (+-{fmt(res['book_error'])}, 1.96 x "
+            "the SD of our "
+            f"chains) exceeds the tolerance {fmt(claim['tol'])}: decided on ours - book = {fmt(t.value)} "
+            f"[{fmt(t.lo)}, {fmt(t.hi)}], the 95% interval for one new chain; reproduced when it holds 0"
+        )
+    if kind == "exact":
+        return f"|ours - {fmt(claim['book'])}| <= {fmt(claim['tol'])}"
+    if kind == "range":
+        return f"{fmt(claim['lo'])} <= ours <= {fmt(claim['hi'])}"
+    if kind in ("greater", "less"):
+        other = res.get("other_evidence")
+        what = (
+            f"{claim['other'][1]} ({fmt(other.value if other else None)})"
+            if "other" in claim
+            else fmt(claim["other_value"])
+        )
+        sign = ">" if kind == "greater" else "<"
+        pad = (
+            f" {'+' if kind == 'greater' else '-'} {fmt(claim.get('margin', 0))}"
+            if claim.get("margin")
+            else ""
+        )
+        return f"ours {sign} {what}{pad}"
+    if kind == "close":
+        other = res.get("other_evidence")
+        return f"|ours - {claim['other'][1]} ({fmt(other.value if other else None)})| <= {fmt(claim['tol'])}"
+    return "cited, not measured"
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
+    return str(x)
+
+
+def ours_text(res: dict) -> str:
+    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 chains)"."""
+    ev = res.get("evidence")
+    if ev is None:
+        return "n/a"
+    if ev.value is None:
+        return f"undefined ({ev.source})"
+    if ev.lo is None or ev.lo == ev.hi:
+        return f"{_num(ev.value)} ({ev.source})"
+    return f"{_num(ev.value)} [{_num(ev.lo)}, {_num(ev.hi)}] ({ev.source})"
+
+
+def evaluate_claims(claims: list[dict], metrics: dict[str, Any]) -> list[dict]:
+    return [{**c, **verdict(c, metrics)} for c in claims]
+
+
+def verdict_record(row: dict) -> dict:
+    """One claim's line in report.json: verdict, book, our value, the interval decided on, its source."""
+    ev = row.get("evidence")
+    tested = row.get("tested")
+    tolerance = row.get("tol", row.get("margin"))
+    return {
+        "verdict": row["verdict"],
+        "book": row["book"],
+        "ours": row["ours"],
+        "tolerance": tolerance,
+        "interval": None if ev is None or ev.lo is None else [ev.lo, ev.hi],
+        "source": None if ev is None else ev.source,
+        "tested_interval": None
+        if tested is None or tested.lo is None or ("other" not in row and row.get("book_error") is None)
+        else [tested.lo, tested.hi],
+        "book_error": row.get("book_error"),
+    }
+
+
+def summary_counts(rows: list[dict]) -> dict[str, int]:
+    return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures and the variant table
+
+VARIANT_KEYS = (
+    ("reward_final", "reward"),
+    ("eval_acc_final", "accuracy"),
+    ("kl_exact_nats_final", "KL (exact, nats)"),
+    ("entropy_nats_final", "entropy (nats)"),
+    ("step_seconds_median", "s / step"),
+)
+
+
+def variant_rows(metrics: dict[str, Any]) -> list[dict]:
+    """One row per variant: mean and 95% CI over seeds, plus pass@1 / pass@64 from the passk stage."""
+    passk = metrics.get("passk.json", {})
+    rows = []
+    for name in sorted(k for k in metrics if k.startswith("grpo-")):
+        m = metrics[name]
+        row = {"variant": m["variant"], "task": m["task"], "seeds": len(m["seeds"])}
+        for key, label in VARIANT_KEYS:
+            ci = m.get("ci95", {}).get(key, [None, None])
+            row[label] = (m.get(key), ci)
+        pk = passk.get("variants", {}).get(m["variant"])
+        row["pass@1"] = (pk["pass_at_1_rl"], None) if pk else (None, None)
+        row["pass@64"] = (pk["pass_at_n_rl"], None) if pk else (None, None)
+        rows.append(row)
+    return rows
+
+
+START_KEYS = (
+    ("eval_acc_final", "after GRPO"),
+    ("eval_acc_gain", "gain"),
+    ("kl_k3_nats_mean", "k3 KL per step (mean)"),
+    ("kl_k3_nats_max", "k3 KL (max over a chain's steps)"),
+)
+
+
+def start_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """One row per variant: the SFT start it trains from (chain-mean sampled and greedy accuracy on the
+    problems GRPO is evaluated on) beside what GRPO made of it, each ± the half-width of its 95%
+    interval over chains. Two starts at the same sampled accuracy can differ in their greedy one, and
+    so in what GRPO can do: sharpen a policy whose greedy answer is right, or teach one whose is not."""
+
+    def cell(d: dict, key: str) -> str:
+        return _cell((d.get(key), d.get("ci95", {}).get(key)))
+
+    rows = []
+    for name in sorted(k for k in metrics if k.startswith("grpo-")):
+        m = metrics[name]
+        sft = metrics.get(f"sft-{m['sft']}.json", {})
+        where = "heldout" if "sampled_acc_heldout" in sft else "train"
+        rows.append(
+            [
+                m["variant"],
+                m["sft"],
+                str(len(m["seeds"])),
+                cell(sft, f"sampled_acc_{where}"),
+                cell(sft, f"greedy_acc_{where}"),
+                *[cell(m, k) for k, _ in START_KEYS],
+            ]
+        )
+    return rows
+
+
+SAMPLED_KEYS = (
+    "eval_acc_final",
+    "train_acc_final",
+    "reward_final",
+    "response_len_final",
+)  # counts of samples
+
+
+def _same_gradient_reason(a: dict, b: dict) -> str | None:
+    """Why two variant configs train alike, when they provably do: the one case known here is GSPO's
+    sequence ratio against the token ratio at one gradient step per batch."""
+    differ = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    if (
+        differ == {"ratio"}
+        and {a["ratio"], b["ratio"]} == {"token", "sequence"}
+        and a.get("inner_epochs") == 1
+        and a.get("aggregation") == "seq_mean"
+    ):
+        return (
+            "with `inner_epochs: 1` the policy being updated is the one that sampled, so every importance "
+            "ratio is exactly 1 when the gradient is taken; the sequence ratio exp(mean of token log-ratios) "
+            "then has the gradient of the mean token log-probability, which is also what token "
+            "ratios averaged "
+            "per sequence (`seq_mean`) give. Same gradient, so the two part only by float "
+            "rounding; a sequence "
+            "ratio changes training only with `inner_epochs` > 1"
+        )
+    return None
+
+
+def _largest_gap(a: dict, b: dict) -> float:
+    """The largest relative difference between two runs' per-seed numbers (timings left out)."""
+    gaps = [
+        abs(x - y) / max(abs(x), abs(y))
+        for k in a.keys() & b.keys()
+        if "seconds" not in k
+        for x, y in zip(a[k], b[k])
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x != y
+    ]
+    return max(gaps, default=0.0)
+
+
+def twin_notes(metrics: dict[str, Any], configs: dict[str, dict]) -> list[str]:
+    """Pairs of variants (same task and seeds) whose sampled numbers are identical on every seed, with
+    the settings they differ in and, where it is known, why they cannot differ. configs: each
+    variant's settings as its stage ran them (grpo.defaults with the variant's overrides)."""
+    runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
+    notes = []
+    for a, b in combinations(sorted(runs), 2):
+        ma, mb = runs[a], runs[b]
+        if ma["task"] != mb["task"] or ma["seeds"] != mb["seeds"]:
+            continue
+        if any(ma["per_seed"].get(k) != mb["per_seed"].get(k) for k in SAMPLED_KEYS):
+            continue
+        ca, cb = configs.get(a, {}), configs.get(b, {})
+        differ = ", ".join(
+            f"`{k}`: {ca.get(k)} vs {cb.get(k)}"
+            for k in sorted(ca.keys() | cb.keys())
+            if ca.get(k) != cb.get(k) and k != "task"
+        )
+        why = _same_gradient_reason(ca, cb)
+        notes.append(
+            f"`{a}` and `{b}` end with the same accuracy, reward and response length on every seed, "
+            f"and their other per-seed numbers (KL, entropy...) agree within a relative "
+            f"{_largest_gap(ma['per_seed'], mb['per_seed']):.1g} (they differ in "
+            f"{differ or 'nothing recorded'})" + (f": {why}." if why else ".")
+        )
+    return notes
+
+
+def _cell(v: tuple) -> str:
+    mean, ci = v
+    if mean is None:
+        return "–"
+    if ci and ci[0] is not None:
+        return f"{mean:.3g} ± {(ci[1] - ci[0]) / 2:.2g}"
+    return f"{mean:.3g}"
+
+
+def _get(d, *keys):
+    """d[k1][k2]..., or None where a key is missing (a benchmark not run)."""
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def bench_rows(bench: dict) -> list[list]:
+    """`rlvr bench` figures as table rows: benchmark, measured, target, whether the target is met.
+    Benchmarks not in the file are left out; a target of None means none was set. A peer figure
+    (TRL, HF generate) that was not measured says why ("not installed", "not run ...")."""
+    get = lambda *keys: _get(bench, *keys)  # noqa: E731
+    specs = [  # label, measured, unit, target, "<=" or ">="
+        (
+            "whole pipeline: `dvc repro --force` in a fresh clone, wall",
+            get("fresh_clone", "wall_seconds"),
+            "s",
+            get("fresh_clone", "target_wall_seconds"),
+            "<=",
+        ),
+        (
+            "perturbed rerun (`rlvr bench --only perturbed`): claims between reproduced and differs",
+            None if get("perturbed", "flips") is None else len(get("perturbed", "flips")),
+            "",
+            0,
+            "<=",
+        ),
+        (
+            "perturbed rerun: claims to or from inconclusive (listed below)",
+            None if get("perturbed", "moves") is None else len(get("perturbed", "moves")),
+            "",
+            None,
+            "<=",
+        ),
+        ("sum of stage run times (MLflow)", get("pipeline", "total_seconds"), "s", None, "<="),
+        (
+            "fresh clone: the stages' own work (MLflow runs)",
+            get("fresh_clone", "profile", "stage_seconds_total"),
+            "s",
+            None,
+            "<=",
+        ),
+        (
+            "fresh clone: between stages (start-up, imports, DVC)",
+            get("fresh_clone", "profile", "gap_seconds_total"),
+            "s",
+            None,
+            "<=",
+        ),
+        (
+            "GRPO matrix (all variants x seeds)",
+            get("pipeline", "grpo_matrix_seconds"),
+            "s",
+            get("pipeline", "target_grpo_matrix_seconds"),
+            "<=",
+        ),
+        (
+            "sampling, 300 prompts x 64",
+            get("sampling", "completions_per_second", "median"),
+            "completions/s",
+            get("sampling", "target_completions_per_second"),
+            ">=",
+        ),
+        (
+            "sampling: HF `generate`, same workload, interleaved",
+            get("sampling", "hf_generate", "completions_per_second", "median")
+            or get("sampling", "hf_generate"),
+            "completions/s",
+            None,
+            ">=",
+        ),
+        (
+            "sampling: ours / HF `generate`",
+            get("sampling", "speedup_vs_hf_generate"),
+            "x",
+            get("sampling", "target_speedup_vs_hf_generate"),
+            ">=",
+        ),
+        (
+            "sampling: share of the fp32 GEMM limit",
+            get("sampling", "share_of_gemm_limit"),
+            "",
+            get("sampling", "target_share_of_gemm_limit"),
+            ">=",
+        ),
+        (
+            "peak RSS while sampling",
+            get("sampling", "peak_rss_mb"),
+            "MB",
+            get("sampling", "target_peak_rss_mb"),
+            "<=",
+        ),
+    ]
+    for beta in ("0.0", "0.04"):
+        shown = "0" if beta == "0.0" else beta
+        specs += [
+            (
+                f"GRPO step, beta = {shown}",
+                get("grpo_step", f"beta_{beta}", "step_seconds", "median"),
+                "s",
+                get("grpo_step", "target_step_seconds", f"beta_{beta}"),
+                "<=",
+            ),
+            (
+                f"GRPO step, beta = {shown}: TRL GRPOTrainer, interleaved",
+                get("grpo_step", f"beta_{beta}", "trl_step_seconds", "median")
+                or (get("grpo_step", "trl") if isinstance(get("grpo_step", "trl"), str) else None),
+                "s",
+                None,
+                "<=",
+            ),
+            (
+                f"GRPO step, beta = {shown}: TRL / ours",
+                get("grpo_step", f"beta_{beta}", "speedup_vs_trl"),
+                "x",
+                get("grpo_step", "target_speedup_vs_trl"),
+                ">=",
+            ),
+            (
+                f"GRPO step, beta = {shown}: share of the fp32 GEMM limit",
+                get("grpo_step", f"beta_{beta}", "share_of_gemm_limit"),
+                "",
+                None,
+                ">=",
+            ),
+        ]
+    specs += [
+        (
+            "pass@k, one model (300 x 64)",
+            get("passk_model", "seconds_per_model", "median"),
+            "s",
+            get("passk_model", "target_seconds"),
+            "<=",
+        ),
+        ("SFT throughput", get("sft", "tokens_per_second", "median"), "tokens/s", None, ">="),
+        (
+            "two experiments back to back (`dvc exp run`, threads from params)",
+            get("queue", "back_to_back_seconds"),
+            "s",
+            None,
+            "<=",
+        ),
+        (
+            "the same two queued, `dvc queue start -j 2`, RLVR_THREADS=1",
+            get("queue", "queue_j2_seconds"),
+            "s",
+            get("queue", "back_to_back_seconds"),
+            "<=",
+        ),
+    ]
+    fmt = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"  # noqa: E731
+    rows = []
+    for label, value, unit, target, op in specs:
+        if value is None:
+            continue
+        if isinstance(value, str):  # a peer that was not measured, and why
+            rows.append([label, value, "–", "–"])
+            continue
+        met = (
+            "–"
+            if target is None
+            else ("yes" if (value <= target if op == "<=" else value >= target) else "no")
+        )
+        rows.append(
+            [
+                label,
+                f"{fmt(value)} {unit}".strip(),
+                "–" if target is None else f"{op} {fmt(target)} {unit}".strip(),
+                met,
+            ]
+        )
+    return rows
+
+
+def machine_line(bench: dict) -> str:
+    """Where the benchmarks ran: CPU, cores, torch threads, load average around the run."""
+    m = bench.get("machine", {})
+    load = m.get("load_average_1min", {})
+    parts = [
+        m.get("cpu") or m.get("processor"),
+        f"{m['cpu_count']} cores" if "cpu_count" in m else None,
+        f"{m['threads']} torch threads" if "threads" in m else None,
+        f"torch {m['torch']}" if "torch" in m else None,
+        f"1-minute load {load['before']} before, {load['after']} after" if load else None,
+    ]
+    return "Measured on " + ", ".join(p for p in parts if p) + "." if any(parts) else ""
+
+
+def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, list[list]]]:
+    """The per-problem picture: for every variant, how many held-out problems only SFT ever solves
+    (c > 0 in some SFT chain, c = 0 in every seed of the variant) and only the variant solves (the
+    reverse); and, for each variant, those problems with every SFT chain's count and every seed's.
+    problems: passk-counts.json (keys "{model}/seed{s}"); passk: passk.json."""
+    from rlvr.passk import one_sided_problems
+
+    counts, prompts, n = problems["counts"], problems["problems"], problems["n"]
+    of = lambda name: [c for k, c in counts.items() if k.startswith(f"{name}/seed")]  # noqa: E731
+    summary, lists = [], {}
+    for v, m in passk.get("variants", {}).items():
+        seeds = of(v)
+        sides = one_sided_problems(of("sft"), seeds, prompts)
+        summary.append(
+            [v, len(seeds), m.get("never_solved_rl"), len(sides["sft_only"]), len(sides["rl_only"])]
+        )
+        lists[v] = [
+            [
+                side,
+                r["prompt"],
+                " ".join(str(c) for c in r["c_sft"]) + f" (of {n})",
+                " ".join(str(c) for c in r["c_seeds"]),
+            ]
+            for side, key in (("SFT only", "sft_only"), (f"{v} only", "rl_only"))
+            for r in sides[key]
+        ]
+    return summary, lists
+
+
+# ---------------------------------------------------------------------------------------------
+# The page: summary first, then the verdicts by chapter, the variants, the figures, the details
+
+CHAPTERS = {"A": "Chapter A: reasoning RL, RLVR and GRPO", "B": "Chapter B: RLVR and GRPO"}
+VERDICT_ORDER = ("differs", "inconclusive", "missing", "reproduced", "cited")
+
+
+def book_text(claim: dict) -> str:
+    """What the book states: a number, a range, a bound, or "—" where it gives only a direction."""
+    kind, book = claim["kind"], claim["book"]
+    if kind == "range":
+        return f"{_num(claim['lo'])} – {_num(claim['hi'])}"
+    if kind in ("greater", "less", "close") and (book == 0 or "other" in claim):
+        return "—"
+    if kind == "greater":
+        return f"> {_num(book)}"
+    if kind == "less":
+        return f"< {_num(book)}"
+    return _num(book)
+
+
+def reason(row: dict) -> str:
+    """One mechanical line on why a claim differs or is inconclusive: where the interval it was
+    decided on lies against the region the claim allows."""
+    tested, ev = row.get("tested"), row.get("evidence")
+    what = f"Ours − {row['other'][1]}" if "other" in row else "Our interval"
+    if row["verdict"] == "missing":
+        return f"No value: {row.get('error', 'metric missing')}"
+    if tested is None or tested.value is None:
+        return f"Undefined ({ev.source if ev else 'no evidence'})"
+    if tested.lo is None:
+        undefined = sum(_is_missing(v) for v in (tested.per_seed or ev.per_seed or []))
+        return f"{undefined} chain(s) give no value; the other chains' mean {_num(tested.value)}" + (
+            " satisfies the claim" if row["verdict"] == "inconclusive" else " does not satisfy it"
+        )
+    if row.get("book_error") is not None:  # decided on the difference: the book is one chain
+        span = (
+            f"Ours − book [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source}, "
+            f"the book's own error ±{_num(row['book_error'])})"
+        )
+        if row["verdict"] == "inconclusive":
+            return (
+                f"{span} spans every value the metric can take: "
+                "our chains spread too widely, more would decide it"
+            )
+        return f"{span} does not hold 0"
+    low, _, high, _ = region(row)
+    span = f"{what} [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source})"
+    if row["verdict"] == "differs":
+        side = f"below {_num(low)}" if tested.hi <= low else f"above {_num(high)}"
+        return f"{span} lies wholly {side}"
+    bound = low if tested.lo < low <= tested.hi else high
+    return f"{span} straddles the bound {_num(bound)}: more seeds or problems would decide it"
+
+
+def _summary_line(counts: dict, total: int) -> str:
+    parts = [
+        f"**{counts[v]} {v if v != 'differs' else 'differ'}**"
+        for v in ("reproduced", "differs", "inconclusive", "cited")
+    ]
+    missing = f", **{counts['missing']} missing**" if counts["missing"] else ""
+    return ", ".join(parts) + missing + f" of {total} claims."
+
+
+def _claim_table(rows: list[dict], cls: str) -> Table:
+    return Table(
+        ["id", "claim", "book", "ours [95% interval]", "verdict"],
+        [[r["id"], r["quote"], book_text(r), ours_text(r), r["verdict"]] for r in rows],
+        cls,
+        [r["verdict"] for r in rows],
+        [
+            f"rule: {rule_text(r, r)} · why: {r['why']} · source: "
+            + (f"`{r['metric'][0]}` `{r['metric'][1]}`" if "metric" in r else "the chapter")
+            for r in rows
+        ],
+        "rule, why, source",
+    )
+
+
+def _figure_blocks(figures: list[dict]) -> list:
+    return [
+        Figure(f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"))
+        for f in figures
+    ]
+
+
+def build(
+    rows: list[dict],
+    figures: list[dict],
+    metrics: dict[str, Any],
+    samples: dict | None,
+    bench: dict | None,
+    problems: dict | None = None,
+    bench_figure: dict | None = None,
+    configs: dict[str, dict] | None = None,
+    starts: dict | None = None,
+    starts_figure: dict | None = None,
+) -> list:
+    """The report as blocks (rlvr.report.document).
+
+    rows: `evaluate_claims`' output; figures: [{"name", "png": bytes, "caption", "provenance",
+    "chapter": "A"/"B", "kind": "curves"/"result"}] in display order; samples: the hack stage's
+    sample tables (or None); bench: reports/benchmarks.json (or None); problems:
+    reports/passk-counts.json (or None); bench_figure: the scaling figure drawn from `bench` (a
+    figure dict as above, or None); configs: each GRPO variant's settings (`twin_notes`).
+    """
+    counts = summary_counts(rows)
+    blocks: list = [
+        Heading("rlvr-repro report", 1),
+        Para(
+            "Every number of the two chapters that a program can compute or measure, beside our "
+            "value and a verdict. " + _summary_line(counts, len(rows)),
+            "counts",
+        ),
+        Contents(3),  # a compact, three-column list
+        Heading("Summary", 2, "summary"),
+    ]
+    headline = [r for r in rows if r.get("headline")]
+    blocks += [
+        Para(
+            "The chapters' headline results. Training and evaluation claims are decided on the 95% "
+            "interval over chains (chain s: SFT seed s, then GRPO seed s of each variant, then its pass@k "
+            "counts), so the interval includes the SFT start's own variance. **reproduced**: the whole "
+            "interval satisfies the claim; **differs**: none of it does; **inconclusive**: it straddles the "
+            "claim's bound. One exception: the book's value is itself one run, so where its own sampling "
+            "error (1.96 x the SD of our chains) is at least the claim's tolerance, no interval of the "
+            "chapter's sample size could fit inside that tolerance; such a claim is decided on ours − book, "
+            "with the 95% interval of one new chain's difference from our mean: **reproduced** when it "
+            "holds 0, **differs** when it does not, and **inconclusive** when the values it allows cover "
+            "everything the metric can take (our chains too spread out to test anything)."
+        ),
+        Table(
+            ["claim", "book", "ours [95% interval]", "verdict"],
+            [[f"**{r['id']}** {r['quote']}", book_text(r), ours_text(r), r["verdict"]] for r in headline],
+            "headline",
+            [r["verdict"] for r in headline],
+        ),
+    ]
+    off = sorted(
+        (r for r in rows if r["verdict"] in ("differs", "inconclusive", "missing")),
+        key=lambda r: (VERDICT_ORDER.index(r["verdict"]), r["id"]),
+    )
+    if off:
+        blocks += [
+            Para("**Where we differ, or cannot tell:**"),
+            Bullets(
+                [
+                    f"[{r['id']}](#{_anchor(r['id'])}) ({r['verdict']}): {r['quote']}. {reason(r)}."
+                    for r in off
+                ]
+            ),
+        ]
+    blocks += [
+        Heading("Verdicts", 2, "verdicts"),
+        Para(
+            "Grouped by chapter, the claims that differ first. Open a row's details for the rule it was "
+            "decided by, why that tolerance, and the metrics file and key (`rlvr provenance <file>` says "
+            "which stage, params and MLflow runs produced it)."
+        ),
+    ]
+    for chapter, title in CHAPTERS.items():
+        mine = sorted(
+            (r for r in rows if r["chapter"] == chapter), key=lambda r: VERDICT_ORDER.index(r["verdict"])
+        )
+        c = summary_counts(mine)
+        blocks += [
+            Heading(title, 3, f"verdicts-{chapter.lower()}"),
+            Para(", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c[v])),
+            _anchored_claims(mine, f"verdicts {chapter.lower()}"),
+        ]
+    blocks += _variant_blocks(metrics, figures, configs or {})
+    for chapter, title in CHAPTERS.items():
+        result = [f for f in figures if f["chapter"] == chapter and f["kind"] == "result"]
+        if result:
+            blocks += [Heading(f"Figures: {title}", 2, f"figures-{chapter.lower()}"), *_figure_blocks(result)]
+    if problems:
+        blocks += _problem_blocks(problems, metrics.get("passk.json", {}))
+    if starts:
+        blocks += starts_blocks(starts, starts_figure)
+    if samples:
+        blocks += _sample_blocks(samples)
+    btable = bench_rows(bench) if bench else []
+    if btable:
+        blocks += [
+            Heading("Benchmarks", 2, "benchmarks"),
+            Para(
+                "`rlvr bench` figures from `reports/benchmarks.json` (measured on demand, not by "
+                "the pipeline; "
+                "`rlvr bench --peer trl` adds TRL and HF `generate` on the same workloads). "
+                + machine_line(bench)
+            ),
+            Table(["benchmark", "measured", "target", "met"], btable, "benchmarks"),
+        ]
+        if bench_figure is not None:
+            blocks += _figure_blocks([bench_figure])
+        if _get(bench, "scaling", "rows"):
+            blocks += [
+                Table(
+                    ["axis", "G", "response tokens", "d_model", "ours, s/step", "TRL, s/step"],
+                    [
+                        [
+                            r["axis"],
+                            r["group_size"],
+                            r["response_tokens"],
+                            r["d_model"],
+                            f"{r['seconds']:.3g}",
+                            f"{r['trl_seconds']:.3g}" if r.get("trl_seconds") else "–",
+                        ]
+                        for r in bench["scaling"]["rows"]
+                    ],
+                    "scaling",
+                )
+            ]
+        if _get(bench, "perturbed", "commit"):
+            blocks += perturbed_blocks(bench["perturbed"])
+        if _get(bench, "seed_profile", "phases"):
+            blocks += seed_profile_blocks(bench["seed_profile"])
+    return blocks
+
+
+def starts_rows(starts: dict) -> list[list[str]]:
+    """One row per candidate start: SFT-side facts (chain means), then GRPO's from its chains, the
+    crossover k of each chain and the problems only one side ever solves (means over chains)."""
+    rows = []
+    for name in starts["candidates"]:
+        c = starts["starts"][name]
+        sft, grpo = c["sft"], c["grpo"]
+        cross = " ".join("none" if k is None else str(k) for k in c["crossover_k_per_chain"])
+        rows.append(
+            [
+                name + (" (chosen)" if name == starts["sft_side_choice"] else ""),
+                str(len(sft["seeds"])),
+                f"{sft['pass_at_1']:.3f} → {grpo['pass_at_1_rl']:.3f}",
+                f"{sft['pass_at_n']:.3f} → {grpo['pass_at_n_rl']:.3f}",
+                f"{sft['never_solved']:.2f} → {grpo['never_solved_rl']:.2f}",
+                cross,
+                f"{grpo['solved_by_base_only']:.2f} / {grpo['solved_by_rl_only']:.2f}",
+            ]
+        )
+    return rows
+
+
+def starts_blocks(starts: dict, figure: dict | None) -> list:
+    """Chapter B's candidate starts (`rlvr starts`): which start the pipeline uses and why (the SFT
+    side only), and what GRPO made of each."""
+    t = starts["targets"]
+    agree = starts["sft_side_choice"] == starts["pipeline_start"]
+    blocks = [
+        Heading("Chapter B: candidate starts", 2, "starts-b"),
+        Para(
+            f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start "
+            "over its chains, "
+            f"{starts['problems']} held-out problems, n = {starts['n']}. The start: {starts['rule']} (the "
+            f"chapter: never solved {_num(t['never_solved'])}, pass@64 {_num(t['pass_at_n'])}). Chosen: "
+            f"`{starts['sft_side_choice']}`; the pipeline's start "
+            f"(`passk.sft`) is `{starts['pipeline_start']}`"
+            + (", the same." if agree else ": they differ.")
+            + f" Then `{starts['variant']}` was trained from every chain of every candidate."
+        ),
+        Table(
+            [
+                "start",
+                "chains",
+                "pass@1 SFT → GRPO",
+                "pass@64 SFT → GRPO",
+                "never solved SFT → GRPO",
+                "crossover k per chain",
+                "solved only by SFT / only by GRPO",
+            ],
+            starts_rows(starts),
+            "starts-b",
+        ),
+    ]
+    if figure is not None:
+        blocks += _figure_blocks([figure])
+    return blocks
+
+
+def perturbed_blocks(perturbed: dict) -> list:
+    """The verdict-stability check: the pipeline rerun with every chain's start perturbed, and each
+    claim whose verdict moved, with the interval it was decided on in both runs."""
+    iv = lambda x: "–" if not x else f"[{_num(x[0])}, {_num(x[1])}]"  # noqa: E731
+    moved = perturbed["flips"] + perturbed["moves"]
+    counts = lambda c: ", ".join(f"{v} {k}" for k, v in (c or {}).items() if v)  # noqa: E731
+    blocks = [
+        Heading("Verdicts under a perturbed rerun", 3, "perturbed"),
+        Para(
+            f"The whole pipeline rerun in a fresh clone of {perturbed['commit'][:10]} with "
+            f"`{perturbed['perturbation']}`: every chain's initial weights changed by amounts the size of "
+            "float32 rounding, which the chains amplify as another CPU's rounding would. Committed: "
+            f"{counts(perturbed.get('committed_counts'))}; perturbed: "
+            f"{counts(perturbed.get('perturbed_counts'))}. "
+            f"Claims between reproduced and differs: {len(perturbed['flips'])} (required: none); to or from "
+            f"inconclusive: {len(perturbed['moves'])}."
+        ),
+    ]
+    if moved:
+        blocks.append(
+            Table(
+                ["claim", "committed", "interval", "perturbed", "interval"],
+                [
+                    [
+                        m["claim"],
+                        m["committed"],
+                        iv(m["committed_interval"]),
+                        m["perturbed"] or "–",
+                        iv(m["perturbed_interval"]),
+                    ]
+                    for m in moved
+                ],
+                "perturbed",
+            )
+        )
+    return blocks
+
+
+def seed_profile_blocks(profile: dict) -> list:
+    """`rlvr bench --only seed_profile`: where one GRPO seed's time goes, by phase of the loop and by
+    class of torch op."""
+    wall = profile["seconds"]
+    threads = "one torch thread" if profile["threads"] == 1 else f"{profile['threads']} torch threads"
+    return [
+        Heading("Where a GRPO seed's time goes", 3, "seed-profile"),
+        Para(
+            f"`rlvr bench --only seed_profile`: variant `{profile['variant']}`, {profile['steps']} steps "
+            f"evaluated every {profile['eval_every']}, {threads} as in a seed worker, from "
+            f"`{profile['start']}`: "
+            f"{wall:.1f} s. "
+            f"Torch ops took {profile['op_share_of_wall']:.0%} of a profiled run's wall "
+            f"({profile['profiled_steps']} "
+            "steps); the rest is Python and dispatch."
+        ),
+        Table(
+            ["phase", "seconds", "share"],
+            [[r["phase"], f"{r['seconds']:.2f}", f"{r['share']:.0%}"] for r in profile["phases"]],
+            "seed-phases",
+        ),
+        Table(
+            ["torch op class", "share of op time"],
+            [[r["class"], f"{r['share']:.0%}"] for r in profile["op_classes"]],
+            "seed-ops",
+        ),
+    ]
+
+
+def _anchor(claim_id: str) -> str:
+    return "claim-" + re.sub(r"[^\w-]", "-", claim_id)
+
+
+def _anchored_claims(rows: list[dict], cls: str) -> Table:
+    """The claims table, each row a link target (the summary links to it)."""
+    t = _claim_table(rows, cls)
+    return Table(
+        t.header, t.rows, t.cls, t.row_classes, t.details, t.details_label, [_anchor(r["id"]) for r in rows]
+    )
+
+
+def _variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict]) -> list:
+    vrows = variant_rows(metrics)
+    vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
+    blocks = [
+        Heading("GRPO variants", 2, "variants"),
+        Para(
+            "Final values, seed mean ± the half-width of the 95% t-interval over seeds; pass@1 and pass@64 "
+            "from the `passk` stage (chapter B's held-out problems, seed mean). `rlvr diff A B` compares two."
+        ),
+        Table(
+            vheader,
+            [[v["variant"], v["task"], str(v["seeds"]), *[_cell(v[h]) for h in vheader[3:]]] for v in vrows],
+            "variants",
+        ),
+    ]
+    blocks += [
+        Heading("Starts and lifts", 3, "starts"),
+        Para(
+            "Each variant beside the SFT start it trains from: the start's sampled (T = 1) and greedy "
+            "accuracy, mean over its chains, then GRPO's accuracy, its gain over the start and its k3 KL "
+            "to the reference, each ± the half-width of the 95% interval over chains (chain s is SFT seed "
+            "s, then GRPO seed s). Chapter A's two starts have about the same sampled accuracy but not the "
+            "same greedy one: `single_digit` is under-trained on true answers (the chapter's way), "
+            "`single_digit_noisy` fits corrupted labels to convergence; GRPO teaches the first and only "
+            "sharpens the second."
+        ),
+        Table(
+            [
+                "variant",
+                "start",
+                "chains",
+                "start: sampled acc",
+                "start: greedy acc",
+                *[label for _, label in START_KEYS],
+            ],
+            start_rows(metrics),
+            "starts",
+        ),
+    ]
+    twins = twin_notes(metrics, configs)
+    if twins:
+        blocks += [Para("**Variants that end alike.**"), Bullets(twins)]
+    curves = [f for f in figures if f["kind"] == "curves"]
+    if curves:
+        blocks += [Heading("Learning curves", 3, "learning-curves"), *_figure_blocks(curves)]
+    return blocks
+
+
+def _problem_blocks(problems: dict, passk: dict) -> list:
+    pp_summary, pp_lists = problem_tables(problems, passk)
+    blocks = [
+        Heading("Per-problem picture (chapter B)", 2, "problems"),
+        Para(
+            f'Held-out problems, {problems["n"]} samples each. "Never" means no correct sample in any seed.'
+        ),
+        Table(
+            [
+                "variant",
+                "seeds",
+                "never solved (seed mean)",
+                "solved by SFT, never by the variant",
+                "solved by the variant, never by SFT",
+            ],
+            [[str(c) for c in r] for r in pp_summary],
+            "problems",
+        ),
+    ]
+    if pp_lists.get("grpo"):
+        blocks.append(
+            Details(
+                "grpo: the problems only one side solves",
+                [
+                    Table(
+                        ["solved by", "problem", "SFT correct of n", "grpo correct, per seed"],
+                        pp_lists["grpo"],
+                        "problem-list",
+                    )
+                ],
+            )
+        )
+    return blocks
+
+
+def _sample_blocks(samples: dict) -> list:
+    seed = next(iter(samples["samples"]))
+    inner = []
+    for step, rows_s in samples["samples"][seed].items():
+        inner += [
+            Para(f"**step {step}**"),
+            Table(
+                ["prompt", "answer", "response", "substring reward", "exact"],
+                [
+                    [
+                        s["prompt"],
+                        s["answer"],
+                        repr(s["response"]),
+                        str(s["substring_reward"]),
+                        str(s["exact"]),
+                    ]
+                    for s in rows_s
+                ],
+                "samples",
+            ),
+        ]
+    return [
+        Heading("Reward hacking: sampled responses", 2, "hack-samples"),
+        Details(f"seed {seed}: responses at the start and the end of training", inner),
+    ]
+
+
+def render(
+    rows: list[dict],
+    figures: list[dict],
+    metrics: dict[str, Any],
+    samples: dict | None,
+    bench: dict | None,
+    problems: dict | None = None,
+    bench_figure: dict | None = None,
+    configs: dict[str, dict] | None = None,
+    starts: dict | None = None,
+    starts_figure: dict | None = None,
+) -> tuple[str, str, dict]:
+    """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
+    blocks = build(
+        rows, figures, metrics, samples, bench, problems, bench_figure, configs, starts, starts_figure
+    )
+    return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

@@ -1,0 +1,390 @@
+"""`rlvr diff A B`: two GRPO variants side by side, with 95% intervals and a test made over seeds.
+
+A variant's seeds are its replicates, each a whole chain: seed s starts from its SFT run's seed s,
+so the interval includes the start's own variance. Its value on a metric is the mean over chains
+with a Student-t 95% interval, and the difference B - A is estimated from the per-chain values as
+well: paired by chain when both variants ran the same seeds from the same SFT run (seed s of either
+starts from the same SFT checkpoint and sees the same data order, so the pair shares most of its
+luck), Welch's unequal-variance interval otherwise. Held-out problems are never counted as
+replicates: 300 problems scored by 4 trained models say how 4 runs of a recipe did, not how 1200
+independent runs did, so a test that pools seeds over problems reports p-values far smaller than
+the seeds justify.
+
+Intervals are t-intervals clipped to the metric's natural range ([0, 1] for accuracies and
+fractions, >= 0 for KL, entropy, lengths, counts and times, and B - A within the range of differences
+those allow). The true mean always lies inside that range, so clipping never drops it from an
+interval and leaves coverage as it was; it only removes impossible values such as a negative KL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlvr.fields import ConfigError
+
+# Metrics shown first, in this order; any other metric both variants have follows alphabetically.
+DIFF_KEYS = (
+    "eval_acc_start",
+    "eval_acc_final",
+    "eval_acc_gain",
+    "reward_final",
+    "kl_k3_nats_max",
+    "kl_exact_nats_final",
+    "entropy_nats_start",
+    "entropy_nats_final",
+    "clip_frac_max",
+    "frac_reward_zero_std_mean",
+    "frac_tokens_with_grad_mean",
+    "samples_generated_total",
+    "response_len_final",
+    "step_seconds_median",
+)
+PASSK_KS = (1, 8)  # and n, the samples drawn per problem
+TEST_METRIC = "pass_at_1"
+FALLBACK_TEST_METRIC = "eval_acc_final"  # tested instead when either variant has no pass@k counts
+
+_UNIT_WORDS = {"acc", "frac", "reward", "pass"}  # fractions of problems, samples or tokens: [0, 1]
+_NONNEG_WORDS = {"kl", "nats", "entropy", "len", "seconds", "samples"}  # KL, entropy, sizes, times: >= 0
+INF = math.inf
+
+
+# --------------------------------------------------------------------------------------------
+# Ranges and intervals
+
+
+def metric_bounds(key: str) -> tuple[float, float]:
+    """The range a metric's values can take, read from the words of its name.
+
+    `*_acc_gain` is a difference of two accuracies, so [-1, 1]; unknown metrics are unbounded."""
+    words = set(key.split("_"))
+    if "gain" in words and words & _UNIT_WORDS:
+        return -1.0, 1.0
+    if words & _UNIT_WORDS:
+        return 0.0, 1.0
+    if words & _NONNEG_WORDS:
+        return 0.0, INF
+    return -INF, INF
+
+
+def delta_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
+    """The range of B - A when A and B each lie in `bounds`: [0, 1] -> [-1, 1], [0, inf) -> unbounded."""
+    lo, hi = bounds
+    return lo - hi, hi - lo
+
+
+def _clip(lo: float, hi: float, bounds: tuple[float, float]) -> list[float]:
+    return [max(lo, bounds[0]), min(hi, bounds[1])]
+
+
+def _t_quantile(df: float) -> float:
+    from scipy import stats  # ~0.3 s to import; only the summaries need it
+
+    return float(stats.t.ppf(0.975, df))
+
+
+def _difference(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float | None, float | None]:
+    """Mean of B - A, its standard error and degrees of freedom (se/df None with too few seeds).
+
+    paired: a and b are aligned by seed, and the seed-level differences b - a are the sample.
+    Otherwise Welch: se^2 = var_a / n_a + var_b / n_b with Welch-Satterthwaite degrees of freedom."""
+    if paired:
+        d = b - a  # (S,)
+        if d.size < 2:
+            return float(d.mean()), None, None
+        return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), float(d.size - 1)
+    mean = float(b.mean() - a.mean())
+    if a.size < 2 or b.size < 2:
+        return mean, None, None
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size  # squared standard errors of each mean
+    se2 = va + vb
+    if se2 == 0:
+        return mean, 0.0, float(a.size + b.size - 2)
+    df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    return mean, float(math.sqrt(se2)), float(df)
+
+
+def _interval(mean: float, se: float | None, df: float | None, bounds) -> list[float] | None:
+    """mean +- t_{0.975, df} * se, clipped to `bounds` (None when se is unknown)."""
+    if se is None:
+        return None
+    half = _t_quantile(df) * se if se > 0 else 0.0
+    return _clip(mean - half, mean + half, bounds)
+
+
+def _pvalue(mean: float, se: float | None, df: float | None) -> float | None:
+    """Two-sided t-test of mean = 0. With no spread at all (se = 0) any nonzero mean is certain: 0."""
+    if se is None:
+        return None
+    if se == 0:
+        return 1.0 if mean == 0 else 0.0
+    from scipy import stats
+
+    return float(2 * stats.t.sf(abs(mean / se), df))
+
+
+def side(values: list[float], bounds: tuple[float, float]) -> dict[str, Any]:
+    """One variant on one metric: seed mean, its clipped 95% t-interval, and the per-seed values."""
+    v = np.asarray(values, dtype=float)  # (S,)
+    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else None
+    mean = float(v.mean())
+    return {"mean": mean, "ci95": _interval(mean, se, v.size - 1, bounds), "seeds": [float(x) for x in v]}
+
+
+def delta(a: list[float], b: list[float], paired: bool, bounds: tuple[float, float]) -> dict[str, Any]:
+    """B - A on one metric: mean, its clipped 95% interval (paired t or Welch), and which it was."""
+    mean, se, df = _difference(np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired)
+    return {"mean": mean, "ci95": _interval(mean, se, df, delta_bounds(bounds)), "paired": paired}
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _read_json(path: Path) -> Any:
+    """Parsed JSON, or a one-line ConfigError naming the file (a truncated write, a merge conflict)."""
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc}); rerun the stage that writes it") from None
+
+
+def load_variant(metrics_dir: Path, variant: str) -> dict:
+    """A variant's metrics file, checked, with seeds in ascending order (per-seed values reordered
+    to match), so two variants that ran the same seeds line up value by value."""
+    path = metrics_dir / f"grpo-{variant}.json"
+    if not path.is_file():
+        known = sorted(p.stem.removeprefix("grpo-") for p in metrics_dir.glob("grpo-*.json"))
+        raise ConfigError(
+            f"variant {variant!r}: no {path}; variants with results: {', '.join(known) or 'none'}"
+        )
+    m = _read_json(path)
+    missing = [k for k in ("task", "seeds", "per_seed") if not isinstance(m, dict) or k not in m]
+    if missing:
+        raise ConfigError(f"{path}: no {', '.join(missing)}; not a GRPO metrics file (rerun `rlvr grpo`)")
+    order = np.argsort(m["seeds"], kind="stable")  # (S,)
+    per_seed = {}
+    for k, vals in m["per_seed"].items():
+        if len(vals) != len(m["seeds"]):
+            raise ConfigError(f"{path}: per_seed.{k} has {len(vals)} values for {len(m['seeds'])} seeds")
+        per_seed[k] = [vals[i] for i in order]
+    return {**m, "variant": variant, "seeds": sorted(m["seeds"]), "per_seed": per_seed}
+
+
+def load_counts(counts_path: Path) -> dict | None:
+    """The pass@k stage's per-problem correct counts, or None before that stage has run."""
+    if not counts_path.is_file():
+        return None
+    data = _read_json(counts_path)
+    if not isinstance(data, dict) or not {"n", "counts"} <= set(data):
+        raise ConfigError(f"{counts_path}: no n or counts; not a pass@k counts file (rerun `rlvr passk`)")
+    return data
+
+
+def _seed_counts(counts: dict, m: dict) -> list[np.ndarray] | None:
+    """Per-seed correct counts [(P,) per seed] of a variant, None unless every seed has them."""
+    rows = [counts["counts"].get(f"{m['variant']}/seed{s}") for s in m["seeds"]]
+    return None if any(r is None for r in rows) else [np.asarray(r) for r in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# The comparison
+
+
+def _metric_keys(ma: dict, mb: dict) -> list[str]:
+    common = set(ma["per_seed"]) & set(mb["per_seed"])
+    return [k for k in DIFF_KEYS if k in common] + sorted(common - set(DIFF_KEYS))
+
+
+def _finite(values: list) -> bool:
+    return all(isinstance(x, (int, float)) and math.isfinite(x) for x in values)
+
+
+def compare_metric(key: str, a: list[float], b: list[float], paired: bool) -> dict[str, Any]:
+    """One row of the comparison: A, B and B - A on `key`, intervals within the metric's range."""
+    bounds = metric_bounds(key)
+    return {"metric": key, "a": side(a, bounds), "b": side(b, bounds), "delta": delta(a, b, paired, bounds)}
+
+
+def passk_per_seed(seed_counts: list[np.ndarray], n: int, k: int) -> list[float]:
+    """pass@k averaged over problems, one value per seed."""
+    from rlvr.passk import pass_at_k
+
+    return [float(pass_at_k(c, n, k).mean()) for c in seed_counts]  # (P,) -> scalar, per seed
+
+
+def compare_passk(counts: dict, ma: dict, mb: dict, paired: bool) -> list[dict[str, Any]]:
+    """pass@k at k = 1, 8, n for both variants and B - A, over seeds ([] without counts for both)."""
+    ca, cb = _seed_counts(counts, ma), _seed_counts(counts, mb)
+    if ca is None or cb is None:
+        return []
+    n = int(counts["n"])
+    rows = []
+    for k in sorted({k for k in (*PASSK_KS, n) if k <= n}):
+        row = compare_metric(f"pass_at_{k}", passk_per_seed(ca, n, k), passk_per_seed(cb, n, k), paired)
+        rows.append({"k": k, **{s: row[s] for s in ("a", "b", "delta")}})
+    return rows
+
+
+def seed_test(metric: str, a: list[float], b: list[float], paired: bool) -> dict[str, Any]:
+    """Is B different from A on `metric`? A two-sided t-test on per-seed values: paired by seed
+    (a one-sample t-test of the seed differences) or Welch's. It is the test whose 95% interval is
+    the delta's, so p < 0.05 exactly when that interval excludes 0."""
+    mean, se, df = _difference(np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired)
+    kind = "paired t-test" if paired else "Welch t-test"
+    return {
+        "name": f"{kind} on per-seed {metric} (two-sided)",
+        "metric": metric,
+        "pvalue": _pvalue(mean, se, df),
+        "seeds": len(a) if paired else len(a) + len(b),  # pairs / all
+        "t": None if not se else mean / se,
+        "df": df,
+    }
+
+
+def _seed_list(seeds: list[int]) -> str:
+    return ", ".join(map(str, seeds))
+
+
+def check_warnings(ma: dict, mb: dict, paired: bool) -> list[str]:
+    """What makes the comparison weaker than "same problems, same starts, same seeds"."""
+    out = []
+    if ma["task"] != mb["task"]:
+        out.append(
+            f"tasks differ ({ma['variant']}: {ma['task']}, {mb['variant']}: {mb['task']}): "
+            "different problems, not only different algorithms"
+        )
+    elif ma.get("sft") != mb.get("sft"):
+        out.append(
+            f"SFT starts differ ({ma.get('sft')} vs {mb.get('sft')}): chain s of either starts from "
+            "another checkpoint, so a pair shares only its seed"
+        )
+    if not paired:
+        out.append(
+            f"seeds differ ({ma['variant']}: {_seed_list(ma['seeds'])}; {mb['variant']}: "
+            f"{_seed_list(mb['seeds'])}): deltas are unpaired (Welch)"
+        )
+    if min(len(ma["seeds"]), len(mb["seeds"])) < 2:
+        out.append("a variant has fewer than two seeds: no intervals and no test")
+    return out
+
+
+def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[str, Any]:
+    """Compare variant B with variant A (B - A) from their metrics files and the pass@k counts.
+
+    Returns a dict whose keys never depend on the variant names:
+    {"a", "b", "task": {"a", "b"}, "seed_ids": {"a", "b"}, "warnings": [...],
+     "metrics": [{"metric", "a": {"mean", "ci95", "seeds"}, "b": {...}, "delta": {"mean", "ci95", "paired"}}],
+     "passk": [{"k", "a", "b", "delta"}] ([] without counts for both),
+     "test": {"name", "metric", "pvalue", "seeds", "t", "df"}}.
+    `seeds` under a and b holds the per-seed values in ascending seed order (ids in `seed_ids`); the
+    test is on per-seed pass@1, or on eval_acc_final when either variant has no pass@k counts."""
+    ma, mb = load_variant(metrics_dir, a), load_variant(metrics_dir, b)
+    paired = ma["seeds"] == mb["seeds"]
+    warnings = check_warnings(ma, mb, paired)
+    rows, skipped = [], []
+    for k in _metric_keys(ma, mb):
+        va, vb = ma["per_seed"][k], mb["per_seed"][k]
+        if _finite(va) and _finite(vb):
+            rows.append(compare_metric(k, va, vb, paired))
+        else:
+            skipped.append(k)
+    if skipped:
+        warnings.append(f"not compared (a seed's value is missing or not finite): {', '.join(skipped)}")
+    counts = load_counts(counts_path)
+    passk = compare_passk(counts, ma, mb, paired) if counts else []
+    if not passk:
+        lacking = [m["variant"] for m in (ma, mb) if not counts or _seed_counts(counts, m) is None]
+        warnings.append(
+            f"no pass@k counts for {' or '.join(lacking)} in {counts_path} (chapter-B variants "
+            f"only); the test is on {FALLBACK_TEST_METRIC}"
+        )
+    test = None
+    if passk:
+        test = seed_test(TEST_METRIC, passk[0]["a"]["seeds"], passk[0]["b"]["seeds"], paired)
+    elif FALLBACK_TEST_METRIC in ma["per_seed"] and FALLBACK_TEST_METRIC in mb["per_seed"]:
+        test = seed_test(
+            FALLBACK_TEST_METRIC,
+            ma["per_seed"][FALLBACK_TEST_METRIC],
+            mb["per_seed"][FALLBACK_TEST_METRIC],
+            paired,
+        )
+    return {
+        "a": a,
+        "b": b,
+        "task": {"a": ma["task"], "b": mb["task"]},
+        "seed_ids": {"a": ma["seeds"], "b": mb["seeds"]},
+        "warnings": warnings,
+        "metrics": rows,
+        "passk": passk,
+        "test": test,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Text
+
+
+def _num(x: float | None, sign: bool = False) -> str:
+    """Three significant digits; whole numbers from 1000 up without an exponent; a sign if asked."""
+    if x is None:
+        return "n/a"
+    if x == 0:
+        return "0"
+    spec = ("+" if sign else "") + (".0f" if 1000 <= abs(x) < 1e7 else ".3g")
+    return format(x, spec)
+
+
+def _cell(entry: dict, sign: bool = False) -> str:
+    """ "mean [lo, hi]" (the mean signed for a delta; the bounds' signs speak for themselves)."""
+    ci = entry["ci95"]
+    return _num(entry["mean"], sign) + ("" if ci is None else f" [{_num(ci[0])}, {_num(ci[1])}]")
+
+
+def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
+    """Left-aligned first column, right-aligned others; a first cell too long for the width left by
+    the others goes on a line of its own, so names are never cut."""
+    cols = [max(len(r[i]) for r in rows) for i in range(1, len(rows[0]))]
+    name_w = max(6, min(max(len(r[0]) for r in rows), width - sum(cols) - 2 * len(cols)))
+    lines = []
+    for r in rows:
+        values = "  ".join(f"{c:>{w}}" for c, w in zip(r[1:], cols))
+        if len(r[0]) > name_w:
+            lines += [r[0], f"{'':<{name_w}}  {values}"]
+        else:
+            lines.append(f"{r[0]:<{name_w}}  {values}")
+    return lines
+
+
+def _test_line(d: dict) -> str | None:
+    t = d["test"]
+    if t is None:
+        return None
+    p = "n/a" if t["pvalue"] is None else f"{t['pvalue']:.3g}"
+    na, nb = len(d["seed_ids"]["a"]), len(d["seed_ids"]["b"])
+    seeds = f"{na} seed pairs" if t["name"].startswith("paired") else f"{na} + {nb} seeds"
+    return f"{t['name']}, {seeds}: p = {p}"
+
+
+def format_diff(d: dict, width: int = 100) -> str:
+    """Warnings first, then one row per metric and per pass@k: mean [95% interval] of A, of B and of
+    B - A, within `width` columns; then the test and its p-value."""
+    head = ("metric", d["a"], d["b"], f"{d['b']} - {d['a']}")
+    body = [(r["metric"], _cell(r["a"]), _cell(r["b"]), _cell(r["delta"], sign=True)) for r in d["metrics"]]
+    body += [
+        (f"pass@{r['k']}", _cell(r["a"]), _cell(r["b"]), _cell(r["delta"], sign=True)) for r in d["passk"]
+    ]
+    table = _table([head, *body], width)
+    paired = d["seed_ids"]["a"] == d["seed_ids"]["b"]
+    lines = [f"warning: {w}" for w in d["warnings"]]
+    lines += [table[0], "-" * max(map(len, table)), *table[1:]]
+    lines.append(
+        "mean over seeds [95% t-interval, clipped to the metric's range]; "
+        + ("deltas paired by seed" if paired else "deltas unpaired (Welch)")
+    )
+    test = _test_line(d)
+    return "\n".join(lines + ([test] if test else []))

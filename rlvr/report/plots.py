@@ -1,0 +1,603 @@
+"""Every figure the pipeline draws: one function each, and one save helper.
+
+Figures are drawn from what the stages wrote (metrics dicts, curve rows, per-problem counts), never
+from live models, so any figure can be redrawn from the committed results. matplotlib is imported
+inside the functions (~0.5 s) and only through its object API with an explicit Agg canvas: no pyplot,
+no global backend or figure registry.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from rlvr.pipeline.files import atomic_write
+
+
+def new_figure(figsize: tuple[float, float]):
+    """A matplotlib Figure on an Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig, path: str | Path) -> Path:
+    """Lay out and write a figure as PNG, atomically (temp file, then rename)."""
+    fig.tight_layout()
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
+def read_tsv(path: str | Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+# Each figure's chapter and one-sentence caption, shown under it in the report.
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "worked-a2-group-advantages.png": (
+        "A",
+        "Group-relative advantages for groups of 8 with different numbers "
+        "correct: a rare success gets a large positive advantage, and a group "
+        "where all agree gets none (no gradient).",
+    ),
+    "worked-a7-kl-estimators.png": (
+        "A",
+        "The three KL estimators against the exact KL as the reference moves away "
+        "by delta: k2's bias shrinks as delta cubed (left); their variances (right).",
+    ),
+    "worked-a8-memory.png": (
+        "A",
+        "Memory for weights and optimiser state against model size: GRPO drops PPO's critic "
+        "and reward model, and beta = 0 drops the reference as well.",
+    ),
+    "hack-reward-vs-accuracy.png": (
+        "A",
+        "GRPO on the hackable substring verifier, one line per seed: the reward climbs "
+        "away from exact accuracy while the policy emits more digits per response.",
+    ),
+    "worked-b5-signal-probability.png": (
+        "B",
+        "Chance that a group of G samples has mixed rewards, so a non-zero "
+        "gradient, when each sample is correct with probability p.",
+    ),
+    "worked-b10-passk-toy.png": (
+        "B",
+        "The chapter's two-problem toy: RL raises pass@1, and the base model catches up "
+        "at large k (the crossover).",
+    ),
+    "worked-b14-demo.png": (
+        "B",
+        "A simulated GRPO run on prompts of graded difficulty: mean accuracy and the shares "
+        "of groups with no signal (left), each prompt's success rate over iterations (right).",
+    ),
+    "passk-curves.png": (
+        "B",
+        "pass@k on the 300 held-out problems: the SFT starts and GRPO (left), and every variant's "
+        "pass@k minus its own chain's SFT's with its 95% band over chains (right); a dot marks the "
+        "k where SFT catches up.",
+    ),
+    "passk-scatter.png": (
+        "B",
+        "Correct samples of 64 per held-out problem, SFT (mean over chains) against GRPO (seed "
+        "mean): points on the x axis are problems SFT sometimes solves and GRPO never does.",
+    ),
+    "passk-solve-rates.png": (
+        "B",
+        "Per-problem solve rates as cumulative shares: the height at 0 is the share of "
+        "problems never solved in 64 samples, the mass near 0 what sampling can miss.",
+    ),
+    "starts-passk.png": (
+        "B",
+        "Chapter B's candidate starts (`rlvr starts`), chain means: the share of held-out "
+        "problems still unsolved after k samples, each SFT start dashed and GRPO from it solid; "
+        "where a solid line ends above its dashed one, RL narrowed coverage.",
+    ),
+    "grpo-curves-chapter-a.png": (
+        "A",
+        "Chapter A's GRPO runs, chain mean with its 95% band: training reward, "
+        "sampled accuracy, KL to the reference and policy entropy per step.",
+    ),
+    "grpo-curves-chapter-b.png": (
+        "B",
+        "Chapter B's GRPO variants, chain mean with its 95% band: training reward, "
+        "held-out accuracy, KL to the reference and policy entropy per step.",
+    ),
+}
+SCALING_CAPTION = (
+    "Seconds per GRPO step against group size, response length and model width, each moved alone "
+    "from the base: predict a bigger run's cost from the slope (`rlvr bench --only scaling`)."
+)
+
+
+def _floats(rows: list[dict], key: str) -> list[float]:
+    """A TSV column as floats; a blank cell (no value at that step) is NaN."""
+    return [float(r[key]) if r[key] != "" else math.nan for r in rows]
+
+
+def _band(ax, x, per_seed: list[list[float]], label: str, color, floor: float | None) -> None:
+    """Seed mean as a line, its 95% t-interval as a band (none with one seed), the band cut at
+    `floor` where the quantity cannot go lower (KL, entropy, rates: 0). A step where a seed has no
+    value (NaN: e.g. dynamic sampling kept no group) is averaged over the seeds that have one."""
+    from rlvr.stats import mean_ci
+
+    def column(values: tuple) -> tuple[float, float, float]:
+        defined = [v for v in values if v == v]
+        if not defined:
+            return math.nan, math.nan, math.nan
+        mean, lo, hi = mean_ci(defined)
+        return (mean, mean, mean) if lo is None else (mean, lo, hi)
+
+    stats = [column(col) for col in zip(*per_seed)]
+    ax.plot(x, [m for m, _, _ in stats], color=color, lw=1.4, label=label)
+    if len(per_seed) > 1:
+        lo = [max(lo, floor) if floor is not None else lo for _, lo, _ in stats]
+        ax.fill_between(x, lo, [hi for _, _, hi in stats], color=color, alpha=0.12, lw=0)
+
+
+def _rolling(values: list[float], window: int) -> list[float]:
+    """Trailing mean over `window` points (fewer at the start): per-step training metrics are
+    one batch each, too noisy to compare variants by eye."""
+    return [float(np.mean(values[max(0, i - window + 1) : i + 1])) for i in range(len(values))]
+
+
+LEARNING_PANELS = (
+    ("train", "reward_mean", "training reward", "reward (share correct)"),
+    ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy"),
+    ("train", "kl_k3_nats", "KL to the reference (k3, per response)", "nats"),
+    ("train", "entropy_nats", "policy entropy (per token)", "nats"),
+)
+
+
+def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path) -> Path:
+    """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
+    runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
+    (the curve TSVs as read). Training metrics are smoothed by a trailing mean over 1/20 of the run."""
+    fig = new_figure((12, 7.2))
+    axes = fig.subplots(2, 2).ravel()
+    steps = max(len(c["train"][0]) for c in runs.values() if c["train"])
+    window = max(1, steps // 20)
+    for i, (variant, curves) in enumerate(runs.items()):
+        for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
+            seeds = curves[table]
+            if not seeds or key not in seeds[0][0]:
+                continue
+            values = [_floats(rows, key) for rows in seeds]
+            if table == "train":
+                values = [_rolling(v, window) for v in values]
+            _band(
+                ax,
+                [int(r["step"]) for r in seeds[0]],
+                values,
+                f"{variant} ({len(seeds)} chains)",
+                f"C{i}",
+                0.0,
+            )
+    smooth = f", trailing mean of {window} steps" if window > 1 else ""
+    for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
+        ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, ncol=2, loc="lower right")
+    fig.suptitle(title + ": chain mean, 95% band over chains")
+    return save(fig, path)
+
+
+SCALING_AXES = {
+    "group_size": "group size G",
+    "response_tokens": "response tokens",
+    "d_model": "model width d_model",
+}
+
+
+def bench_scaling(scaling: dict, path: Path) -> Path:
+    """Seconds per GRPO step as one workload dimension moves (the others at the base), ours as a
+    line, TRL's GRPOTrainer as points where it was measured; log-log with a shared y axis, so a
+    slope reads as a power and the panels compare. Each point is labelled with its seconds.
+    scaling: `rlvr bench --only scaling`'s record in reports/benchmarks.json."""
+    fig = new_figure((12, 4.0))
+    axes = fig.subplots(1, len(SCALING_AXES), sharey=True)
+    values = [v for r in scaling["rows"] for v in (r["seconds"], r.get("trl_seconds")) if v]
+    nice = [
+        t
+        for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20)
+        if min(values) / 2 <= t <= max(values) * 2
+    ]
+    for ax, (axis, label) in zip(axes, SCALING_AXES.items()):
+        rows = [r for r in scaling["rows"] if r["axis"] == axis]
+        x = [r[axis] for r in rows]
+        series = [
+            ("rlvr (ours)", [(r[axis], r["seconds"]) for r in rows], "o-", "C0"),
+            (
+                "TRL GRPOTrainer",
+                [(r[axis], r["trl_seconds"]) for r in rows if r.get("trl_seconds")],
+                "s--",
+                "C3",
+            ),
+        ]
+        for name, points, style, color in series:
+            if not points:
+                continue
+            ax.plot(*zip(*points), style, color=color, label=name)
+            for px, py in points:
+                ax.annotate(
+                    f"{py:.3g} s",
+                    (px, py),
+                    textcoords="offset points",
+                    xytext=(0, 7),
+                    ha="center",
+                    fontsize=7,
+                    color=color,
+                )
+        ax.set(xscale="log", yscale="log", xlabel=label, title=f"{label} (others at base)")
+        ax.set_xticks(x, [str(v) for v in x])
+        ax.set_xticks([], minor=True)
+        ax.set_yticks(nice, [f"{t:g}" for t in nice])
+        ax.set_yticks([], minor=True)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("seconds per step")
+    axes[0].legend(fontsize=8, loc="upper left")
+    base = ", ".join(f"{k} {v}" for k, v in scaling["base"].items())
+    fig.suptitle(
+        f"Cost of one GRPO step ({scaling['prompts']} prompts, beta {scaling['beta']}; base: {base})"
+    )
+    return save(fig, path)
+
+
+def hack_curves(curves: dict[int, Path], figure_path: Path) -> Path:
+    """Hacked reward vs exact and final-answer accuracy over steps, and digits per response.
+    curves: seed -> that seed's curve TSV."""
+    seeds = list(curves)
+    fig = new_figure((9, 3.6))
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for seed in seeds:
+        rows = [r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""]
+        step = [int(r["step"]) for r in rows]
+        col = lambda k: [float(r[k]) for r in rows]  # noqa: E731
+        kw = {"alpha": 0.8, "lw": 1.2}
+        left.plot(
+            step,
+            col("reward_mean"),
+            color="tab:red",
+            label="substring reward" if seed == seeds[0] else None,
+            **kw,
+        )
+        left.plot(
+            step,
+            col("accuracy"),
+            color="tab:blue",
+            label="exact accuracy" if seed == seeds[0] else None,
+            **kw,
+        )
+        left.plot(
+            step,
+            col("final_answer_acc"),
+            color="tab:green",
+            ls="--",
+            label="final-answer accuracy" if seed == seeds[0] else None,
+            **kw,
+        )
+        right.plot(
+            step,
+            col("digits_per_response"),
+            color="tab:purple",
+            label="digits" if seed == seeds[0] else None,
+            **kw,
+        )
+        right.plot(
+            step,
+            col("distinct_digits_per_response"),
+            color="tab:orange",
+            label="distinct digits" if seed == seeds[0] else None,
+            **kw,
+        )
+    left.set(xlabel="GRPO step", ylabel="rate", title="hacked reward vs true accuracy", ylim=(0, 1.02))
+    right.set(xlabel="GRPO step", ylabel="per response", title="digits per response")
+    for ax in (left, right):
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    return save(fig, figure_path)
+
+
+def _k_axis(ax, n: int) -> None:
+    """A log2 axis for k with every power of two labelled: 1, 2, 4, ..., n."""
+    ticks = [2**i for i in range(n.bit_length()) if 2**i <= n]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlim(1, n)
+
+
+def _crossing(rows: list[dict], key: str) -> float | None:
+    """First k where a seed-mean difference from SFT, positive at k = 1, reaches 0 or below."""
+    if not rows or rows[0][key] <= 0:
+        return None
+    return next((r["k"] for r in rows if r[key] <= 0), None)
+
+
+def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Path) -> Path:
+    """curves: `passk.summarise_counts`'s. Left: 1 - pass@k (the share of problems still unsolved
+    after k samples) on a log axis for the two SFT starts (chain mean, 95% band over chains) and GRPO
+    (seed mean, band over seeds), so the large-k end, where SFT catches up, is as readable as k = 1.
+    Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
+    symmetric-log axis (linear within +-0.01); a dot marks the first k where SFT has caught up."""
+    fig = new_figure((12, 4.8))
+    left, right = fig.subplots(1, 2)
+    for name, label, style in (
+        ("sft", "SFT (slip noise), chain mean and 95% band", {"color": "black", "lw": 2}),
+        (
+            contrast,
+            f"SFT ({contrast}), chain mean and 95% band",
+            {"color": "tab:gray", "lw": 1.5, "ls": "--"},
+        ),
+        ("grpo", "GRPO, chain mean and 95% band over chains", {"color": "tab:blue", "lw": 2}),
+    ):
+        rows = curves.get(name)
+        if not rows:
+            continue
+        ks = [r["k"] for r in rows]
+        lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
+        floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+        miss = lambda key: [max(1 - r[key], floor) for r in rows]  # noqa: E731
+        left.plot(ks, miss("pass_at_k"), label=label, **style)
+        left.fill_between(ks, miss(hi), miss(lo), color=style["color"], alpha=0.2, lw=0)
+    left.set_yscale("log")
+    left.set(
+        xlabel="k (samples per problem)",
+        ylabel="1 - pass@k (share of problems unsolved)",
+        title="share of problems still unsolved after k samples",
+    )
+    left.legend(fontsize=8, loc="lower left")
+    right.axhline(0, color="black", lw=1)
+    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
+    for v in variants:
+        rows = curves[v]
+        ks = [r["k"] for r in rows]
+        k = _crossing(rows, "minus_sft")
+        (line,) = right.plot(
+            ks,
+            [r["minus_sft"] for r in rows],
+            lw=1.4,
+            label=f"{v}: crossover k = {k}" if k is not None else f"{v}: no crossover up to {n}",
+        )
+        right.fill_between(
+            ks,
+            [r["minus_sft_lo"] for r in rows],
+            [r["minus_sft_hi"] for r in rows],
+            color=line.get_color(),
+            alpha=0.12,
+            lw=0,
+        )
+        if k is not None:
+            right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
+    right.set_yscale("symlog", linthresh=0.01)
+    right.set(
+        xlabel="k (samples per problem)",
+        ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
+        title="pass@k minus the chain's SFT (below 0: SFT solves more)",
+    )
+    right.legend(fontsize=7, ncol=2, loc="lower left")
+    for ax in (left, right):
+        _k_axis(ax, n)
+        ax.grid(alpha=0.3, which="both")
+    return save(fig, path)
+
+
+def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Path:
+    """`rlvr starts`: 1 - pass@k (the share of held-out problems still unsolved after k samples,
+    log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
+    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n."""
+    fig = new_figure((7.5, 4.8))
+    ax = fig.subplots()
+    ks = np.arange(1, n + 1)
+    floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+    for i, (name, c) in enumerate(curves.items()):
+        tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
+        ax.plot(
+            ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{name}: SFT{tag}"
+        )
+        ax.plot(ks, np.maximum(1 - c["grpo"], floor), color=f"C{i}", lw=2, label=f"{name}: GRPO from it")
+    ax.set_yscale("log")
+    ax.set(
+        xlabel="k (samples per problem)",
+        ylabel="1 - pass@k (share of problems unsolved)",
+        title="Chapter B's candidate starts: where GRPO narrows and where it does not",
+    )
+    _k_axis(ax, n)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower left")
+    return save(fig, path)
+
+
+def _chain_mean(counts: dict, name: str, seeds: list[int]) -> tuple[np.ndarray, float]:
+    """Per-problem correct count averaged over a model's seeds (or chains), (P,), and the mean over
+    them of the number of problems never solved."""
+    c = np.stack([np.asarray(counts[f"{name}/seed{s}"]) for s in seeds])  # (S, P)
+    return c.mean(axis=0), float((c == 0).sum(axis=1).mean())
+
+
+def passk_scatter(counts: dict, chains: dict[str, list[int]], n: int, path: Path) -> Path:
+    """Per-problem correct counts: SFT (mean over its chains) against GRPO (mean over its seeds).
+    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds. Above the diagonal GRPO
+    solves the problem more often; on the x axis GRPO never solves what SFT sometimes does."""
+    fig = new_figure((5.2, 4.8))
+    ax = fig.add_subplot()
+    sft_chains, seeds = chains["sft"], chains.get("grpo", [])
+    if seeds:
+        ax.scatter(
+            _chain_mean(counts, "sft", sft_chains)[0], _chain_mean(counts, "grpo", seeds)[0], s=12, alpha=0.5
+        )
+        ax.plot([0, n], [0, n], color="grey", lw=0.8)
+    ax.set(
+        xlabel=f"correct of {n}, SFT (mean of {len(sft_chains)} chains)",
+        ylabel=f"correct of {n}, GRPO (mean of {len(seeds)} chains)",
+        title="per-problem correct counts",
+        xlim=(-1, n + 1),
+        ylim=(-1, n + 1),
+    )
+    ax.grid(alpha=0.3)
+    return save(fig, path)
+
+
+def _ecdf(ax, rates, **style) -> None:
+    x = np.sort(np.asarray(rates, dtype=float))  # (P,)
+    ax.step(np.concatenate([[0.0], x]), np.arange(len(x) + 1) / len(x), where="post", **style)
+
+
+def passk_solve_rates(counts: dict, chains: dict[str, list[int]], n: int, contrast: str, path: Path) -> Path:
+    """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
+    (SFT) or seeds (variants): the two SFT starts (left), SFT against every variant (right). counts:
+    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds. A curve's height
+    at 0 is the share of problems never solved in any chain or seed; the labels give the mean over
+    chains or seeds of the never-solved count. Mass near 0 is what n samples can miss."""
+    fig = new_figure((11, 4.2))
+    left, right = fig.subplots(1, 2, sharey=True)
+
+    def draw(ax, name, label, unit, **style):
+        mean, never = _chain_mean(counts, name, chains[name])
+        k = len(chains[name])
+        _ecdf(
+            ax,
+            mean / n,
+            label=f"{label}: {never:.1f} never solved (mean of {k} {unit if k > 1 else unit[:-1]})",
+            **style,
+        )
+
+    draw(left, "sft", "SFT (slip noise)", "chains", color="black", lw=2)
+    draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
+    left.set(
+        title="two SFT starts",
+        xlabel=f"per-problem solve rate (correct of {n})",
+        ylabel="share of held-out problems at or below",
+    )
+    draw(right, "sft", "SFT", "chains", color="black", lw=2)
+    for v in (v for v in chains if v not in ("sft", contrast)):
+        draw(right, v, v, "chains", lw=1)
+    right.set(title="SFT and GRPO variants (chain mean)", xlabel=f"per-problem solve rate (correct of {n})")
+    for ax in (left, right):
+        ax.set_xlim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    return save(fig, path)
+
+
+def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
+    """The worked examples' PNGs, drawn from the metrics dict alone (so they can be redrawn from the
+    JSON). paths: figure name (e.g. "worked-a2-group-advantages.png") -> where to write it."""
+    written = []
+
+    def keep(fig, name):
+        written.append(save(fig, paths[name]))
+
+    a2 = metrics["A2"]
+    fig = new_figure((11, 3.4))
+    axes = fig.subplots(1, 3, sharey=True)
+    x = np.arange(1, a2["group_size"] + 1)
+    for ax, k, r, a in zip(axes, a2["correct_counts"], a2["rewards_by_group"], a2["advantages_by_group"]):
+        ax.bar(x - 0.2, r, 0.4, label="reward $r_i$", color="tab:gray")
+        ax.bar(
+            x + 0.2,
+            a,
+            0.4,
+            label=r"advantage $\hat A_i$",
+            color=["tab:green" if v > 0 else "tab:red" for v in a],
+        )
+        ax.axhline(0, color="black", lw=0.6)
+        if not any(a):
+            ax.text(0.5, 0.5, "every advantage is 0:\nno gradient", transform=ax.transAxes, ha="center")
+        ax.set_title(f"{k} of {a2['group_size']} correct")
+        ax.set_xlabel("response i")
+        ax.set_xticks(x)
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[0].set_ylabel("reward / advantage")
+    fig.suptitle(f"group-relative advantages, G = {a2['group_size']}")
+    keep(fig, "worked-a2-group-advantages.png")
+
+    a7 = metrics["A7"]
+    d = np.array(a7["deltas"])
+    fig = new_figure((10, 3.8))
+    ax_b, ax_v = fig.subplots(1, 2)
+    ax_b.loglog(d, np.abs(a7["bias_k2_nats"]), "o-", label="|bias| of k2")
+    ax_b.loglog(
+        d,
+        np.abs(a7["k2_bias_over_delta_cubed_limit"]) * d**3,
+        "k--",
+        lw=0.8,
+        label=r"$|E_\pi z^3|\,\delta^3/6$",
+    )
+    exact = max(a7["max_abs_bias_k1_nats"], a7["max_abs_bias_k3_nats"])
+    ax_b.set_title(f"k2 bias (k1, k3 exact: |bias| <= {exact:.0e})", fontsize=9)
+    for k in ("k1", "k2", "k3"):
+        ax_v.loglog(d, a7[f"var_{k}"], "o-", ms=3, label=k)
+    ax_v.set_title("variance under pi")
+    for ax in (ax_b, ax_v):
+        ax.set_xlabel(r"$\delta$ (pi_ref = pi (1 + $\delta$ z))")
+        ax.set_ylabel("nats" if ax is ax_b else "nats squared")
+        ax.legend(fontsize=8)
+    keep(fig, "worked-a7-kl-estimators.png")
+
+    a8 = metrics["A8"]
+    fig = new_figure((5.5, 4))
+    ax = fig.subplots()
+    for key, label in (
+        ("ppo_gb", "PPO-RLHF (policy, critic, ref, RM)"),
+        ("grpo_gb", "GRPO (policy, ref)"),
+        ("grpo_beta0_gb", r"GRPO, $\beta$ = 0 (policy only)"),
+    ):
+        ax.loglog(a8["model_sizes_billion"], a8[key], "o-", label=label)
+    ax.set_xlabel("parameters (billions)")
+    ax.set_ylabel("weights + optimiser state (GB = 1e9 B)")
+    ax.set_title("training memory by model size")
+    ax.legend(fontsize=8)
+    keep(fig, "worked-a8-memory.png")
+
+    b5 = metrics["B5"]
+    grid = np.linspace(0.001, 0.999, 400)
+    fig = new_figure((5.5, 4))
+    ax = fig.subplots()
+    for G in b5["group_sizes"]:
+        ax.plot(grid, 1 - grid**G - (1 - grid) ** G, label=f"G = {G}")
+    ax.axvline(b5["mc_p"], color="gray", lw=0.6, ls=":")
+    ax.plot([b5["mc_p"]], [b5["mc_signal_probability"]], "kx", label="Monte Carlo")
+    ax.set_xlabel("p (chance one sample is correct)")
+    ax.set_ylabel("P(group has mixed rewards)")
+    ax.set_title("a group gives signal only if its rewards differ")
+    ax.legend(fontsize=8)
+    keep(fig, "worked-b5-signal-probability.png")
+
+    b10 = metrics["B10"]
+    fig = new_figure((5.5, 4))
+    ax = fig.subplots()
+    ax.semilogx(b10["ks"], b10["pass_at_k_base"], label="base")
+    ax.semilogx(b10["ks"], b10["pass_at_k_rl"], label="after RL")
+    if b10["crossover_k"] is not None:
+        ax.axvline(b10["crossover_k"], color="gray", ls=":", label=f"crossover k = {b10['crossover_k']}")
+    ax.set_xlabel("k (samples per problem)")
+    ax.set_ylabel("pass@k (two-problem mean)")
+    ax.set_title("toy pass@k: base vs after RL")
+    ax.legend(fontsize=8)
+    keep(fig, "worked-b10-passk-toy.png")
+
+    b14 = metrics["B14"]
+    it = np.arange(b14["iterations"])
+    fig = new_figure((11, 4))
+    ax_c, ax_h = fig.subplots(1, 2)
+    ax_c.plot(it, b14["mean_accuracy"], label="mean accuracy")
+    ax_c.plot(it, b14["share_all_correct"], lw=0.8, label="share of all-correct groups")
+    ax_c.plot(it, b14["share_all_wrong"], lw=0.8, label="share of all-wrong groups")
+    ax_c.set_xlabel("iteration")
+    ax_c.set_ylabel("share")
+    ax_c.set_title("accuracy and groups with no signal")
+    ax_c.legend(fontsize=8)
+    image = ax_h.imshow(
+        np.array(b14["p_per_prompt"]).T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis"
+    )
+    ax_h.set_xlabel("iteration")
+    ax_h.set_ylabel("prompt j (harder upward)")
+    ax_h.set_title("success rate p_j of each prompt")
+    fig.colorbar(image, ax=ax_h)
+    keep(fig, "worked-b14-demo.png")
+    return written

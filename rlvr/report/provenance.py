@@ -1,0 +1,342 @@
+"""Provenance: which stage, params, inputs and MLflow runs produced a figure or a metrics file.
+
+Everything comes from what DVC recorded (dvc.lock: the stage, its exact param values, dep and out
+hashes) and from the stage's own metrics JSON (the MLflow run ids it wrote), so the chain
+dvc.lock -> metrics file -> MLflow run can be followed from any output. The stages upstream of it
+are found through dvc.lock too (a dep of one stage is an out of another, or a folder holding outs),
+so a figure made from checkpoints also names the settings those checkpoints were trained with.
+Git says whether the file and the code differ from what was committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlvr.fields import UserError
+from rlvr.pipeline.gitinfo import differs_from_commit, git_commit
+
+CODE_PATHS = ("rlvr", "params.yaml", "dvc.yaml", "dvc.lock")  # what decides how an output is made
+
+
+class ProvenanceError(UserError):
+    """A path the pipeline did not produce (one line, listing what it can explain)."""
+
+
+def load_lock(root: Path) -> dict:
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        raise ProvenanceError(f"{lock}: not found; run `dvc repro` first")
+    return yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["stages"]
+
+
+def _entries(stage: dict) -> list[dict]:
+    return [*stage.get("outs", [])]
+
+
+def explainable(lock: dict) -> list[str]:
+    """Every output path recorded in dvc.lock."""
+    return sorted(o["path"] for s in lock.values() for o in _entries(s))
+
+
+def find_stage(lock: dict, path: str) -> tuple[str, dict, dict]:
+    """The stage whose recorded output is `path` or a folder holding it."""
+    want = Path(path).as_posix()  # Path() already drops a leading "./"
+    for name, stage in lock.items():
+        for out in _entries(stage):
+            p = out["path"].rstrip("/")
+            if want == p or want.startswith(p + "/"):
+                return name, stage, out
+    known = explainable(lock)
+    near = [k for k in known if Path(k).parent == Path(want).parent] or known  # same folder first
+    raise ProvenanceError(
+        f"{path}: not an output of any stage in dvc.lock; it can explain: "
+        + ", ".join(near[:12])
+        + (f" ... ({len(known)} outputs in all)" if len(known) > 12 else "")
+    )
+
+
+def _within(inner: str, outer: str) -> bool:
+    """`inner` is `outer` or a path inside the folder `outer`."""
+    inner, outer = inner.rstrip("/"), outer.rstrip("/")
+    return inner == outer or inner.startswith(outer + "/")
+
+
+def producers(lock: dict, dep: str) -> list[str]:
+    """Stages with an out that is `dep`, holds it (a file inside a folder out) or lies inside it (a
+    folder dep such as data/grpo over the outs data/grpo/<variant> of every grpo@ stage)."""
+    return [
+        name
+        for name, stage in lock.items()
+        if any(_within(dep, o["path"]) or _within(o["path"], dep) for o in _entries(stage))
+    ]
+
+
+def upstream(lock: dict, name: str) -> dict[str, dict]:
+    """Every stage `name` depends on, directly or through others, nearest first, each with the params
+    dvc.lock recorded for it: {stage: {params file: {key: value}}}. Code deps (rlvr/*.py) are
+    outputs of no stage, so they end the walk."""
+    found: dict[str, dict] = {}
+    frontier = [name]
+    while frontier:
+        nxt = []
+        for stage in frontier:
+            for dep in lock[stage].get("deps", []):
+                for up in producers(lock, dep["path"]):
+                    if up != name and up not in found:
+                        found[up] = dict(lock[up].get("params") or {})
+                        nxt.append(up)
+        frontier = nxt
+    return found
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _git_ignored(root: Path, path: str) -> bool:
+    """True for a path git ignores (a DVC-cached out: DVC, not git, holds its committed version)."""
+    try:
+        out = subprocess.run(["git", "check-ignore", "-q", path], cwd=root, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def file_dirty(root: Path, path: str, out: dict) -> bool | None:
+    """Does `path` differ from its committed version? Git-tracked files: `git status` (untracked or
+    deleted counts as differing). DVC-cached files (git-ignored): their md5 against dvc.lock's.
+    None when it cannot be told here: outside git, or a file of a DVC-cached folder (its listing
+    is in the DVC cache; `stale` covers it)."""
+    if not _git_ignored(root, path):
+        return differs_from_commit(root, path)
+    p = root / path
+    if not p.exists():
+        return True
+    if p.is_file() and out["path"].rstrip("/") == path and out.get("hash", "md5") == "md5" and out.get("md5"):
+        return _md5(p) != out["md5"]
+    return None
+
+
+def code_changes(root: Path) -> list[str] | None:
+    """`git status --porcelain` lines for the code and settings (None outside git)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--", *CODE_PATHS],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.splitlines() if out.returncode == 0 else None
+
+
+def dirty_flags(root: Path, path: str, out: dict) -> dict[str, Any]:
+    """{"file": does the output differ from its committed version, "code": do rlvr/, params.yaml,
+    dvc.yaml or dvc.lock differ from HEAD, "code_changes": which (git status lines)}; None: unknown."""
+    changes = code_changes(root)
+    return {
+        "file": file_dirty(root, path, out),
+        "code": None if changes is None else bool(changes),
+        "code_changes": changes or [],
+    }
+
+
+def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
+    """MLflow run ids the stage wrote into its metrics JSON files."""
+    ids: dict[str, str] = {}
+    for out in _entries(stage):
+        p = root / out["path"]
+        if p.suffix == ".json" and p.is_file():
+            try:
+                data = json.loads(p.read_text())
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict):
+                if "mlflow_run_id" in data:
+                    ids["stage"] = data["mlflow_run_id"]
+                for seed, rid in (data.get("mlflow_seed_run_ids") or {}).items():
+                    ids[f"seed{seed}"] = rid
+    return ids
+
+
+def explain(
+    root: Path, path: str, check_stale: bool = True, check_mlflow: bool = True, lock: dict | None = None
+) -> dict[str, Any]:
+    """Everything that produced `path`: stage, cmd, params, dep/out hashes, the stages upstream with
+    their params, run ids, commit, whether the file or the code differ from it, staleness.
+
+    Keys: path, stage, cmd, params, deps, out, upstream, mlflow_runs, git_commit, dirty; with
+    check_mlflow mlflow_status (when there are runs), with check_stale stale and dvc_status."""
+    lock = lock if lock is not None else load_lock(root)  # parsed once by callers that explain many files
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            p = p.resolve().relative_to(root.resolve())
+        except ValueError:
+            raise ProvenanceError(f"{path}: outside the repository {root}") from None
+    name, stage, out = find_stage(lock, p.as_posix())
+    info: dict[str, Any] = {
+        "path": path,
+        "stage": name,
+        "cmd": stage.get("cmd"),
+        "params": {f: v for f, v in (stage.get("params") or {}).items()},
+        "deps": {d["path"]: d.get("md5") for d in stage.get("deps", [])},
+        "out": {"path": out["path"], "md5": out.get("md5")},
+        "upstream": upstream(lock, name),
+        "mlflow_runs": mlflow_run_ids(root, stage),
+        "git_commit": git_commit(root, "dvc.lock"),
+        "dirty": dirty_flags(root, p.as_posix(), out),
+    }
+    if check_mlflow and info["mlflow_runs"]:
+        info["mlflow_status"] = _mlflow_status(info["mlflow_runs"])
+    if check_stale:
+        info["stale"], info["dvc_status"] = dvc_status(root, name)
+    return info
+
+
+def dvc_status(root: Path, name: str) -> tuple[bool | None, str]:
+    """(has the stage changed since dvc.lock was written, what `dvc status` said); None when dvc
+    could not answer. dvc runs from this interpreter's environment, so an unactivated venv works."""
+    try:
+        st = subprocess.run(
+            [sys.executable, "-m", "dvc", "status", name],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"dvc status failed: {exc}"
+    if st.returncode != 0:
+        return None, (st.stderr.strip().splitlines() or ["dvc status failed"])[-1]
+    out = st.stdout.strip()
+    return not (out == "" or "up to date" in out), out
+
+
+def _mlflow_status(ids: dict[str, str]) -> dict[str, str]:
+    """Look the runs up in the tracking store (FINISHED, FAILED...), 'missing' if absent."""
+    from mlflow.tracking import MlflowClient
+
+    from rlvr.pipeline.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri())
+    out = {}
+    for k, rid in ids.items():
+        try:
+            out[k] = client.get_run(rid).info.status
+        except Exception:  # a store without that run (e.g. results pulled from another machine)
+            out[k] = "missing"
+    return out
+
+
+def footer(info: dict) -> str:
+    """One-paragraph provenance line for a figure in the report."""
+    params = "; ".join(
+        f"{k}={json.dumps(v, sort_keys=True)}" for f in info["params"].values() for k, v in f.items()
+    )
+    deps = ", ".join(f"{p}@{(h or '')[:8]}" for p, h in info["deps"].items())
+    runs = ", ".join(f"{k}={v}" for k, v in info["mlflow_runs"].items()) or "none"
+    return (
+        f"stage `{info['stage']}` (`{info['cmd']}`) · params: {params} · inputs: {deps} · "
+        f"MLflow runs: {runs} · code: git {info['git_commit'][:10]}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Text
+
+
+def _value(v: Any) -> str:
+    return json.dumps(v, sort_keys=True)
+
+
+def _shown_before(seen: dict[tuple[str, str], Any], file: str, key: str, value: Any) -> bool:
+    """Was this value already printed, under the same key or inside a parent key's value
+    (`variants.grpo` inside `variants`)?"""
+    parts = key.split(".")
+    for i in range(1, len(parts) + 1):
+        if (file, ".".join(parts[:i])) in seen:
+            v = seen[(file, ".".join(parts[:i]))]
+            for part in parts[i:]:
+                v = v.get(part) if isinstance(v, dict) else None
+            if v == value:
+                return True
+    return False
+
+
+def _param_items(params: dict, seen: dict) -> tuple[list[str], list[str]]:
+    """(key=value texts for values not printed yet, keys whose values were), marking the new ones seen."""
+    new, repeated = [], []
+    for file, values in params.items():
+        prefix = "" if file == "params.yaml" else f"{file}:"
+        for key, value in (values or {}).items():
+            if _shown_before(seen, file, key, value):
+                repeated.append(prefix + key)
+            else:
+                new.append(f"{prefix}{key}={_value(value)}")
+                seen[(file, key)] = value
+    return new, repeated
+
+
+def _flag(value: bool | None, yes: str, no: str) -> str:
+    return "unknown" if value is None else (yes if value else no)
+
+
+def format_explain(info: dict[str, Any]) -> str:
+    """`rlvr provenance` for people: a line per fact, params as key=value (values as JSON); an
+    upstream param identical to one printed above is named, not repeated."""
+    dirty = info["dirty"]
+    changes = dirty["code_changes"]
+    code = _flag(
+        dirty["code"],
+        f"{len(changes)} uncommitted change(s): "
+        + ", ".join(c[3:] for c in changes[:6])
+        + (" ..." if len(changes) > 6 else ""),
+        "clean",
+    )
+    lines = [
+        f"path      {info['path']}",
+        f"stage     {info['stage']}   cmd: {info['cmd']}",
+        f"out       {info['out']['path']} md5 {(info['out']['md5'] or '-')[:8]}",
+        f"commit    {info['git_commit'][:10]} (last to touch dvc.lock)   "
+        f"file: {_flag(dirty['file'], 'MODIFIED since its commit', 'as committed')}   code: {code}",
+    ]
+    if "stale" in info:
+        said = (info["dvc_status"] or "up to date").expandtabs(2).splitlines()
+        lines += [
+            f"stale     {_flag(info['stale'], 'YES', 'no')}; dvc status says:",
+            *(f"          {ln}" for ln in said),
+        ]
+    else:
+        lines.append("stale     not checked")
+    seen: dict = {}
+    new, _ = _param_items(info["params"], seen)
+    lines += ["params    " + (new[0] if new else "none"), *(f"          {item}" for item in new[1:])]
+    lines.append(
+        f"upstream  {len(info['upstream'])} stage(s), nearest first" if info["upstream"] else "upstream  none"
+    )
+    for name, params in info["upstream"].items():
+        new, repeated = _param_items(params, seen)
+        same = [f"as above: {', '.join(repeated)}"] if repeated else []
+        lines.append(f"  {name}: " + ("; ".join(new + same) or "no params"))
+    inputs = ", ".join(f"{p}@{(h or '-')[:8]}" for p, h in info["deps"].items())
+    lines.append(f"inputs    {inputs or 'none'}")
+    status = info.get("mlflow_status", {})
+    runs = ", ".join(
+        f"{k}={v}" + (f" ({status[k]})" if k in status else "") for k, v in info["mlflow_runs"].items()
+    )
+    lines.append(f"mlflow    {runs or 'no runs recorded'}")
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""`rlvr sweep-report`: where RL sharpens and where it narrows, across a queued grid of settings.
+
+A sweep is a set of DVC experiments over chapter B's `grpo` variant (docs/sweeps.md):
+
+    dvc exp run --queue -S 'variants.grpo.beta=0,0.1' -S 'variants.grpo.steps=50,100'
+    RLVR_THREADS=1 dvc queue start -j 2
+
+This module reads what `dvc exp show --json` reports for every experiment (its params.yaml values
+and `reports/metrics/passk.json`) and tabulates, per grid point, GRPO's pass@1 and pass@64 against
+the SFT start's, the problems never solved, and the crossover k: narrowing is pass@64 below SFT's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvr.fields import ConfigError
+from rlvr.pipeline.tracking import flatten
+
+PASSK = "reports/metrics/passk.json"
+FOOTNOTE = (
+    'Seed means of the variant\'s seeds, on the held-out problems (64 samples each). "narrows?": the '
+    "seed-mean pass@64 is below the SFT start's; a point comparison, no interval (`rlvr diff` gives one "
+    "for two variants of one workspace).\n"
+)
+
+
+def experiments(show: list[dict]) -> list[dict]:
+    """Flatten `dvc exp show --json`: [{"name", "rev", "params": {dotted: value}, "passk": {...}}] for
+    each commit (the baseline) and each of its experiments that ran to the end and has pass@k
+    results. Failed experiments are left out (DVC shows them with their baseline's numbers); so is
+    the workspace, when it is its commit unchanged. A variant's setting it takes from
+    `grpo.defaults` is filled in (`variants.grpo.beta` = `grpo.defaults.beta` unless it sets it)."""
+    out = []
+
+    def add(entry: dict, name: str) -> None:
+        data = entry.get("data") or {}
+        passk = ((data.get("metrics") or {}).get(PASSK) or {}).get("data")
+        params = ((data.get("params") or {}).get("params.yaml") or {}).get("data")
+        if passk and params and not entry.get("error"):
+            out.append({"name": name, "rev": entry.get("rev"), "params": _effective(params), "passk": passk})
+
+    for top in show:
+        add(top, top.get("name") or top.get("rev", "?")[:7])
+        for group in top.get("experiments") or []:
+            for rev in group.get("revs") or []:
+                add(rev, rev.get("name") or rev.get("rev", "?")[:7])
+    if len(out) > 1 and out[0]["rev"] == "workspace" and _same(out[0], out[1]):
+        out.pop(0)
+    return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a["params"] == b["params"] and a["passk"] == b["passk"]
+
+
+def _effective(params: dict) -> dict[str, Any]:
+    """Flat params with every variant's inherited `grpo.defaults` settings written out."""
+    flat = flatten(params)
+    defaults = (params.get("grpo") or {}).get("defaults") or {}
+    for variant in params.get("variants") or {}:
+        for key, value in defaults.items():
+            flat.setdefault(f"variants.{variant}.{key}", value)
+    return flat
+
+
+def varied(exps: list[dict]) -> list[str]:
+    """The params that differ between the experiments (the sweep's axes), in params.yaml order."""
+    keys = list(dict.fromkeys(k for e in exps for k in e["params"]))
+    return [k for k in keys if len({json.dumps(e["params"].get(k)) for e in exps}) > 1]
+
+
+def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list[list[str]]]:
+    """(header, rows): one row per experiment with results for `variant`."""
+    axes = varied(exps)
+    header = [
+        "experiment",
+        *axes,
+        "pass@1 SFT → RL",
+        "pass@64 SFT / RL",
+        "never solved SFT / RL",
+        "crossover k",
+        "narrows?",
+    ]
+    rows = []
+    for e in exps:
+        v = e["passk"].get("variants", {}).get(variant)
+        if v is None:
+            continue
+        sft = e["passk"]["sft"]
+        narrows = "yes" if v["pass_at_n_rl"] < sft["pass_at_n"] else "no"
+        cross = v.get("crossover_k")
+        rows.append(
+            [
+                e["name"],
+                *(str(e["params"].get(a)) for a in axes),
+                f"{sft['pass_at_1']:.3f} → {v['pass_at_1_rl']:.3f}",
+                f"{sft['pass_at_n']:.3f} / {v['pass_at_n_rl']:.3f}",
+                f"{sft['never_solved']:.3g} / {v['never_solved_rl']:.2f}",
+                "none" if cross is None else f"{cross:.3g}",
+                narrows,
+            ]
+        )
+    return header, rows
+
+
+def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | None:
+    """pass@1 and pass@64 of RL minus SFT's against the first axis, one line per value of the second."""
+    from rlvr.report.plots import new_figure, save
+
+    axes = varied(exps)
+    points = [e for e in exps if variant in e["passk"].get("variants", {})]
+    if not axes or not points:
+        return None
+    x_key, group_key = axes[0], (axes[1] if len(axes) > 1 else None)
+    fig = new_figure((11, 4))
+    left, right = fig.subplots(1, 2)
+    groups = sorted({json.dumps(e["params"].get(group_key)) for e in points}) if group_key else ["null"]
+    for g in groups:
+        sel = sorted(
+            (e for e in points if json.dumps(e["params"].get(group_key)) == g),
+            key=lambda e: e["params"][x_key],
+        )
+        xs = [e["params"][x_key] for e in sel]
+        label = f"{group_key} = {json.loads(g)}" if group_key else variant
+        for ax, key, base in ((left, "pass_at_1_rl", "pass_at_1"), (right, "pass_at_n_rl", "pass_at_n")):
+            ax.plot(
+                xs,
+                [e["passk"]["variants"][variant][key] - e["passk"]["sft"][base] for e in sel],
+                "o-",
+                label=label,
+            )
+    for ax, what in ((left, "pass@1"), (right, "pass@64")):
+        ax.axhline(0, color="black", lw=0.8)
+        note = " (below 0: RL narrows)" if what == "pass@64" else ""
+        ax.set(
+            xlabel=x_key, ylabel=f"{what}: RL minus SFT (seed mean)", title=f"{what} gain of {variant}{note}"
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def sweep_report(show: list[dict], out: Path) -> dict:
+    """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure) from `dvc exp show --json`."""
+    exps = experiments(show)
+    if len(exps) < 2:
+        raise ConfigError(
+            "sweep-report: fewer than two experiments with pass@k results; queue a sweep first "
+            "(docs/sweeps.md)"
+        )
+    header, rows = sweep_rows(exps)
+    table = "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        + ["| " + " | ".join(r) + " |" for r in rows]
+    )
+    from rlvr.pipeline.files import write_text
+
+    write_text(out / "sweep.md", "# Sweep: where GRPO narrows\n\n" + table + "\n\n" + FOOTNOTE)
+    figure = sweep_figure(exps, out / "sweep.png")
+    return {
+        "experiments": len(rows),
+        "axes": varied(exps),
+        "table": str(out / "sweep.md"),
+        "figure": None if figure is None else str(figure),
+    }

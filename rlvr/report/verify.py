@@ -1,0 +1,152 @@
+"""`rlvr verify`: the committed results are what the committed code produces.
+
+Tests check behaviour on inputs they make; this checks the files a commit carries, on any clone
+(checkpoints and raw samples may be absent: they live in the DVC cache):
+
+- dvc.yaml is what `rlvr pipeline --write` writes, and lists every module each stage reaches;
+- no stage is stale: every code and params dependency dvc.lock records is what the tree holds
+  (`dvc status`, less the outputs a clone without the cache does not have);
+- every claim names a metric a stage produces, and report.json's verdicts are the ones the claims'
+  rules give on the committed metrics;
+- every figure copy in the report says where it came from (PNG metadata), and provenance can
+  explain the report's inputs;
+- reports/benchmarks.json names its machine.
+
+Each check returns its problems, one line each; none means it holds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from rlvr.pipeline.files import read_json_dir
+
+
+def dvc_yaml_problems(root: Path) -> list[str]:
+    from rlvr.pipeline import dvcfile
+
+    committed = (root / "dvc.yaml").read_text()
+    if committed != dvcfile.render(root / "params.yaml"):
+        return ["dvc.yaml is not what `rlvr pipeline --write` writes: run it and commit dvc.yaml"]
+    return [
+        f"dvc.yaml: stage {s} does not list {f}"
+        for s, f in dvcfile.missing_code_deps(yaml.safe_load(committed))
+    ]
+
+
+def stale_problems(status: dict) -> list[str]:
+    """`dvc status --json` less what a clone without the DVC cache lacks (deleted outputs and the data
+    deps that are other stages' outputs): what is left is a stage the committed code would rerun."""
+    problems = []
+    for stage, changes in status.items():
+        for change in changes:
+            if isinstance(change, str):  # "always changed", "changed command"
+                problems.append(f"{stage}: {change}")
+                continue
+            for kind, files in change.items():
+                if kind == "changed deps":
+                    problems += [f"{stage}: dep {p} {how}" for p, how in files.items() if how != "deleted"]
+                elif kind == "changed outs":
+                    problems += [f"{stage}: out {p} {how}" for p, how in files.items() if how != "deleted"]
+    return problems
+
+
+def dvc_status(root: Path) -> dict:
+    out = subprocess.run(["dvc", "status", "--json"], cwd=root, capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"dvc status": [f"failed: {out.stderr.strip().splitlines()[-1:] or out.returncode}"]}
+    return json.loads(out.stdout or "{}")
+
+
+def claims_problems(root: Path) -> list[str]:
+    """Every claim points at a metric a stage writes, and the committed verdicts are recomputed."""
+    from rlvr.report.claims import check_claims, evaluate_claims, lookup, verdict_record
+
+    path = root / "experiments" / "claims.yaml"
+    claims = check_claims(yaml.safe_load(path.read_text()), str(path))
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    produced = {o["path"] for s in lock.values() for o in s.get("outs", [])}
+    metrics = read_json_dir(root / "reports" / "metrics")
+    problems = []
+    for c in claims:
+        for ref in [c[k] for k in ("metric", "other") if k in c]:
+            if f"reports/metrics/{ref[0]}" not in produced:
+                problems.append(f"claim {c['id']}: {ref[0]} is not a stage output")
+                continue
+            try:
+                lookup(metrics, ref)
+            except KeyError:
+                problems.append(f"claim {c['id']}: {'/'.join(map(str, ref))} is not in the committed metrics")
+    if problems:
+        return problems
+    expected = {r["id"]: verdict_record(r) for r in evaluate_claims(claims, metrics)}
+    committed = json.loads((root / "reports" / "report.json").read_text())["claims"]
+    for cid in sorted(set(expected) | set(committed)):
+        want, have = expected.get(cid), committed.get(cid)
+        if want is None or have is None:
+            problems.append(f"claim {cid}: in {'report.json' if want is None else 'claims.yaml'} only")
+        elif json.dumps(want, sort_keys=True) != json.dumps(have, sort_keys=True):
+            problems.append(
+                f"claim {cid}: report.json says {have['verdict']}, the rule gives {want['verdict']}"
+            )
+    return problems
+
+
+def figure_problems(root: Path) -> list[str]:
+    from PIL import Image
+
+    pngs = sorted((root / "reports" / "report-figures").glob("*.png"))
+    if not pngs:
+        return ["reports/report-figures holds no figure: run `dvc repro`"]
+    problems = []
+    for png in pngs:
+        with Image.open(png) as im:
+            text = getattr(im, "text", {})
+            if not (text.get("rlvr:stage") and text.get("rlvr:git_commit") and text.get("rlvr:params")):
+                problems.append(f"{png.relative_to(root)}: no provenance in its PNG metadata")
+    return problems
+
+
+def provenance_problems(root: Path) -> list[str]:
+    """Provenance explains every metrics file: its stage, params and input hashes."""
+    from rlvr.report.provenance import ProvenanceError, explain
+
+    problems = []
+    for f in sorted((root / "reports" / "metrics").glob("*.json")):
+        try:
+            info = explain(root, f.relative_to(root).as_posix(), check_stale=False, check_mlflow=False)
+        except ProvenanceError as exc:
+            problems.append(str(exc))
+            continue
+        if not info["deps"]:
+            problems.append(f"{f.relative_to(root)}: stage {info['stage']} records no inputs")
+    return problems
+
+
+def benchmark_problems(root: Path) -> list[str]:
+    try:
+        data = json.loads((root / "reports" / "benchmarks.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        return [f"reports/benchmarks.json: {exc}"]
+    missing = {"cpu_count", "threads", "torch"} - set(data.get("machine", {}))
+    return [f"reports/benchmarks.json: machine lacks {', '.join(sorted(missing))}"] if missing else []
+
+
+CHECKS: dict[str, Callable[[Path], list[str]]] = {
+    "dvc.yaml": dvc_yaml_problems,
+    "no stale stage": lambda root: stale_problems(dvc_status(root)),
+    "claims and verdicts": claims_problems,
+    "figure provenance": figure_problems,
+    "metrics provenance": provenance_problems,
+    "benchmarks": benchmark_problems,
+}
+
+
+def verify(root: Path) -> dict[str, list[str]]:
+    """Every check's problems, by name."""
+    return {name: check(root) for name, check in CHECKS.items()}

@@ -1,0 +1,87 @@
+"""`rlvr verify` finds what a stale or hand-edited commit carries (on a copy it tampers with)."""
+
+import json
+import shutil
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from rlvr.report import verify
+
+
+@pytest.fixture
+def results(tmp_path):
+    """The committed results and what they are made from, copied: dvc.lock, metrics, report, claims."""
+    for rel in (
+        "dvc.lock",
+        "params.yaml",
+        "experiments/claims.yaml",
+        "reports/report.json",
+        "reports/benchmarks.json",
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    shutil.copytree(ROOT / "reports/metrics", tmp_path / "reports/metrics")
+    return tmp_path
+
+
+def test_a_hand_edited_verdict_is_found(results):
+    path = results / "reports/report.json"
+    report = json.loads(path.read_text())
+    cid, row = next((c, r) for c, r in report["claims"].items() if r["verdict"] == "reproduced")
+    row["verdict"] = "differs"
+    path.write_text(json.dumps(report))
+    assert verify.claims_problems(results) == [
+        f"claim {cid}: report.json says differs, the rule gives reproduced"
+    ]
+
+
+def test_a_claim_on_a_metric_no_stage_writes_is_found(results):
+    path = results / "experiments/claims.yaml"
+    claims = yaml.safe_load(path.read_text())
+    first = next(c for c in claims if "metric" in c)
+    first["metric"] = ["nope.json", *first["metric"][1:]]
+    path.write_text(yaml.safe_dump(claims, sort_keys=False))
+    assert verify.claims_problems(results) == [f"claim {first['id']}: nope.json is not a stage output"]
+
+
+def test_stale_stages_are_found_but_a_clone_without_the_cache_is_not_stale():
+    status = {
+        "sft@x": [{"changed deps": {"rlvr/sft.py": "modified", "data/x/sft.jsonl": "deleted"}}],
+        "grpo@y": [{"changed outs": {"data/y/grpo": "deleted"}}],  # in the DVC cache, not in git
+        "report": [{"changed outs": {"reports/report.md": "modified"}}, "changed command"],
+    }
+    assert verify.stale_problems(status) == [
+        "sft@x: dep rlvr/sft.py modified",
+        "report: out reports/report.md modified",
+        "report: changed command",
+    ]
+
+
+def test_a_benchmarks_file_without_its_machine_is_found(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports/benchmarks.json").write_text(json.dumps({"machine": {"torch": "2.13.0"}}))
+    assert verify.benchmark_problems(tmp_path) == [
+        "reports/benchmarks.json: machine lacks cpu_count, threads"
+    ]
+
+
+def test_a_figure_without_provenance_is_found(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "reports/report-figures").mkdir(parents=True)
+    Image.new("RGB", (4, 4)).save(tmp_path / "reports/report-figures/bare.png")
+    assert verify.figure_problems(tmp_path) == [
+        "reports/report-figures/bare.png: no provenance in its PNG metadata"
+    ]
+
+
+def test_the_cli_fails_naming_the_check(monkeypatch, capsys):
+    from rlvr.cli import main
+
+    monkeypatch.setattr(verify, "CHECKS", {"benchmarks": lambda root: ["reports/benchmarks.json: broken"]})
+    assert main(["verify"]) == 2
+    out, err = capsys.readouterr()
+    assert "FAIL  benchmarks" in out and "rlvr verify: benchmarks: reports/benchmarks.json: broken" in out
+    assert err.strip() == "rlvr: error: 1 of 1 checks failed: benchmarks"
