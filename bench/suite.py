@@ -23,7 +23,7 @@ from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.noise import sft_rows
 from rlvr.optim import AdamW
 from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
+from rlvr.pipeline.determinism import SEED_THREADS, cpu_model, set_determinism
 from rlvr.pipeline.files import write_json
 from rlvr.rollout import prompt_tensor
 from rlvr.sft import encode_sft, sft_loss_shared_prefix
@@ -874,17 +874,6 @@ BENCHMARKS: dict[str, Callable[..., dict]] = {
 }
 WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` adds TRL / HF figures to
 PEERS = ("trl",)
-
-
-def cpu_model() -> str:
-    """The CPU's marketing name (/proc/cpuinfo), else what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def bench_all(

@@ -125,7 +125,7 @@ def _bench(args) -> dict:
 
 
 STAGE_HELP = {
-    "data": ("--run", "stage data@RUN: noisy SFT set and held-out problems"),
+    "data": (None, "stage data: every SFT run's noisy labels and the held-out problems"),
     "warmup": ("--warmup", "stage warmup@NAME: the clean epochs the SFT runs naming it start from"),
     "sft": ("--run", "stage sft@RUN: supervised fine-tuning from its warm-up, and its metrics"),
     "grpo": ("--variant", "stage grpo@VARIANT: GRPO from the SFT checkpoint, every seed"),

@@ -211,7 +211,20 @@ def grpo_loss(
     aggregation: str = "seq_mean",
     max_len: int | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """Scalar GRPO loss to minimise: aggregate(-objective + beta * KL estimate), and its stats.
+    """Scalar GRPO loss to minimise, and its stats. For response i of a group and its token t:
+
+        r_it = pi(y_it | x, y_i<t) / pi_old(y_it | x, y_i<t)             ratio (token; `sequence`: one
+                                                                          per response, GSPO)
+        A_i  = group_advantages(rewards)[i]                               shared by all of i's tokens
+        l_it = -min(r_it * A_i, clip(r_it, 1 - eps_low, 1 + eps_high) * A_i)
+               + beta * KL_hat(pi || pi_ref)_it                           k1 / k2 / k3 estimate
+        loss = aggregate(l, mask)                                         seq_mean: mean_i 1/|y_i| sum_t;
+                                                                          token_mean: sum / #tokens;
+                                                                          seq_sum_const: sum / (B * max_len)
+
+    `cispo` replaces the min(...) by sg[clip(r_it)] * A_i * log pi(y_it): the clip bounds the weight
+    without taking any token's gradient. With mu = 1 (one update per batch) r = 1 and the clip never
+    acts; beta = 0 skips the KL term entirely (no reference model needed).
 
     logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
     ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over masked tokens).

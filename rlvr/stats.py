@@ -9,14 +9,27 @@ from __future__ import annotations
 import statistics
 
 
+def t_quantile(df: float, q: float = 0.975) -> float:
+    """The Student-t quantile: `scipy.stats.t.ppf(q, df)`, bit for bit (it is this special function),
+    without importing scipy.stats (about 0.7 s a process, every stage that summarises seeds)."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, q))
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """Two-sided p-value of a t statistic: `2 * scipy.stats.t.sf(|t|, df)`, bit for bit."""
+    from scipy.special import stdtr
+
+    return float(2 * stdtr(df, -abs(t)))
+
+
 def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float | None, float | None]:
     """Mean and Student-t confidence interval over seeds (None with fewer than two seeds)."""
-    from scipy import stats as st  # ~0.3 s to import; only summaries need it
-
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, None, None
-    half = st.t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    half = t_quantile(len(values) - 1, 0.5 + level / 2) * statistics.stdev(values) / len(values) ** 0.5
     return mean, mean - half, mean + half
 
 

@@ -50,7 +50,7 @@ def test_training_twice_gives_the_same_checkpoint_file(tmp_path, monkeypatch, ml
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_raw()))
-    run_stage("data", "single_digit", progress=False)
+    run_stage("data", None, progress=False)
     run_stage("warmup", "single_digit", progress=False)
     hashes, run_ids = [], []
     for _ in range(2):

@@ -35,7 +35,7 @@ def test_imports_inside_functions_count(tmp_path):
         "import os\n\ndef f():\n    from rlvr.tasks import split\n    from rlvr.pipeline import "
         "paths\n    return split\n"
     )
-    assert dvcfile._imports(src, "rlvr.mod") == {"rlvr", "rlvr.tasks", "rlvr.pipeline", "rlvr.pipeline.paths"}
+    assert dvcfile._imports(src, "rlvr.mod") == {"rlvr.tasks", "rlvr.pipeline", "rlvr.pipeline.paths"}
 
 
 def test_grpo_stage_reaches_the_prompt_encoding():
@@ -91,10 +91,10 @@ def test_stage_functions_live_only_under_stages():
 def test_a_read_outside_the_declared_params_is_reported():
     params = parse_params(tiny_raw())
     with record_reads() as reads:
-        params.sft_run("two_digit").noise.rate  # declared for data@two_digit
-        params.sft_run("two_digit").lr  # not: data@ must not rerun when the SFT lr changes
+        params.sft_run("two_digit").noise.rate  # declared for data
+        params.sft_run("two_digit").lr  # not: data must not rerun when the SFT lr changes
     assert "sft.two_digit.noise.rate" in reads
-    assert uncovered_reads("data", "two_digit", params, sorted(reads)) == ["sft.two_digit.lr"]
+    assert uncovered_reads("data", None, params, sorted(reads)) == ["sft.two_digit.lr"]
 
 
 def test_a_variant_read_counts_for_its_override_and_the_defaults():

@@ -1,7 +1,7 @@
 """Faults: each ends in one line and loses nothing.
 
 Damaged, foreign and stale checkpoints are covered in test_checkpoint.py, a truncated metrics file
-in `rlvr diff` in test_diff.py; everything else a fault run against the CLI found is here.
+in `rlvr diff` in test_compare.py; everything else a fault run against the CLI found is here.
 """
 
 import json

@@ -54,10 +54,15 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
         for out in entry.get("outs", []):
             assert (d / out["path"]).exists(), f"{name}: missing {out['path']}"
     raw = tiny_raw()
-    expected = {f"{s}@{r}" for s in ("data", "sft") for r in raw["sft"]} | {
-        f"warmup@{w}" for w in raw["warmups"]
+    expected = {f"sft@{r}" for r in raw["sft"]} | {f"warmup@{w}" for w in raw["warmups"]}
+    expected |= {f"grpo@{v}" for v in raw["variants"]} | {
+        "check",
+        "data",
+        "worked",
+        "passk",
+        "hack",
+        "report",
     }
-    expected |= {f"grpo@{v}" for v in raw["variants"]} | {"check", "worked", "passk", "hack", "report"}
     assert set(lock["stages"]) == expected
     grpo = json.loads((d / "reports/metrics/grpo-grpo.json").read_text())
     assert grpo["seeds"] == [0, 1] and len(grpo["per_seed"]["eval_acc_final"]) == 2
@@ -111,7 +116,7 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     lock = yaml.safe_load((d / "dvc.lock").read_text())["stages"]
     top = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     stages = sorted(r.data.tags["dvc.stage"] for r in top)
-    assert stages == sorted(lock)  # data@*, worked and report included, none twice
+    assert stages == sorted(lock)  # data, worked and report included, none twice
     assert all("dvc.exp" not in r.data.tags for r in runs)  # only set inside `dvc exp run`
     grpo = next(r for r in top if r.data.tags["dvc.stage"] == "grpo@grpo")
     seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == grpo.info.run_id]
@@ -212,5 +217,17 @@ def test_changing_one_runs_param_reruns_only_its_stages(repo):
     (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     out = sh("dvc repro", d, env)
     assert "Running stage 'sft@single_digit'" in out
-    assert "Running stage 'data@single_digit'" not in out
-    assert "Running stage 'sft@two_digit'" not in out and "Running stage 'data@two_digit'" not in out
+    assert "Running stage 'data'" not in out
+    assert "Running stage 'sft@two_digit'" not in out
+
+
+def test_one_runs_noise_reruns_the_data_stage_but_only_that_runs_training(repo):
+    """Every run's rows come from one `data` stage; the runs whose rows come out byte-identical keep
+    their warm-up and SFT stages cached."""
+    d, env = repo
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    raw["sft"]["two_digit"]["noise"] = {"kind": "uniform", "rate": 0.25}
+    (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = sh("dvc repro", d, env)
+    assert "Running stage 'data'" in out and "Running stage 'sft@two_digit'" in out
+    assert "Running stage 'sft@single_digit'" not in out and "Running stage 'warmup@single_digit'" not in out

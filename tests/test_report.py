@@ -1,4 +1,4 @@
-"""Claims registry, verdict logic, report rendering and provenance (diff: tests/test_diff.py)."""
+"""Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/test_compare.py)."""
 
 import json
 import shutil

@@ -16,8 +16,8 @@ def tiny_repo(tmp_path, monkeypatch, mlflow_store):
     monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     raw = tiny_raw()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    run_stage("data", None, progress=False)
     for run in ("single_digit", "two_digit"):
-        run_stage("data", run, progress=False)
         run_stage("warmup", run, progress=False)
         run_stage("sft", run, progress=False)
     return tmp_path, raw

@@ -1,4 +1,5 @@
-"""Seeds and threads: what makes a stage's numbers bit-for-bit repeatable on one machine.
+"""Seeds and threads: what makes a stage's numbers bit-for-bit repeatable on one machine, and
+that machine's name (another CPU rounds differently).
 
 torch is imported inside the functions that use it: the check, data and report stages never do.
 """
@@ -6,8 +7,10 @@ torch is imported inside the functions that use it: the check, data and report s
 from __future__ import annotations
 
 import os
+import platform
 import random
 import sys
+from pathlib import Path
 
 from rlvr.fields import ConfigError
 
@@ -47,3 +50,14 @@ def deterministic_ops() -> None:
         torch.use_deterministic_algorithms(True)
     else:
         torch._C._set_deterministic_algorithms(True)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -93,10 +93,10 @@ def _posix(path) -> str:
     return Path(str(path)).as_posix()
 
 
-def stage_entry(name: str) -> dict:
+def stage_entry(name: str, raw: dict) -> dict:
     """dvc.yaml's entry for one stage (the `do:` body for a foreach stage)."""
     s = STAGES[name]
-    _, f = template(name)
+    _, f = template(name, raw)
     body: dict = {
         "desc": s.desc,
         "cmd": f"python -m rlvr.pipeline {name}" + (" ${key}" if s.foreach else ""),
@@ -117,7 +117,7 @@ def render(params_path: Path = ROOT / "params.yaml") -> str:
     """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
     after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
     raw = read_yaml(params_path)
-    doc = {"stages": {name: stage_entry(name) for name in STAGES}, "plots": plot_views(raw)}
+    doc = {"stages": {name: stage_entry(name, raw) for name in STAGES}, "plots": plot_views(raw)}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 
 

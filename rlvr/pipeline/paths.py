@@ -51,6 +51,18 @@ def data(run: str) -> DataPaths:
     return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.json")
 
 
+@dataclass(frozen=True)
+class AllDataPaths:
+    """`data`: every SFT run's rows and held-out problems, written by one stage (a second's work
+    each: one process for all, and a run whose rows come out byte-identical reruns nothing)."""
+
+    runs: dict[str, DataPaths]
+
+
+def data_all(runs: list[str]) -> AllDataPaths:
+    return AllDataPaths({run: data(run) for run in runs})
+
+
 def seed_file(folder: Path, seed: int, suffix: str = ".pt") -> Path:
     """A chain's file in a per-seed folder: `folder/seed{n}.pt` (every per-seed output is named so)."""
     return folder / f"seed{seed}{suffix}"

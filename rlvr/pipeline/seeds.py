@@ -1,7 +1,7 @@
 """What every stage does around its library calls: open its MLflow run, train once per seed.
 
 Seeds are independent runs, so a multi-seed stage trains them side by side: one worker process per
-core of the stage's thread budget (`runtime.thread_budget`: params.threads, or RLVR_THREADS), each
+core of the stage's thread budget (`determinism.thread_budget`: params.threads, or RLVR_THREADS), each
 training one seed at a time with one torch thread. A seed's numbers therefore never depend on how
 many workers ran: one thread, its own seed, its own generator. Workers are forked, so they start
 with torch already imported (spawned ones spent ~3 s a stage importing it again); a worker runs

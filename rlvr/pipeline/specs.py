@@ -54,6 +54,7 @@ class Stage:
     deps: Callable  # paths object -> data files and folders it reads (code deps are found by import)
     outs: Callable  # paths object -> {path: {"cache": bool}} of plain outputs
     metrics: Callable = lambda _: []  # paths object -> metrics JSON files (never cached)
+    concrete: bool = False  # written into dvc.yaml with params.yaml's names, not DVC's ${...} templating
 
 
 STAGES: dict[str, Stage] = {
@@ -70,18 +71,17 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "data",
-            "sft",
-            "the task's train/held-out split and the noisy SFT labels of run ${key}",
-            paths=lambda key, item, p: paths.data(key),
+            None,
+            "each task's train/held-out split and every SFT run's noisy labels",
+            paths=lambda key, item, p: paths.data_all(sft_runs(p)),
             params=lambda key, item, p: [
                 "seed",
-                f"tasks.{item.task}.heldout",
-                f"sft.{key}.task",
-                f"sft.{key}.noise",
-                f"sft.{key}.repeats",
+                *sorted({f"tasks.{p.sft[r].task}.heldout" for r in sft_runs(p)}),
+                *(f"sft.{r}.{k}" for r in sft_runs(p) for k in ("task", "noise", "repeats")),
             ],
             deps=lambda x: [],
-            outs=lambda x: {x.rows: {}, x.heldout: {}},
+            outs=lambda x: {f: {} for d in x.runs.values() for f in (d.rows, d.heldout)},
+            concrete=True,
         ),
         Stage(
             "warmup",
@@ -197,6 +197,12 @@ STAGES: dict[str, Stage] = {
 }
 
 
+def sft_runs(p) -> list[str]:
+    """The SFT runs' names (Params or a raw view), without recording a read of the whole `sft` table:
+    a stage that lists them names each run's keys instead, and dvc.yaml is rewritten when one is added."""
+    return list(p.sft._raw) if isinstance(p.sft, _RawView) else list(dict.keys(p.sft))
+
+
 def stage(name: str) -> Stage:
     if name not in STAGES:
         from rlvr.fields import ConfigError
@@ -241,15 +247,20 @@ class _RawView:
         value = self._raw[attr]
         return _RawView(value) if isinstance(value, dict) else value
 
+    def __getitem__(self, key: str) -> Any:
+        return self.__getattr__(key)
 
-def template(name: str) -> tuple[Any, dict]:
-    """The stage's paths object and fields written with DVC template variables (for dvc.yaml)."""
+
+def template(name: str, raw: dict) -> tuple[Any, dict]:
+    """The stage's paths object and fields for dvc.yaml: written with DVC template variables, or
+    with the names in `raw` (params.yaml) for a `concrete` stage."""
     s = stage(name)
     key, item = (Ref("key"), Ref("item")) if s.foreach else (None, None)
-    x = s.paths(key, item, Ref(""))
+    p = _RawView(raw) if s.concrete else Ref("")
+    x = s.paths(key, item, p)
     checked = [] if name == "check" else [paths.CHECKED]  # every stage waits for params.yaml to pass
     return x, {
-        "params": s.params(key, item, Ref("")),
+        "params": s.params(key, item, p),
         "deps": checked + s.deps(x),
         "outs": s.outs(x),
         "metrics": s.metrics(x),

@@ -167,7 +167,7 @@ def made() -> str:
     import datetime
     import subprocess
 
-    from bench.suite import cpu_model
+    from rlvr.pipeline.determinism import cpu_model
     from rlvr.pipeline.gitinfo import git_commit
 
     dirty = subprocess.run(

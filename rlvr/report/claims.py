@@ -17,7 +17,7 @@ from typing import Any
 
 from rlvr.fields import ConfigError
 from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
-from rlvr.stats import mean_ci
+from rlvr.stats import mean_ci, t_quantile
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
 VERDICTS = ("reproduced", "differs", "inconclusive", "cited", "missing")
@@ -207,12 +207,10 @@ def book_as_one_chain(ev: Evidence, claim: dict) -> tuple[Evidence, float] | Non
         or len(defined) < len(ev.per_seed or [])
     ):
         return None
-    from scipy import stats as st
-
     n, sd = len(defined), statistics.stdev(defined)
     if 1.96 * sd <= float(claim["tol"]):
         return None
-    half = st.t.ppf(0.975, n - 1) * sd * math.sqrt(1 + 1 / n)
+    half = t_quantile(n - 1) * sd * math.sqrt(1 + 1 / n)
     d = statistics.fmean(defined) - float(claim["book"])
     return Evidence(d, d - half, d + half, f"{n} chains, book as one chain"), 1.96 * sd
 

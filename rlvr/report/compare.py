@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from rlvr.fields import ConfigError
+from rlvr.stats import t_quantile, t_two_sided_p
 
 # Metrics shown first, in this order; any other metric both variants have follows alphabetically.
 DIFF_KEYS = (
@@ -81,12 +82,6 @@ def _clip(lo: float, hi: float, bounds: tuple[float, float]) -> list[float]:
     return [max(lo, bounds[0]), min(hi, bounds[1])]
 
 
-def _t_quantile(df: float) -> float:
-    from scipy import stats  # ~0.3 s to import; only the summaries need it
-
-    return float(stats.t.ppf(0.975, df))
-
-
 def _difference(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float | None, float | None]:
     """Mean of B - A, its standard error and degrees of freedom (se/df None with too few seeds).
 
@@ -112,7 +107,7 @@ def _interval(mean: float, se: float | None, df: float | None, bounds) -> list[f
     """mean +- t_{0.975, df} * se, clipped to `bounds` (None when se is unknown)."""
     if se is None:
         return None
-    half = _t_quantile(df) * se if se > 0 else 0.0
+    half = t_quantile(df) * se if se > 0 else 0.0
     return _clip(mean - half, mean + half, bounds)
 
 
@@ -122,9 +117,7 @@ def _pvalue(mean: float, se: float | None, df: float | None) -> float | None:
         return None
     if se == 0:
         return 1.0 if mean == 0 else 0.0
-    from scipy import stats
-
-    return float(2 * stats.t.sf(abs(mean / se), df))
+    return t_two_sided_p(mean / se, df)
 
 
 def side(values: list[float], bounds: tuple[float, float]) -> dict[str, Any]:

@@ -1,31 +1,45 @@
-"""Stage `data@{run}`: the task's train/held-out split and the SFT rows with their noisy labels."""
+"""Stage `data`: each task's train/held-out split and every SFT run's rows with their noisy labels.
+
+One process writes every run's files (a second's work each). A run whose rows come out
+byte-identical leaves its warm-up and SFT stages cached, so changing one run's noise reruns only
+that run downstream. One MLflow run, with a child run per SFT run holding its summary.
+"""
 
 from __future__ import annotations
 
 from rlvr.noise import author_solve_rates, sft_rows
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.files import write_json, write_jsonl
-from rlvr.pipeline.paths import DataPaths
+from rlvr.pipeline.paths import AllDataPaths, DataPaths
 from rlvr.pipeline.seeds import tracked
 from rlvr.tasks import problem_rows, split
 
 
-def run(params: Params, name: str, paths: DataPaths, progress: bool = True) -> dict:  # noqa: ARG001
+def write_run(params: Params, name: str, paths: DataPaths) -> dict:
+    """SFT run `name`'s rows and its task's held-out problems; returns their summary."""
     cfg = params.sft_run(name)
-    with tracked("data", name, params, {"task": cfg.task, "sft_run": name}) as mlrun:
-        train, held = split(cfg.task, params.task(cfg.task).heldout, params.seed)
-        rows = sft_rows(train, cfg.noise, cfg.repeats, params.seed)
-        write_jsonl(paths.rows, rows)
-        write_json(paths.heldout, {"task": cfg.task, "problems": problem_rows(held)})
-        author = author_solve_rates(held or train, cfg.noise, params.seed)  # what a perfect fit would score
-        summary = {
-            "rows": len(rows),
-            "train_problems": len(train),
-            "heldout_problems": len(held),
-            "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
-            "author_pass_at_1": sum(author) / len(author),
-            "author_pass_at_64": sum(1 - (1 - a) ** 64 for a in author) / len(author),
-            "author_never_solved_expected_of_64": sum((1 - a) ** 64 for a in author),
-        }
-        mlrun.log_metrics(summary)
+    train, held = split(cfg.task, params.task(cfg.task).heldout, params.seed)
+    rows = sft_rows(train, cfg.noise, cfg.repeats, params.seed)
+    write_jsonl(paths.rows, rows)
+    write_json(paths.heldout, {"task": cfg.task, "problems": problem_rows(held)})
+    author = author_solve_rates(held or train, cfg.noise, params.seed)  # what a perfect fit would score
+    return {
+        "rows": len(rows),
+        "train_problems": len(train),
+        "heldout_problems": len(held),
+        "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
+        "author_pass_at_1": sum(author) / len(author),
+        "author_pass_at_64": sum(1 - (1 - a) ** 64 for a in author) / len(author),
+        "author_never_solved_expected_of_64": sum((1 - a) ** 64 for a in author),
+    }
+
+
+def run(params: Params, paths: AllDataPaths, progress: bool = True) -> dict:  # noqa: ARG001
+    summary = {}
+    with tracked("data", None, params, {}) as mlrun:
+        for name, run_paths in paths.runs.items():
+            summary[name] = write_run(params, name, run_paths)
+            tags = {"task": params.sft_run(name).task, "sft_run": name}
+            with mlrun.child(name, tags) as child:
+                child.log_metrics(summary[name])
     return summary
