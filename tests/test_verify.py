@@ -49,10 +49,12 @@ def test_a_claim_on_a_metric_no_stage_writes_is_found(results):
 def test_stale_stages_are_found_but_a_clone_without_the_cache_is_not_stale():
     status = {
         "sft@x": [{"changed deps": {"rlvr/sft.py": "modified", "data/x/sft.jsonl": "deleted"}}],
-        "grpo@y": [{"changed outs": {"data/y/grpo": "deleted"}}],  # in the DVC cache, not in git
+        "passk": [{"changed deps": {"data/grpo": "modified"}}],  # holds grpo@y's outputs, not fetched
+        "grpo@y": [{"changed outs": {"data/grpo/y": "deleted"}}],  # in the DVC cache, not in git
+        "data": [{"changed outs": {"data/x/sft.jsonl": "not in cache"}}],  # a clone without the cache
         "report": [{"changed outs": {"reports/report.md": "modified"}}, "changed command"],
     }
-    assert verify.stale_problems(status) == [
+    assert verify.stale_problems(status, {"data/x/sft.jsonl", "data/grpo/y", "reports/report.md"}) == [
         "sft@x: dep rlvr/sft.py modified",
         "report: out reports/report.md modified",
         "report: changed command",

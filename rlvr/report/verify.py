@@ -39,9 +39,17 @@ def dvc_yaml_problems(root: Path) -> list[str]:
     ]
 
 
-def stale_problems(status: dict) -> list[str]:
-    """`dvc status --json` less what a clone without the DVC cache lacks (deleted outputs and the data
-    deps that are other stages' outputs): what is left is a stage the committed code would rerun."""
+ABSENT = ("deleted", "not in cache")  # what a clone without the DVC cache reports for a cached file
+
+
+def _overlaps(path: str, others: set[str]) -> bool:
+    return any(path == o or path.startswith(o + "/") or o.startswith(path + "/") for o in others)
+
+
+def stale_problems(status: dict, produced: set[str]) -> list[str]:
+    """`dvc status --json` less what a clone without the DVC cache lacks: outputs it never fetched,
+    and deps that are (or hold) other stages' outputs (`produced`, from dvc.lock), which are current
+    when their own stage is. What is left is a stage the committed code would rerun."""
     problems = []
     for stage, changes in status.items():
         for change in changes:
@@ -50,10 +58,19 @@ def stale_problems(status: dict) -> list[str]:
                 continue
             for kind, files in change.items():
                 if kind == "changed deps":
-                    problems += [f"{stage}: dep {p} {how}" for p, how in files.items() if how != "deleted"]
+                    problems += [
+                        f"{stage}: dep {p} {how}"
+                        for p, how in files.items()
+                        if how not in ABSENT and not _overlaps(p, produced)
+                    ]
                 elif kind == "changed outs":
-                    problems += [f"{stage}: out {p} {how}" for p, how in files.items() if how != "deleted"]
+                    problems += [f"{stage}: out {p} {how}" for p, how in files.items() if how not in ABSENT]
     return problems
+
+
+def produced_paths(root: Path) -> set[str]:
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    return {o["path"] for s in lock.values() for o in s.get("outs", [])}
 
 
 def dvc_status(root: Path) -> dict:
@@ -69,8 +86,7 @@ def claims_problems(root: Path) -> list[str]:
 
     path = root / "experiments" / "claims.yaml"
     claims = check_claims(yaml.safe_load(path.read_text()), str(path))
-    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
-    produced = {o["path"] for s in lock.values() for o in s.get("outs", [])}
+    produced = produced_paths(root)
     metrics = read_json_dir(root / "reports" / "metrics")
     problems = []
     for c in claims:
@@ -139,7 +155,7 @@ def benchmark_problems(root: Path) -> list[str]:
 
 CHECKS: dict[str, Callable[[Path], list[str]]] = {
     "dvc.yaml": dvc_yaml_problems,
-    "no stale stage": lambda root: stale_problems(dvc_status(root)),
+    "no stale stage": lambda root: stale_problems(dvc_status(root), produced_paths(root)),
     "claims and verdicts": claims_problems,
     "figure provenance": figure_problems,
     "metrics provenance": provenance_problems,
