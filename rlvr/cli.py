@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -201,8 +202,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def find_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` holding dvc.yaml and params.yaml: this repository."""
+    for folder in (start, *start.parents):
+        if (folder / "dvc.yaml").is_file() and (folder / "params.yaml").is_file():
+            return folder
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not Path(args.params).is_absolute() and Path(args.params).exists():
+        args.params = str(Path(args.params).resolve())  # a --params given from here stays this file
+    root = find_root(Path.cwd())
+    if root is not None and root != Path.cwd():
+        os.chdir(root)  # from a subfolder, as from the root: every path in the project is root-relative
     try:
         result = args.fn(args)
     except (UserError, FileNotFoundError) as exc:

@@ -231,10 +231,42 @@ def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
         )
     (tmp_path / "metrics" / "passk.json").write_text(
         json.dumps(
-            {"variants": {"grpo": {"pass_at_1_rl": 0.846, "pass_at_n_rl": 0.986, "never_solved_rl": 4.25}}}
+            {
+                "variants": {"grpo": {"pass_at_1_rl": 0.846, "pass_at_n_rl": 0.986, "never_solved_rl": 4.25}},
+                "sft": {"pass_at_1": 0.53, "pass_at_n": 0.983, "never_solved": 5.0},
+            }
         )
     )
     text = summary(tmp_path)
+    assert not any(line.startswith("sft:") for line in text.splitlines())  # no start named: no baseline
+    for v in ("grpo", "a_very_long_variant_name"):
+        path = tmp_path / "metrics" / f"grpo-{v}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "sft": "two_digit"}))
+    (tmp_path / "metrics" / "sft-two_digit.json").write_text(
+        json.dumps(
+            {
+                "task": "two_digit",
+                "seeds": [0, 1],
+                "sampled_acc_heldout": 0.52,
+                "ci95": {"sampled_acc_heldout": [0.5, 0.54]},
+            }
+        )
+    )
+    text = summary(tmp_path)
+    start = next(line for line in text.splitlines() if line.startswith("sft:two_digit "))
+    assert start.split()[:9] == [
+        "sft:two_digit",
+        "two_digit",
+        "2",
+        "0.520",
+        "±",
+        "0.020",
+        "0.530",
+        "0.983",
+        "5.00",
+    ]
+    header = next(line for line in text.splitlines() if line.startswith("variant"))
+    assert header.index("task") == start.index("two_digit", len("sft:two_digit"))  # the columns line up
     assert text.splitlines()[0].startswith("claims: 2 reproduced, 1 differ, 1 cited")
     assert "  differs: B" in text
     grpo = next(line for line in text.splitlines() if line.startswith("grpo "))
@@ -259,3 +291,21 @@ def test_learning_curves_average_a_step_over_the_seeds_that_have_a_value(tmp_pat
     }
     path = learning_curves(runs, "t", tmp_path / "c.png")
     assert path.stat().st_size > 1000
+
+
+def test_rlvr_works_from_a_subfolder_of_the_repository(tmp_path, monkeypatch, capsys):
+    """Like git and dvc, `rlvr` finds its repository (the folder holding dvc.yaml and params.yaml)
+    from any folder below it."""
+    import json
+
+    from rlvr.cli import main
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "params.yaml").write_text("seed: 0\n")
+    (tmp_path / "reports" / "metrics").mkdir(parents=True)
+    counts = {"reproduced": 1, "differs": 0, "inconclusive": 0, "cited": 0, "missing": 0}
+    (tmp_path / "reports" / "report.json").write_text(json.dumps({"counts": counts, "claims": {}}))
+    (tmp_path / "docs" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "docs" / "deep")
+    assert main(["summary"]) == 0
+    assert capsys.readouterr().out.startswith("claims: 1 reproduced")

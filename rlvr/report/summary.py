@@ -1,9 +1,10 @@
 """`rlvr summary`: the results of this workspace in one terminal screen.
 
 The verdict counts and the claims that differ or are inconclusive (reports/report.json), then one
-line per GRPO variant (reports/metrics): final held-out accuracy with its 95% half-width over chains,
-pass@1 / pass@64 / never-solved from the pass@k stage, final KL and seconds per step. For comparing
-DVC experiments instead, see docs/comparing.md.
+line per SFT start that a variant trains from (the baseline: its sampled accuracy), then one per
+GRPO variant (reports/metrics): final held-out accuracy with its 95% half-width over chains, pass@1 /
+pass@64 / never-solved from the pass@k stage, final KL and seconds per step. For comparing DVC
+experiments instead, see docs/comparing.md.
 """
 
 from __future__ import annotations
@@ -37,6 +38,36 @@ def _pm(mean, ci) -> str:
 
 def _num(x, fmt: str = ".3f") -> str:
     return "–" if x is None else format(x, fmt)
+
+
+def start_lines(metrics: dict) -> list[list[str]]:
+    """One line per SFT run some variant starts from: the accuracy GRPO is measured against (held-out
+    when the task has a held-out split, else the training prompts, as the variants are evaluated)."""
+    passk = metrics.get("passk.json", {})
+    variants = {m["variant"]: m for k, m in metrics.items() if k.startswith("grpo-")}
+    starts = sorted({m["sft"] for m in variants.values() if "sft" in m})
+    scored = {variants[v].get("sft") for v in passk.get("variants", {}) if v in variants}  # pass@k's start
+    lines = []
+    for run in starts:
+        m = metrics.get(f"sft-{run}.json")
+        if m is None:
+            continue
+        key = "sampled_acc_heldout" if m.get("sampled_acc_heldout") is not None else "sampled_acc_train"
+        pk = passk.get("sft", {}) if run in scored else {}
+        lines.append(
+            [
+                f"sft:{run}",
+                m["task"],
+                str(len(m["seeds"])),
+                _pm(m.get(key), m.get("ci95", {}).get(key)),
+                _num(pk.get("pass_at_1")),
+                _num(pk.get("pass_at_n")),
+                _num(pk.get("never_solved"), ".2f"),
+                "–",
+                "–",
+            ]
+        )
+    return lines
 
 
 def variant_lines(metrics: dict) -> list[list[str]]:
@@ -88,11 +119,17 @@ def summary(reports: Path) -> str:
         if ids:
             out.append(f"  {v}: " + ", ".join(ids))
     out.append("")
-    out.append(" ".join(f"{h:<{w}}" for h, w in COLUMNS))
-    for line in variant_lines(read_json_dir(reports / "metrics")):
-        out.append(" ".join(f"{c:<{w}}" for c, (_, w) in zip(line, COLUMNS)))
+    metrics = read_json_dir(reports / "metrics")
+    lines = start_lines(metrics) + variant_lines(metrics)
+    widths = [
+        max([w, *(len(line[0]) + 1 for line in lines)]) if i == 0 else w for i, (_, w) in enumerate(COLUMNS)
+    ]
+    out.append(" ".join(f"{h:<{w}}" for (h, _), w in zip(COLUMNS, widths)))
+    for line in lines:
+        out.append(" ".join(f"{c:<{w}}" for c, w in zip(line, widths)))
     out += [
-        "accuracy: final held-out accuracy, chain mean ± 95% half-width over chains",
+        "accuracy: final held-out accuracy, chain mean ± 95% half-width over chains; sft:<run>: the",
+        "  start the variants train from (sampled accuracy; chapter A's task scores its training prompts)",
         "pass@1, pass@64, never (never solved in 64 samples, chain mean): stage passk, chapter B only",
         "KL: exact KL to the reference at the end (nats); s/step: median seconds per GRPO step",
     ]
