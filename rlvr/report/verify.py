@@ -69,8 +69,10 @@ def stale_problems(status: dict, produced: set[str]) -> list[str]:
 
 
 def produced_paths(root: Path) -> set[str]:
-    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
-    return {o["path"] for s in lock.values() for o in s.get("outs", [])}
+    """Every stage output dvc.lock records."""
+    from rlvr.report.provenance import load_lock
+
+    return {o["path"] for s in load_lock(root).values() for o in s.get("outs", [])}
 
 
 def dvc_status(root: Path) -> dict:
