@@ -25,6 +25,7 @@ from rlvr.optim import AdamW
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import SEED_THREADS, cpu_model, set_determinism
 from rlvr.pipeline.files import write_json
+from rlvr.report.moves import compare_verdicts, verdict_moves
 from rlvr.rollout import prompt_tensor
 from rlvr.sft import encode_sft, sft_loss_shared_prefix
 from rlvr.tasks import split
@@ -602,39 +603,6 @@ def compare_outputs(ours: Path, theirs: Path) -> list[str]:
     return differ
 
 
-def compare_verdicts(committed: dict, fresh: dict) -> dict:
-    """Two report.json files, compared as another CPU would be judged: every claim's verdict the same,
-    and every number statistically the same: the fresh value inside the committed 95% interval, or,
-    for a claim decided on a single value, within its tolerance of the committed value
-    (`verdict_tolerance` in report.json). Returns the claims that fail either test."""
-    flips, drifts = [], []
-    for cid, old in committed["claims"].items():
-        new = fresh["claims"].get(cid)
-        if new is None or new["verdict"] != old["verdict"]:
-            flips.append(
-                {"claim": cid, "committed": old["verdict"], "fresh": None if new is None else new["verdict"]}
-            )
-            continue
-        a, b = old.get("ours"), new.get("ours")
-        if a is None or b is None:
-            if (a is None) != (b is None):
-                drifts.append({"claim": cid, "committed": a, "fresh": b})
-            continue
-        lo, hi = (
-            old["interval"]
-            if old.get("interval")
-            else (a - (old.get("tolerance") or 0), a + (old.get("tolerance") or 0))
-        )
-        if not lo - 1e-12 <= b <= hi + 1e-12:
-            drifts.append({"claim": cid, "committed": a, "fresh": b, "allowed": [lo, hi]})
-    return {
-        "verdicts_identical": not flips,
-        "numbers_within_tolerance": not drifts,
-        "verdict_flips": flips,
-        "numbers_outside": drifts,
-    }
-
-
 def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
     """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
     per-stage profile, the outputs that differ from this checkout's and both report.json files.
@@ -718,27 +686,6 @@ def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
 
 
 PERTURBATION = "1e-6"  # RLVR_PERTURB of the perturbed rerun: float32-rounding-sized changes to every start
-
-
-def verdict_moves(committed: dict, perturbed: dict) -> dict:
-    """Two report.json verdict tables compared as another CPU must be: `flips` are claims that moved
-    between reproduced and differs (none may); `moves` are claims that moved to or from
-    inconclusive, each with both intervals (allowed, since an inconclusive interval touches its bound,
-    but every one is listed)."""
-    flips, moves = [], []
-    for cid, old in committed["claims"].items():
-        new = perturbed["claims"].get(cid, {"verdict": None, "interval": None})
-        if new["verdict"] == old["verdict"]:
-            continue
-        row = {
-            "claim": cid,
-            "committed": old["verdict"],
-            "perturbed": new["verdict"],
-            "committed_interval": old.get("tested_interval") or old.get("interval"),
-            "perturbed_interval": new.get("tested_interval") or new.get("interval"),
-        }
-        (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
-    return {"flips": flips, "moves": moves, "no_flips": not flips}
 
 
 def bench_perturbed(params: Params, keep: Path | None = None) -> dict:

@@ -85,8 +85,10 @@ def _sweep_report(args) -> dict:
 
 
 def _starts(args) -> dict:
-    from rlvr.pipeline.starts import run_starts
+    from rlvr.pipeline.starts import rescore_starts, run_starts
 
+    if args.rescore:
+        return rescore_starts(load_params(args.params))
     return run_starts(load_params(args.params))
 
 
@@ -106,6 +108,17 @@ def _verify(args) -> Text:
         lines += [f"rlvr verify: {name}: {p}" for p in problems[:SHOWN]]
         if len(problems) > SHOWN:
             lines.append(f"rlvr verify: {name}: ... and {len(problems) - SHOWN} more")
+    from rlvr.report.moves import moved_lines
+    from rlvr.report.verify import against_committed
+
+    against = against_committed(Path.cwd())
+    if against is not None:
+        moved = moved_lines(against)
+        lines.append(
+            f"against the results committed at {against['commit']}: "
+            + (f"{len(moved)} claim(s) moved" if moved else "nothing moved")
+        )
+        lines += [f"  {m}" for m in moved]
     print("\n".join(lines))
     failed = [name for name, problems in results.items() if problems]
     if failed:
@@ -176,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "starts",
         help="chapter B's candidate SFT starts side by side (SFT side, then GRPO) -> reports/starts.json",
+    )
+    s.add_argument(
+        "--rescore",
+        action="store_true",
+        help="recompute the summaries from the counts starts.json stores (no training)",
     )
     s.set_defaults(fn=_starts)
     s = sub.add_parser(

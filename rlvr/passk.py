@@ -132,25 +132,32 @@ def solved_by_one_only(c_a, c_b) -> tuple[int, int]:
     return int(np.count_nonzero(solved_a & ~solved_b)), int(np.count_nonzero(solved_b & ~solved_a))
 
 
-def _first_catch_up(ks: np.ndarray, base: np.ndarray, rl: np.ndarray) -> int | None:
-    """First k in ks with base >= rl, provided rl is strictly ahead at ks[0]; else None."""
+def first_crossing(ks, base, rl) -> int | None:
+    """The crossover: the first k in ks at which RL's pass@k falls strictly below the base model's.
+
+    The one definition every table and figure uses. RL must be strictly ahead at ks[0], else there
+    is nothing to cross (None, as when RL never falls below). A tie is no crossing: two models that
+    both reach 1.0 at k = 64 have not crossed. ks, base, rl: (K,) each, ks ascending.
+    """
+    ks, base, rl = np.asarray(ks), np.asarray(base), np.asarray(rl)
     if not rl[0] > base[0]:
         return None
-    caught = np.flatnonzero(base >= rl)
-    return int(ks[caught[0]]) if caught.size else None
+    below = np.flatnonzero(rl < base)
+    return int(ks[below[0]]) if below.size else None
+
+
+def crossings_text(per_chain: list) -> str:
+    """Per-chain crossovers as a reader sees them everywhere: "16, none, none, 62"."""
+    return ", ".join("none" if k is None else str(int(k)) for k in per_chain)
 
 
 def crossover_k(c_base, c_rl, n: int) -> int | None:
-    """Smallest k in 1..n at which the base model's mean pass@k catches up with RL's (base >= rl).
-
-    Convention: a crossover needs RL strictly ahead at k = 1. If it is not (base >= rl already at
-    k = 1) there is nothing to cross and the answer is None, as it is when RL stays ahead up to
-    k = n; read pass@1 of both models to tell the two apart. A tie counts as catching up, so two
-    models that both reach 1.0 cross at the first k where both do.
-    """
+    """Smallest k in 1..n at which RL's mean pass@k falls strictly below the base model's
+    (`first_crossing` on the two curves): None when RL is not ahead at k = 1, or stays ahead or
+    level up to k = n; read pass@1 of both models to tell the two apart."""
     ks, base = pass_at_k_curve(c_base, n)
     _, rl = pass_at_k_curve(c_rl, n)
-    return _first_catch_up(ks, base, rl)
+    return first_crossing(ks, base, rl)
 
 
 def paired_test(c_a, c_b, n: int, k: int) -> dict:
@@ -226,8 +233,8 @@ def two_problem_toy(
 
     A model that solves problem A with probability p_a and B with p_b per sample has pass@k equal to
     the mean over the two problems of 1 - (1 - p)^k. ks defaults to 1..64. Returns ks (K,),
-    pass_at_k_base (K,), pass_at_k_rl (K,) and crossover_k: the smallest k in ks with base >= rl,
-    under the same convention as `crossover_k` (None unless rl is strictly ahead at ks[0]).
+    pass_at_k_base (K,), pass_at_k_rl (K,) and crossover_k (`first_crossing`: the first k in ks
+    with rl < base).
     """
     for name, p in (("p_a_base", p_a_base), ("p_b_base", p_b_base), ("p_a_rl", p_a_rl), ("p_b_rl", p_b_rl)):
         if not 0.0 <= p <= 1.0:
@@ -244,7 +251,7 @@ def two_problem_toy(
         "ks": ks,
         "pass_at_k_base": base,
         "pass_at_k_rl": rl,
-        "crossover_k": _first_catch_up(ks, base, rl),
+        "crossover_k": first_crossing(ks, base, rl),
     }
 
 

@@ -233,3 +233,18 @@ def test_diff_cli_on_the_committed_results(capsys):
         assert "variant 'nope': no reports/metrics/grpo-nope.json" in capsys.readouterr().err
     finally:
         os.chdir(cwd)
+
+
+def test_long_metric_names_never_wrap_or_break_the_columns(tmp_path):
+    long = "frac_batch_tokens_with_grad_mean_over_every_step"
+    per_seed = {long: [0.4621, 0.1553, 0.7702, 0.3301], "eval_acc_final": [0.62, 0.96, 0.95, 0.09]}
+    write_variant(tmp_path, "grpo", per_seed)
+    write_variant(tmp_path, "no_kl", {k: [v * 0.99 for v in vs] for k, vs in per_seed.items()})
+    d = diff_variants(tmp_path, tmp_path / "none.json", "grpo", "no_kl")
+    lines = [line for line in format_diff(d).splitlines() if not line.startswith("warning:")]
+    assert max(map(len, lines)) <= 100
+    rows = [line for line in lines if line.startswith((long, "eval_acc_final"))]
+    assert len(rows) == 2 and all(len(r.split()) >= 4 for r in rows)  # name and values on one line
+    header = lines[0]
+    assert all(r.rstrip().endswith("]") and len(r) == len(lines[2]) for r in rows)  # aligned columns
+    assert header.index("grpo") > len(long)

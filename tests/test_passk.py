@@ -8,7 +8,9 @@ import pytest
 from rlvr.passk import (
     bootstrap_band,
     compare,
+    crossings_text,
     crossover_k,
+    first_crossing,
     never_solved,
     one_sided_problems,
     paired_test,
@@ -129,15 +131,31 @@ def test_bootstrap_band_narrows_as_level_falls():
     assert np.all(lo95 <= lo50) and np.all(hi50 <= hi95)
 
 
-def test_crossover_is_first_k_where_base_catches_up():
+def test_crossover_is_first_k_where_rl_falls_strictly_below():
     n = 8
     c_base = np.array([2, 2, 2, 2])  # rarely right, but on every problem
     c_rl = np.array([8, 8, 8, 0])  # always right on three, never on the fourth
     ks, base = pass_at_k_curve(c_base, n)
     _, rl = pass_at_k_curve(c_rl, n)
     assert rl[0] > base[0]
-    brute = min(k for k, b, r in zip(ks, base, rl) if b >= r)
-    assert crossover_k(c_base, c_rl, n) == brute == 4  # 1 - C(6,4)/C(8,4) = 11/14 >= 3/4
+    brute = min(k for k, b, r in zip(ks, base, rl) if r < b)
+    assert crossover_k(c_base, c_rl, n) == brute == 4  # 1 - C(6,4)/C(8,4) = 11/14 > 3/4
+
+
+def test_a_tie_is_no_crossing():
+    n = 8
+    # Both models solve both problems for sure from k = 7 (base) and k = 3 (rl): level from k = 7 on,
+    # rl never below. Under "base >= rl" this would cross at 7.
+    ks, base = pass_at_k_curve([2, 2], n)
+    _, rl = pass_at_k_curve([6, 6], n)
+    assert base[6] == rl[6] == 1.0 and (rl >= base).all()
+    assert crossover_k([2, 2], [6, 6], n) is None
+    assert first_crossing([1, 2, 4], [0.5, 0.9, 1.0], [0.8, 0.9, 1.0]) is None  # level at 2 and 4
+    assert first_crossing([1, 2, 4], [0.5, 0.9, 1.0], [0.8, 0.89, 1.0]) == 2
+
+
+def test_crossings_text_names_every_chain():
+    assert crossings_text([16, None, 62]) == "16, none, 62"
 
 
 def test_crossover_is_none_when_rl_stays_ahead_or_never_leads():
@@ -213,10 +231,10 @@ def test_two_problem_toy_raises_pass_at_1_and_lowers_pass_at_64():
 def test_two_problem_toy_crossing_is_where_the_curves_cross():
     toy = two_problem_toy()
     base, rl = toy["pass_at_k_base"], toy["pass_at_k_rl"]
-    brute = min(k for k in range(1, 65) if (2 - 0.4**k - 0.95**k) / 2 >= (2 - 0.02**k - 0.99**k) / 2)
+    brute = min(k for k in range(1, 65) if (2 - 0.4**k - 0.95**k) / 2 > (2 - 0.02**k - 0.99**k) / 2)
     assert toy["crossover_k"] == brute
     i = brute - 1
-    assert rl[i - 1] > base[i - 1] and base[i] >= rl[i]
+    assert rl[i - 1] >= base[i - 1] and base[i] > rl[i]
 
 
 def test_two_problem_toy_rejects_a_non_probability():

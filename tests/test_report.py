@@ -241,7 +241,7 @@ def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
 
 
 def test_another_cpu_is_judged_by_verdicts_and_intervals_not_bits():
-    from bench.suite import compare_verdicts
+    from rlvr.report.moves import compare_verdicts
 
     committed = {
         "claims": {
@@ -345,9 +345,9 @@ def test_a_tolerance_finer_than_one_runs_own_error_is_decided_on_the_difference(
 def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
     """Between reproduced and differs is a flip (the check fails); to or from inconclusive is a move,
     listed with both intervals; an unchanged verdict is neither."""
-    from bench.suite import verdict_moves
     from rlvr.report.claims import perturbed_blocks
     from rlvr.report.document import markdown
+    from rlvr.report.moves import verdict_moves
 
     committed = {
         "claims": {

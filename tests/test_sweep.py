@@ -15,7 +15,8 @@ def _exp(name, beta, steps, pass1, pass64, never, cross):
                 "pass_at_1_rl": pass1,
                 "pass_at_n_rl": pass64,
                 "never_solved_rl": never,
-                "crossover_k": cross,
+                "crossover_k": None if all(k is None for k in cross) else 0,
+                "per_seed": {"crossover_k": cross},
             }
         },
     }
@@ -30,13 +31,13 @@ def _exp(name, beta, steps, pass1, pass64, never, cross):
 
 
 def show():
-    base = _exp("workspace", 0.04, 100, 0.846, 0.986, 4.25, 44.0)
+    base = _exp("workspace", 0.04, 100, 0.846, 0.986, 4.25, [16, None])
     head = {
-        **_exp("abc1234", 0.04, 100, 0.846, 0.986, 4.25, 44.0),
+        **_exp("abc1234", 0.04, 100, 0.846, 0.986, 4.25, [16, None]),
         "name": None,
         "experiments": [
-            {"revs": [_exp("sweep-b0", 0.0, 100, 0.85, 0.981, 5.75, 20.0)]},
-            {"revs": [_exp("sweep-b1", 0.1, 50, 0.80, 0.990, 3.0, None)]},
+            {"revs": [_exp("sweep-b0", 0.0, 100, 0.85, 0.981, 5.75, [20, 24])]},
+            {"revs": [_exp("sweep-b1", 0.1, 50, 0.80, 0.990, 3.0, [None, None])]},
         ],
     }
     return [base, head]
@@ -52,8 +53,8 @@ def test_rows_say_where_rl_narrows():
     header, rows = sweep_rows(experiments(show()))
     assert header[1:3] == ["variants.grpo.beta", "variants.grpo.steps"]
     by_name = {r[0]: r for r in rows}
-    assert by_name["sweep-b0"][3:] == ["0.520 → 0.850", "0.987 / 0.981", "4 / 5.75", "20", "yes"]
-    assert by_name["sweep-b1"][-2:] == ["none", "no"]
+    assert by_name["sweep-b0"][3:] == ["0.520 → 0.850", "0.987 / 0.981", "4 / 5.75", "20, 24", "yes"]
+    assert by_name["sweep-b1"][-2:] == ["none, none", "no"]
 
 
 def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
@@ -65,12 +66,12 @@ def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
 
 
 def test_failed_runs_are_left_out_and_inherited_settings_filled_in():
-    ok = _exp("sweep-ok", 0.0, 50, 0.8, 0.98, 5.0, 30.0)
+    ok = _exp("sweep-ok", 0.0, 50, 0.8, 0.98, 5.0, [30, None])
     failed = {
-        **_exp("sweep-failed", 0.0, 100, 0.846, 0.986, 4.25, 44.0),
+        **_exp("sweep-failed", 0.0, 100, 0.846, 0.986, 4.25, [16, None]),
         "error": {"msg": "Experiment run failed"},
     }
-    base = _exp("abc1234", 0.0, 0, 0.846, 0.986, 4.25, 44.0)
+    base = _exp("abc1234", 0.0, 0, 0.846, 0.986, 4.25, [16, None])
     base["data"]["params"]["params.yaml"]["data"] = {
         "grpo": {"defaults": {"beta": 0.04, "steps": 100}},
         "variants": {"grpo": {"task": "two_digit"}},

@@ -140,9 +140,10 @@ def test_passk_figures_draw_from_chain_counts(tmp_path):
     counts = _chain_counts(n, seeds=seeds)
     counts.update({f"grpo/seed{s}": counts[f"v/seed{s}"] for s in (0, 1)})
     chains = {"sft": seeds, "base2": seeds, "v": seeds, "grpo": [0, 1]}
-    _, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0, contrast="base2")
+    metrics, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0, contrast="base2")
+    crossovers = {v: m["per_seed"]["crossover_k"] for v, m in metrics["variants"].items()}
     for path in (
-        plots.passk_curves(curves, n, "base2", tmp_path / "c.png"),
+        plots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers),
         plots.passk_scatter(counts, chains, n, tmp_path / "s.png"),
         plots.passk_solve_rates(counts, chains, n, "base2", tmp_path / "r.png"),
     ):

@@ -176,8 +176,8 @@ def test_b10_rl_wins_pass_at_1_and_loses_pass_at_64():
     assert k is not None and 1 < k <= 64
     i = m["ks"].index(k)
     assert (
-        m["pass_at_k_base"][i] >= m["pass_at_k_rl"][i]
-        and m["pass_at_k_base"][i - 1] < m["pass_at_k_rl"][i - 1]
+        m["pass_at_k_base"][i] > m["pass_at_k_rl"][i]
+        and m["pass_at_k_base"][i - 1] <= m["pass_at_k_rl"][i - 1]
     )
 
 

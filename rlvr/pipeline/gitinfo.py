@@ -31,3 +31,19 @@ def differs_from_commit(root: Path, path: str) -> bool | None:
     if tracked is None:
         return True
     return bool(_git(root, "status", "--porcelain", "--", path))
+
+
+def committed_text(root: Path, path: str) -> str | None:
+    """HEAD's version of a file, or None outside git or where HEAD has no such file."""
+    return _git(root, "show", f"HEAD:{path}") or None
+
+
+def short_commit(root: Path) -> str:
+    return _git(root, "rev-parse", "--short", "HEAD") or "unknown"
+
+
+def uncommitted(root: Path, paths: tuple[str, ...]) -> list[str] | None:
+    """The paths under `paths` that differ from HEAD or are untracked; None outside git."""
+    out = _git(root, "status", "--porcelain", "--", *paths)
+    # "XY path" per line; _git strips the first line's leading space, so split rather than slice
+    return None if out is None else [line.split(None, 1)[1] for line in out.splitlines() if line.strip()]

@@ -16,6 +16,7 @@ DVC stage: it takes several minutes and decides an input, so it runs on demand; 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +161,43 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     write_json(out, summary)
     plots.starts_passk({name: _curves(r, n) for name, r in results.items()}, n, chosen, figure)
     return {"sft_side_choice": chosen, "pipeline_start": params.passk.sft, "written": [str(out), str(figure)]}
+
+
+def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) -> dict:
+    """Recompute every summary of a written starts.json from the correct counts it stores (no
+    training): for when a statistic's definition changes. The record keeps who made the counts and
+    adds who rescored them."""
+    from rlvr.fields import UserError
+
+    if not out.is_file():
+        raise UserError(f"{out}: not found; run `rlvr starts` first")
+    old = json.loads(out.read_text())
+    n = old["n"]
+    results = {name: _from_counts(entry["counts"]) for name, entry in old["starts"].items()}
+    summary = {
+        **old,
+        "made": old["made"].split("; rescored")[0]
+        + "; rescored from its counts by "
+        + made().replace("`rlvr starts`", "`rlvr starts --rescore`"),
+        "starts": {name: comparison(r, n, params) for name, r in results.items()},
+    }
+    write_json(out, summary)
+    plots.starts_passk(
+        {name: _curves(r, n) for name, r in results.items()}, n, old["sft_side_choice"], figure
+    )
+    return {"sft_side_choice": old["sft_side_choice"], "rescored": [str(out), str(figure)]}
+
+
+def _from_counts(counts: dict[str, list[int]]) -> dict:
+    """The inverse of `_counts`: "sft/seed{s}" and "grpo/seed{s}" back to chains and GRPO seeds."""
+    seed = lambda key: int(key.rsplit("/seed", 1)[1])  # noqa: E731
+    chains = {seed(k): {"counts": c} for k, c in counts.items() if k.startswith("sft/")}
+    grpo = {seed(k): c for k, c in counts.items() if k.startswith("grpo/")}
+    return {
+        "seeds": sorted(chains),
+        "chains": dict(sorted(chains.items())),
+        "grpo": dict(sorted(grpo.items())),
+    }
 
 
 def made() -> str:

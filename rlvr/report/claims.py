@@ -11,16 +11,42 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
 from rlvr.fields import ConfigError
+from rlvr.passk import crossings_text
 from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
 from rlvr.stats import mean_ci, t_quantile
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
 VERDICTS = ("reproduced", "differs", "inconclusive", "cited", "missing")
+CLASSES = {  # what kind of claim, in the order the summary gives them
+    "measured": "measured (training and evaluation outcomes)",
+    "calibrated": "calibrated starts (inputs chosen so the start matches the chapter's; not findings)",
+    "closed-form": "closed-form and worked examples (arithmetic, autograd, exact expectations)",
+    "cited": "cited facts (outside a CPU's reach; no verdict)",
+}
+
+
+def claim_class(c: dict) -> str:
+    """measured, calibrated, closed-form or cited. A claim on the worked examples' file is closed-form;
+    one marked `calibrated: true` is a start whose inputs were chosen to match it (docs/calibration.md)."""
+    if c["kind"] == "cited":
+        return "cited"
+    if c.get("calibrated"):
+        return "calibrated"
+    return "closed-form" if c["metric"][0] == "worked.json" else "measured"
+
+
+def _is_sentence(text: Any) -> bool:
+    return (
+        isinstance(text, str)
+        and text[:1].isupper()
+        and text.rstrip().endswith((".", "?"))
+        and len(text.split()) >= 6
+    )
 
 
 def check_claims(claims: Any, path: str) -> list[dict]:
@@ -43,13 +69,22 @@ def check_claims(claims: Any, path: str) -> list[dict]:
             "less": ("metric",),
             "cited": (),
         }[c["kind"]]
-        for key in (*need, "chapter", "quote", "book", "why"):
+        for key in (*need, "chapter", "quote", "text", "book", "why"):
             if key not in c:
                 raise ConfigError(
                     f"{where}.{key}: missing (kind {c['kind']} needs {', '.join(need) or 'no metric'})"
                 )
         if c["kind"] in ("greater", "less") and "other" not in c and "other_value" not in c:
             raise ConfigError(f"{where}: kind {c['kind']} needs `other` (a metric) or `other_value`")
+        if not _is_sentence(c["text"]):
+            raise ConfigError(
+                f"{where}.text = {c['text']!r}: must be a full sentence a reader understands alone "
+                "(capitalised, six words or more, ending with a full stop)"
+            )
+        if "note" in c and not _is_sentence(c["note"]):
+            raise ConfigError(f"{where}.note: must be full sentences (what explains it, what was checked)")
+        if not isinstance(c.get("calibrated", False), bool):
+            raise ConfigError(f"{where}.calibrated = {c['calibrated']!r}: must be true or false")
         feasible = c.get("feasible")
         if feasible is not None and not (
             isinstance(feasible, list) and len(feasible) == 2 and feasible[0] < feasible[1]
@@ -106,8 +141,27 @@ def _sibling(metrics: dict[str, Any], ref: list, name: str) -> Any:
         return None
 
 
-def evidence(metrics: dict[str, Any], ref: list) -> Evidence:
-    """What the metrics say about [file, key]: its value, per-seed values and interval."""
+def clip(ev: Evidence, feasible: list | None) -> Evidence:
+    """The interval cut to the values the metric can take (a count is never below 0, a rate never
+    above 1): a t-interval over four spread-out chains would otherwise leave that range."""
+    if feasible is None or ev.lo is None:
+        return ev
+    lo, hi = float(feasible[0]), float(feasible[1])
+    return replace(ev, lo=min(max(ev.lo, lo), hi), hi=max(min(ev.hi, hi), lo))
+
+
+def _span(feasible: list | None) -> list | None:
+    """The values a difference of two such metrics can take: [lo - hi, hi - lo]."""
+    return None if feasible is None else [feasible[0] - feasible[1], feasible[1] - feasible[0]]
+
+
+def evidence(metrics: dict[str, Any], ref: list, feasible: list | None = None) -> Evidence:
+    """What the metrics say about [file, key]: its value, per-seed values and interval (cut to
+    `feasible`, the values the metric can take, when given)."""
+    return clip(_evidence(metrics, ref), feasible)
+
+
+def _evidence(metrics: dict[str, Any], ref: list) -> Evidence:
     value = lookup(metrics, ref)
     last = str(ref[1]).rpartition(".")[2]
     per_seed = (_sibling(metrics, ref, "per_seed") or {}).get(last)
@@ -231,8 +285,9 @@ def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
     if claim["kind"] == "cited":
         return {"ours": None, "verdict": "cited", "evidence": None}
     try:
-        ours = evidence(metrics, claim["metric"])
-        other = evidence(metrics, claim["other"]) if "other" in claim else None
+        feasible = claim.get("feasible")
+        ours = evidence(metrics, claim["metric"], feasible)
+        other = evidence(metrics, claim["other"], feasible) if "other" in claim else None
     except (KeyError, IndexError, ValueError) as exc:
         return {"ours": None, "verdict": "missing", "evidence": None, "error": str(exc)}
     if ours.value is None and not ours.per_seed:
@@ -240,6 +295,8 @@ def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
     one_chain = book_as_one_chain(ours, claim) if other is None else None
     if one_chain is not None:
         tested, book_error = one_chain
+        if feasible is not None:  # ours - book can take the values feasible - book
+            tested = clip(tested, [float(feasible[0]) - claim["book"], float(feasible[1]) - claim["book"]])
         return {
             "ours": ours.value,
             "evidence": ours,
@@ -248,7 +305,7 @@ def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
             "book_error": book_error,
             "verdict": one_chain_verdict(tested, claim),
         }
-    tested = difference(ours, other) if other is not None else ours
+    tested = clip(difference(ours, other), _span(feasible)) if other is not None else ours
     return {
         "ours": ours.value,
         "evidence": ours,
@@ -312,13 +369,17 @@ def ours_text(res: dict) -> str:
         return "n/a"
     if ev.value is None:
         return f"undefined ({ev.source})"
+    if ev.lo is None and ev.per_seed:  # some chains undefined: show every chain, as figures do
+        return (
+            f"per chain {', '.join('none' if _is_missing(v) else _num(v) for v in ev.per_seed)} ({ev.source})"
+        )
     if ev.lo is None or ev.lo == ev.hi:
         return f"{_num(ev.value)} ({ev.source})"
     return f"{_num(ev.value)} [{_num(ev.lo)}, {_num(ev.hi)}] ({ev.source})"
 
 
 def evaluate_claims(claims: list[dict], metrics: dict[str, Any]) -> list[dict]:
-    return [{**c, **verdict(c, metrics)} for c in claims]
+    return [{**c, "class": claim_class(c), **verdict(c, metrics)} for c in claims]
 
 
 def verdict_record(row: dict) -> dict:
@@ -328,6 +389,7 @@ def verdict_record(row: dict) -> dict:
     tolerance = row.get("tol", row.get("margin"))
     return {
         "verdict": row["verdict"],
+        "class": row["class"],
         "book": row["book"],
         "ours": row["ours"],
         "tolerance": tolerance,
@@ -342,6 +404,45 @@ def verdict_record(row: dict) -> dict:
 
 def summary_counts(rows: list[dict]) -> dict[str, int]:
     return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+
+
+def class_counts(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """summary_counts per claim class (measured, calibrated, closed-form, cited)."""
+    return {cls: summary_counts([r for r in rows if r["class"] == cls]) for cls in CLASSES}
+
+
+CALIBRATED_WORDS = {"reproduced": "matched", "differs": "not matched"}
+
+
+def verdict_word(row: dict) -> str:
+    """The verdict as the report prints it: a calibrated start is matched or not, never reproduced."""
+    if row["class"] == "calibrated":
+        return CALIBRATED_WORDS.get(row["verdict"], row["verdict"])
+    return row["verdict"]
+
+
+def counts_line(by_class: dict[str, dict[str, int]], bold: bool = True) -> str:
+    """The report's first line: the measured claims first, then each other kind in its own terms."""
+    b = (lambda t: f"**{t}**") if bold else (lambda t: t)
+
+    def tally(c: dict, words: dict) -> str:
+        total = sum(c.values())
+        if c["reproduced"] == total:
+            return f"all {total} {words.get('reproduced', 'reproduced')}"
+        shown = [
+            f"{c[v]} {words.get(v, v)}" for v in ("reproduced", "differs", "inconclusive", "missing") if c[v]
+        ]
+        return ", ".join(shown) + f" (of {total})"
+
+    m, cal, cf = by_class["measured"], by_class["calibrated"], by_class["closed-form"]
+    parts = [
+        b(f"Measured claims: {tally(m, {'differs': 'differ'})}") + " (training and evaluation outcomes)",
+        f"calibrated starts: {tally(cal, CALIBRATED_WORDS)} (inputs chosen so the start matches the "
+        "chapter's: not findings)",
+        f"closed-form and worked examples: {tally(cf, {'differs': 'differ'})}",
+        f"cited facts: {by_class['cited']['cited']} (no verdict)",
+    ]
+    return "; ".join(parts) + "."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -727,6 +828,55 @@ def book_text(claim: dict) -> str:
     return _num(book)
 
 
+def header_line(run: dict) -> str:
+    """Which run this report is: the code's commit and whether the workspace differs from it, when,
+    on what machine, with which library versions."""
+    changed = run.get("changed")
+    state = (
+        "unknown state (not a git checkout)"
+        if changed is None
+        else "as committed"
+        if not changed
+        else f"with uncommitted changes to {', '.join(changed[:4])}" + (" ..." if len(changed) > 4 else "")
+    )
+    return (
+        f"Made by stage `report` on {run['date']} from code at commit `{run['commit']}` ({state}); "
+        f"machine: {run['cpu']}, {run['cores']} cores, stages at {run['threads']} threads; "
+        f"torch {run['torch']}, DVC {run['dvc']}, MLflow {run['mlflow']}, Python {run['python']}. "
+        "Stages DVC found cached ran earlier: `rlvr provenance <file>` names each one's MLflow run."
+    )
+
+
+def moved_blocks(against: dict) -> list:
+    """The comparison with the committed results: which claims moved, by the rule a rerun on
+    another CPU is held to (rlvr.report.moves)."""
+    from rlvr.report.moves import moved_lines
+
+    lines = moved_lines(against)
+    head = (
+        f"**Against the results committed at `{against['commit']}`:** "
+        f"{len(against['flips'])} verdict(s) flipped between reproduced and differs (none may), "
+        f"{len(against['moves'])} moved to or from inconclusive, "
+        f"{len(against['numbers_outside'])} value(s) outside the committed interval or tolerance."
+    )
+    if not lines:
+        return [Para(head + " Nothing moved.")]
+    return [Para(head), Bullets(lines)]
+
+
+def per_chain_text(row: dict) -> str:
+    """ " Per chain: 0.57, 0.87, ..." for a claim measured over chains (empty otherwise): the values
+    the verdict was decided on, so for a claim against another metric the paired differences."""
+    tested, ev = row.get("tested"), row.get("evidence")
+    if "other" in row and tested is not None and tested.per_seed:
+        values, what = tested.per_seed, f" of ours − {row['other'][1]}"
+    elif ev is not None and ev.per_seed:
+        values, what = ev.per_seed, ""
+    else:
+        return ""
+    return f" Per chain{what}: " + ", ".join("none" if _is_missing(v) else _num(v) for v in values) + "."
+
+
 def reason(row: dict) -> str:
     """One mechanical line on why a claim differs or is inconclusive: where the interval it was
     decided on lies against the region the claim allows."""
@@ -761,27 +911,19 @@ def reason(row: dict) -> str:
     return f"{span} straddles the bound {_num(bound)}: more seeds or problems would decide it"
 
 
-def _summary_line(counts: dict, total: int) -> str:
-    parts = [
-        f"**{counts[v]} {v if v != 'differs' else 'differ'}**"
-        for v in ("reproduced", "differs", "inconclusive", "cited")
-    ]
-    missing = f", **{counts['missing']} missing**" if counts["missing"] else ""
-    return ", ".join(parts) + missing + f" of {total} claims."
-
-
 def _claim_table(rows: list[dict], cls: str) -> Table:
     return Table(
-        ["id", "claim", "book", "ours [95% interval]", "verdict"],
-        [[r["id"], r["quote"], book_text(r), ours_text(r), r["verdict"]] for r in rows],
+        ["id", "claim", "kind", "book", "ours [95% interval]", "verdict"],
+        [[r["id"], r["text"], r["class"], book_text(r), ours_text(r), verdict_word(r)] for r in rows],
         cls,
         [r["verdict"] for r in rows],
         [
-            f"rule: {rule_text(r, r)} · why: {r['why']} · source: "
+            f"the chapter: “{r['quote']}” · rule: {rule_text(r, r)} · why: {r['why']} · source: "
             + (f"`{r['metric'][0]}` `{r['metric'][1]}`" if "metric" in r else "the chapter")
+            + (f" · note: {r['note']}" if r.get("note") else "")
             for r in rows
         ],
-        "rule, why, source",
+        "the chapter's words, rule, why, source",
     )
 
 
@@ -803,6 +945,8 @@ def build(
     configs: dict[str, dict] | None = None,
     starts: dict | None = None,
     starts_figure: dict | None = None,
+    run: dict | None = None,
+    against: dict | None = None,
 ) -> list:
     """The report as blocks (rlvr.report.document).
 
@@ -810,16 +954,18 @@ def build(
     "chapter": "A"/"B", "kind": "curves"/"result"}] in display order; samples: the hack stage's
     sample tables (or None); bench: reports/benchmarks.json (or None); problems:
     reports/passk-counts.json (or None); bench_figure: the scaling figure drawn from `bench` (a
-    figure dict as above, or None); configs: each GRPO variant's settings (`twin_notes`).
+    figure dict as above, or None); configs: each GRPO variant's settings (`twin_notes`); run: where
+    and with what it was made (`header_line`); against: the comparison with the committed results
+    (`rlvr.report.moves.against_committed`, None where there is nothing to compare with).
     """
-    counts = summary_counts(rows)
     blocks: list = [
         Heading("rlvr-repro report", 1),
+        Para(counts_line(class_counts(rows)), "counts"),
         Para(
-            "Every number of the two chapters that a program can compute or measure, beside our "
-            "value and a verdict. " + _summary_line(counts, len(rows)),
-            "counts",
+            f"Every number of the two chapters that a program can compute or measure ({len(rows)} "
+            "claims), beside our value and a verdict. " + (header_line(run) if run else "")
         ),
+        *(moved_blocks(against) if against is not None else []),
         Contents(3),  # a compact, three-column list
         Heading("Summary", 2, "summary"),
     ]
@@ -838,10 +984,13 @@ def build(
             "everything the metric can take (our chains too spread out to test anything)."
         ),
         Table(
-            ["claim", "book", "ours [95% interval]", "verdict"],
-            [[f"**{r['id']}** {r['quote']}", book_text(r), ours_text(r), r["verdict"]] for r in headline],
+            ["claim", "kind", "book", "ours [95% interval]", "verdict"],
+            [
+                [f"**{r['id']}** {r['text']}", r["class"], book_text(r), ours_text(r), verdict_word(r)]
+                for r in sorted(headline, key=lambda r: list(CLASSES).index(r["class"]))
+            ],
             "headline",
-            [r["verdict"] for r in headline],
+            [r["verdict"] for r in sorted(headline, key=lambda r: list(CLASSES).index(r["class"]))],
         ),
     ]
     off = sorted(
@@ -853,7 +1002,8 @@ def build(
             Para("**Where we differ, or cannot tell:**"),
             Bullets(
                 [
-                    f"[{r['id']}](#{_anchor(r['id'])}) ({r['verdict']}): {r['quote']}. {reason(r)}."
+                    f"[{r['id']}](#{_anchor(r['id'])}) ({r['class']}, {verdict_word(r)}): {r['text']} "
+                    f"{reason(r)}.{per_chain_text(r)}" + (f" **Why:** {r['note']}" if r.get("note") else "")
                     for r in off
                 ]
             ),
@@ -870,10 +1020,15 @@ def build(
         mine = sorted(
             (r for r in rows if r["chapter"] == chapter), key=lambda r: VERDICT_ORDER.index(r["verdict"])
         )
-        c = summary_counts(mine)
         blocks += [
             Heading(title, 3, f"verdicts-{chapter.lower()}"),
-            Para(", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c[v])),
+            Para(
+                "; ".join(
+                    f"{cls}: " + ", ".join(f"{n} {v}" for v, n in c.items() if n)
+                    for cls, c in class_counts(mine).items()
+                    if any(c.values())
+                )
+            ),
             _anchored_claims(mine, f"verdicts {chapter.lower()}"),
         ]
     blocks += _variant_blocks(metrics, figures, configs or {})
@@ -933,7 +1088,7 @@ def starts_rows(starts: dict) -> list[list[str]]:
     for name in starts["candidates"]:
         c = starts["starts"][name]
         sft, grpo = c["sft"], c["grpo"]
-        cross = " ".join("none" if k is None else str(k) for k in c["crossover_k_per_chain"])
+        cross = crossings_text(c["crossover_k_per_chain"])
         rows.append(
             [
                 name + (" (chosen)" if name == starts["sft_side_choice"] else ""),
@@ -1184,9 +1339,22 @@ def render(
     configs: dict[str, dict] | None = None,
     starts: dict | None = None,
     starts_figure: dict | None = None,
+    run: dict | None = None,
+    against: dict | None = None,
 ) -> tuple[str, str, dict]:
     """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
     blocks = build(
-        rows, figures, metrics, samples, bench, problems, bench_figure, configs, starts, starts_figure
+        rows,
+        figures,
+        metrics,
+        samples,
+        bench,
+        problems,
+        bench_figure,
+        configs,
+        starts,
+        starts_figure,
+        run,
+        against,
     )
     return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

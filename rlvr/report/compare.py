@@ -332,25 +332,23 @@ def _num(x: float | None, sign: bool = False) -> str:
     return format(x, spec)
 
 
-def _cell(entry: dict, sign: bool = False) -> str:
-    """ "mean [lo, hi]" (the mean signed for a delta; the bounds' signs speak for themselves)."""
+def _cell(entry: dict, sign: bool = False, interval: bool = True) -> str:
+    """ "mean [lo, hi]" (the mean signed for a delta; the bounds' signs speak for themselves); just the
+    mean where the interval is a point or is left out."""
     ci = entry["ci95"]
-    return _num(entry["mean"], sign) + ("" if ci is None else f" [{_num(ci[0])}, {_num(ci[1])}]")
+    mean = _num(entry["mean"], sign)
+    if not interval or ci is None or ci[0] == ci[1] == entry["mean"]:
+        return mean
+    return f"{mean} [{_num(ci[0])}, {_num(ci[1])}]"
 
 
-def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
-    """Left-aligned first column, right-aligned others; a first cell too long for the width left by
-    the others goes on a line of its own, so names are never cut."""
-    cols = [max(len(r[i]) for r in rows) for i in range(1, len(rows[0]))]
-    name_w = max(6, min(max(len(r[0]) for r in rows), width - sum(cols) - 2 * len(cols)))
-    lines = []
-    for r in rows:
-        values = "  ".join(f"{c:>{w}}" for c, w in zip(r[1:], cols))
-        if len(r[0]) > name_w:
-            lines += [r[0], f"{'':<{name_w}}  {values}"]
-        else:
-            lines.append(f"{r[0]:<{name_w}}  {values}")
-    return lines
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    """One line per row: the first column left-aligned at the longest name's width (names are never
+    cut or wrapped), the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        f"{r[0]:<{widths[0]}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(r[1:], widths[1:])) for r in rows
+    ]
 
 
 def _test_line(d: dict) -> str | None:
@@ -364,14 +362,30 @@ def _test_line(d: dict) -> str | None:
 
 
 def format_diff(d: dict, width: int = 100) -> str:
-    """Warnings first, then one row per metric and per pass@k: mean [95% interval] of A, of B and of
-    B - A, within `width` columns; then the test and its p-value."""
+    """Warnings first, then one line per metric and per pass@k: mean [95% interval] of A, of B and of
+    B - A; then the test and its p-value. Where that is wider than `width` columns, A's and B's
+    intervals are left out (the delta keeps its own), so every row stays on one line."""
     head = ("metric", d["a"], d["b"], f"{d['b']} - {d['a']}")
-    body = [(r["metric"], _cell(r["a"]), _cell(r["b"]), _cell(r["delta"], sign=True)) for r in d["metrics"]]
-    body += [
-        (f"pass@{r['k']}", _cell(r["a"]), _cell(r["b"]), _cell(r["delta"], sign=True)) for r in d["passk"]
-    ]
-    table = _table([head, *body], width)
+    named = [(r["metric"], r) for r in d["metrics"]] + [(f"pass@{r['k']}", r) for r in d["passk"]]
+
+    def rows(interval: bool) -> list[str]:
+        body = [
+            (
+                name,
+                _cell(r["a"], interval=interval),
+                _cell(r["b"], interval=interval),
+                _cell(r["delta"], True),
+            )
+            for name, r in named
+        ]
+        return _table([head, *body])
+
+    table, note = rows(True), ""
+    if max(map(len, table)) > width:
+        table, note = (
+            rows(False),
+            f"; {d['a']} and {d['b']} as means only, to fit {width} columns (--json has all)",
+        )
     paired = d["seed_ids"]["a"] == d["seed_ids"]["b"]
     lines = [f"warning: {w}" for w in d["warnings"]]
     lines += [table[0], "-" * max(map(len, table)), *table[1:]]
@@ -379,5 +393,6 @@ def format_diff(d: dict, width: int = 100) -> str:
         "mean over seeds [95% t-interval, clipped to the metric's range]; "
         + ("deltas paired by seed" if paired else "deltas unpaired (Welch)")
     )
+    lines += [note] if note else []
     test = _test_line(d)
     return "\n".join(lines + ([test] if test else []))

@@ -151,7 +151,7 @@ h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.8em 0;font-size:13px;width:100%}
 td,th{border:1px solid #d5d5d5;padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f3f3f3}
-td.verdict{font-weight:600;white-space:nowrap}
+td.verdict{font-weight:600;white-space:nowrap}td.kind{white-space:nowrap}
 tr.reproduced td.verdict{background:#d9f2d9}tr.differs td.verdict{background:#f8d7d7}
 tr.inconclusive td.verdict{background:#fdf3c4}tr.cited td.verdict{background:#eee}
 tr.missing td.verdict{background:#fde9b6}
@@ -175,8 +175,8 @@ def _html_table(t: Table) -> str:
         rc = t.row_classes[i] if t.row_classes else ""
         rid = f' id="{t.row_ids[i]}"' if t.row_ids else ""
         cells = [
-            f'<td class="verdict">{inline_html(c)}</td>'
-            if h == "verdict"
+            f'<td class="{h}">{inline_html(str(c))}</td>'
+            if h in ("verdict", "kind")  # short words: never broken across lines
             else f"<td>{inline_html(str(c))}</td>"
             for h, c in zip(t.header, row)
         ]

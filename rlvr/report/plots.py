@@ -79,8 +79,8 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     "passk-curves.png": (
         "B",
         "pass@k on the 300 held-out problems: the SFT starts and GRPO (left), and every variant's "
-        "pass@k minus its own chain's SFT's with its 95% band over chains (right); a dot marks the "
-        "k where SFT catches up.",
+        "pass@k minus its own chain's SFT's with its 95% band over chains (right); a dot marks "
+        "a chain's crossover, the first k where GRPO falls strictly below its SFT start.",
     ),
     "passk-scatter.png": (
         "B",
@@ -311,19 +311,25 @@ def _k_axis(ax, n: int) -> None:
     ax.set_xlim(1, n)
 
 
-def _crossing(rows: list[dict], key: str) -> float | None:
-    """First k where a seed-mean difference from SFT, positive at k = 1, reaches 0 or below."""
-    if not rows or rows[0][key] <= 0:
-        return None
-    return next((r["k"] for r in rows if r[key] <= 0), None)
+def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
+    """A variant's legend entry: its per-chain crossovers (`rlvr.passk.first_crossing`, the numbers
+    the claim and the sweep report), or "no crossover up to n" when no chain crosses."""
+    from rlvr.passk import crossings_text
+
+    if not per_chain or all(k is None for k in per_chain):
+        return f"{variant}: no crossover up to {n}"
+    return f"{variant}: crossover k per chain {crossings_text(per_chain)}"
 
 
-def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Path) -> Path:
-    """curves: `passk.summarise_counts`'s. Left: 1 - pass@k (the share of problems still unsolved
+def passk_curves(
+    curves: dict[str, list[dict]], n: int, contrast: str, path: Path, crossovers: dict[str, list]
+) -> Path:
+    """curves: `passk.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
+    metrics' `per_seed.crossover_k`). Left: 1 - pass@k (the share of problems still unsolved
     after k samples) on a log axis for the two SFT starts (chain mean, 95% band over chains) and GRPO
     (seed mean, band over seeds), so the large-k end, where SFT catches up, is as readable as k = 1.
     Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
-    symmetric-log axis (linear within +-0.01); a dot marks the first k where SFT has caught up."""
+    symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
     fig = new_figure((12, 4.8))
     left, right = fig.subplots(1, 2)
     for name, label, style in (
@@ -356,12 +362,9 @@ def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Pat
     for v in variants:
         rows = curves[v]
         ks = [r["k"] for r in rows]
-        k = _crossing(rows, "minus_sft")
+        per_chain = crossovers.get(v)
         (line,) = right.plot(
-            ks,
-            [r["minus_sft"] for r in rows],
-            lw=1.4,
-            label=f"{v}: crossover k = {k}" if k is not None else f"{v}: no crossover up to {n}",
+            ks, [r["minus_sft"] for r in rows], lw=1.4, label=crossover_label(v, per_chain, n)
         )
         right.fill_between(
             ks,
@@ -371,7 +374,7 @@ def passk_curves(curves: dict[str, list[dict]], n: int, contrast: str, path: Pat
             alpha=0.12,
             lw=0,
         )
-        if k is not None:
+        for k in sorted({k for k in per_chain or [] if k is not None}):
             right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
     right.set_yscale("symlog", linthresh=0.01)
     right.set(

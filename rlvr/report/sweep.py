@@ -7,7 +7,8 @@ A sweep is a set of DVC experiments over chapter B's `grpo` variant (docs/sweeps
 
 This module reads what `dvc exp show --json` reports for every experiment (its params.yaml values
 and `reports/metrics/passk.json`) and tabulates, per grid point, GRPO's pass@1 and pass@64 against
-the SFT start's, the problems never solved, and the crossover k: narrowing is pass@64 below SFT's.
+the SFT start's, the problems never solved, and the crossover k per chain
+(`rlvr.passk.first_crossing`): narrowing is pass@64 below SFT's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.fields import ConfigError
+from rlvr.passk import crossings_text
 from rlvr.pipeline.tracking import flatten
 
 PASSK = "reports/metrics/passk.json"
@@ -81,7 +83,7 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
         "pass@1 SFT → RL",
         "pass@64 SFT / RL",
         "never solved SFT / RL",
-        "crossover k",
+        "crossover k per chain",
         "narrows?",
     ]
     rows = []
@@ -91,7 +93,6 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
             continue
         sft = e["passk"]["sft"]
         narrows = "yes" if v["pass_at_n_rl"] < sft["pass_at_n"] else "no"
-        cross = v.get("crossover_k")
         rows.append(
             [
                 e["name"],
@@ -99,7 +100,7 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
                 f"{sft['pass_at_1']:.3f} → {v['pass_at_1_rl']:.3f}",
                 f"{sft['pass_at_n']:.3f} / {v['pass_at_n_rl']:.3f}",
                 f"{sft['never_solved']:.3g} / {v['never_solved_rl']:.2f}",
-                "none" if cross is None else f"{cross:.3g}",
+                crossings_text(v["per_seed"]["crossover_k"]),
                 narrows,
             ]
         )

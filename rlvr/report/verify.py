@@ -7,7 +7,10 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
 - no stage is stale: every code and params dependency dvc.lock records is what the tree holds
   (`dvc status`, less the outputs a clone without the cache does not have);
 - every claim names a metric a stage produces, and report.json's verdicts are the ones the claims'
-  rules give on the committed metrics;
+  rules give on the committed metrics; every interval lies within the values its metric can take,
+  and every claim that differs or is inconclusive carries a note on why;
+- the workspace's results against HEAD's (after a `dvc repro` on another machine, say): no verdict
+  flipped between reproduced and differs; moves to or from inconclusive are listed, not failed;
 - every figure copy in the report says where it came from (PNG metadata), and provenance can
   explain the report's inputs;
 - reports/benchmarks.json names its machine.
@@ -104,6 +107,7 @@ def claims_problems(root: Path) -> list[str]:
         return problems
     expected = {r["id"]: verdict_record(r) for r in evaluate_claims(claims, metrics)}
     committed = json.loads((root / "reports" / "report.json").read_text())["claims"]
+    problems += feasible_problems(claims, committed) + note_problems(claims, expected)
     for cid in sorted(set(expected) | set(committed)):
         want, have = expected.get(cid), committed.get(cid)
         if want is None or have is None:
@@ -113,6 +117,53 @@ def claims_problems(root: Path) -> list[str]:
                 f"claim {cid}: report.json says {have['verdict']}, the rule gives {want['verdict']}"
             )
     return problems
+
+
+def feasible_problems(claims: list[dict], records: dict[str, dict]) -> list[str]:
+    """A measured or calibrated claim names the values its metric can take, and no interval in
+    report.json leaves them."""
+    from rlvr.report.claims import claim_class
+
+    problems = []
+    for c in claims:
+        if claim_class(c) not in ("measured", "calibrated"):
+            continue
+        if "feasible" not in c:
+            problems.append(f"claim {c['id']}: no `feasible` range for its metric")
+            continue
+        lo, hi = c["feasible"]
+        interval = (records.get(c["id"]) or {}).get("interval")
+        if interval and not (lo <= interval[0] <= interval[1] <= hi):
+            problems.append(f"claim {c['id']}: interval {interval} leaves the feasible [{lo}, {hi}]")
+    return problems
+
+
+def note_problems(claims: list[dict], records: dict[str, dict]) -> list[str]:
+    """Every claim that differs or is inconclusive says why, in a note in claims.yaml."""
+    return [
+        f"claim {c['id']}: {records[c['id']]['verdict']} but claims.yaml gives no `note` on why"
+        for c in claims
+        if c["id"] in records
+        and records[c["id"]]["verdict"] in ("differs", "inconclusive")
+        and not c.get("note")
+    ]
+
+
+def against_committed(root: Path) -> dict | None:
+    """The workspace's report.json against HEAD's (None where either is missing)."""
+    from rlvr.report.moves import against_committed as against
+
+    path = root / "reports" / "report.json"
+    return against(root, json.loads(path.read_text())) if path.is_file() else None
+
+
+def flip_problems(root: Path) -> list[str]:
+    """A verdict that flipped between reproduced and differs against HEAD's report.json."""
+    against = against_committed(root)
+    return [
+        f"claim {f['claim']}: {f['committed']} at HEAD, {f['fresh'] if 'fresh' in f else f['perturbed']} here"
+        for f in (against or {}).get("flips", [])
+    ]
 
 
 def figure_problems(root: Path) -> list[str]:
@@ -159,6 +210,7 @@ CHECKS: dict[str, Callable[[Path], list[str]]] = {
     "dvc.yaml": dvc_yaml_problems,
     "no stale stage": lambda root: stale_problems(dvc_status(root), produced_paths(root)),
     "claims and verdicts": claims_problems,
+    "no verdict flipped against HEAD": flip_problems,
     "figure provenance": figure_problems,
     "metrics provenance": provenance_problems,
     "benchmarks": benchmark_problems,

@@ -96,7 +96,13 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             write_tsv(paths.curves / f"{model}.tsv", rows)
             mlrun.log_steps({f"pass_at_k.{model}": [(r["k"], r["pass_at_k"]) for r in rows]})
         figures = [
-            plots.passk_curves(curves, cfg.n, cfg.contrast, paths.figure_curves),
+            plots.passk_curves(
+                curves,
+                cfg.n,
+                cfg.contrast,
+                paths.figure_curves,
+                {v: m["per_seed"]["crossover_k"] for v, m in metrics["variants"].items()},
+            ),
             plots.passk_scatter(counts, chains, cfg.n, paths.figure_scatter),
             plots.passk_solve_rates(counts, chains, cfg.n, cfg.contrast, paths.figure_solve_rates),
         ]

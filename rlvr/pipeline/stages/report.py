@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import platform
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.files import atomic_write, read_json_dir, write_json, write_text
-from rlvr.pipeline.gitinfo import git_commit
+from rlvr.pipeline.gitinfo import git_commit, short_commit
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
-from rlvr.report.claims import check_claims, evaluate_claims, render, verdict_record
+from rlvr.report.claims import check_claims, class_counts, evaluate_claims, render, verdict_record
+from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import explain, footer, load_lock
 
 CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
@@ -113,6 +118,31 @@ def variant_configs(lock: dict) -> dict[str, dict]:
     return configs
 
 
+def run_info(root: Path, params: Params) -> dict:
+    """What the report's header names: commit, uncommitted code, date, machine, versions. Read from
+    package metadata, so the stage imports none of torch, DVC or MLflow to say which it ran with."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "commit": short_commit(root),
+        "changed": changed_code(root),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": thread_budget(params.threads),
+        "torch": ver("torch"),
+        "dvc": ver("dvc"),
+        "mlflow": ver("mlflow"),
+        "python": platform.python_version(),
+    }
+
+
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
@@ -178,6 +208,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             }
         )
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
+        records = {r["id"]: verdict_record(r) for r in rows}
         markdown, page, counts = render(
             rows,
             figures,
@@ -189,10 +220,12 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             variant_configs(lock),
             starts,
             starts_figure,
+            run_info(root, params),
+            against_committed(root, {"claims": records}),
         )
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
-        write_json(paths.verdicts, {"counts": counts, "claims": {r["id"]: verdict_record(r) for r in rows}})
+        write_json(paths.verdicts, {"counts": counts, "by_class": class_counts(rows), "claims": records})
         mlrun.log_metrics({f"claims_{k}": v for k, v in counts.items()})
         for path in (paths.markdown, paths.html, paths.verdicts):
             mlrun.log_artifact(path)

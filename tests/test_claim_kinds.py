@@ -1,0 +1,199 @@
+"""Claim kinds (measured, calibrated, closed-form, cited), full-sentence texts, notes, feasible ranges,
+the one crossover definition everywhere, and the report header that names its run."""
+
+import json
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from rlvr.fields import ConfigError
+from rlvr.report.claims import (
+    check_claims,
+    claim_class,
+    class_counts,
+    counts_line,
+    evaluate_claims,
+    ours_text,
+    per_chain_text,
+    header_line,
+    verdict,
+    verdict_word,
+)
+
+BASE = {"chapter": "B", "quote": "q", "text": "The model solves about seven problems in all.", "why": "w"}
+
+
+def claim(**kw):
+    return {"id": "c", **BASE, **kw}
+
+
+def test_a_count_interval_is_cut_to_what_a_count_can_take():
+    # four spread-out chains: the raw t-interval of the mean reaches far below 0
+    m = {"p.json": {"seeds": [0, 1, 2, 3], "never": 9.0, "per_seed": {"never": [26, 0, 0, 10]}}}
+    raw = verdict(claim(kind="range", lo=5, hi=9, book=7, metric=["p.json", "never"]), m)
+    assert raw["evidence"].lo < 0
+    cut = verdict(claim(kind="range", lo=5, hi=9, book=7, metric=["p.json", "never"], feasible=[0, 300]), m)
+    assert cut["evidence"].lo == 0 and cut["evidence"].hi == raw["evidence"].hi
+    assert cut["verdict"] == raw["verdict"] == "inconclusive"
+
+
+def test_a_rate_interval_never_passes_1_and_a_book_difference_stays_in_range():
+    m = {"p.json": {"seeds": [0, 1, 2, 3], "acc": 0.66, "per_seed": {"acc": [0.62, 0.96, 0.95, 0.09]}}}
+    res = verdict(claim(kind="exact", book=0.83, tol=0.03, metric=["p.json", "acc"], feasible=[0, 1]), m)
+    assert res["evidence"].hi == 1.0 and 0 <= res["evidence"].lo
+    t = res["tested"]  # decided on ours - book: it can only take values in [0 - 0.83, 1 - 0.83]
+    assert -0.83 <= t.lo <= t.hi <= 1 - 0.83 + 1e-12
+    assert res["verdict"] == "inconclusive"
+
+
+def test_a_paired_difference_is_cut_to_the_span_of_two_rates():
+    m = {
+        "p.json": {
+            "seeds": [0, 1, 2],
+            "a": 0.5,
+            "b": 0.5,
+            "per_seed": {"a": [1.0, 0.0, 1.0], "b": [0.0, 1.0, 0.0]},
+        }
+    }
+    res = verdict(claim(kind="greater", metric=["p.json", "a"], other=["p.json", "b"], feasible=[0, 1]), m)
+    assert -1 <= res["tested"].lo and res["tested"].hi <= 1
+
+
+def test_every_claim_has_a_class_and_the_calibrated_ones_are_matched_not_reproduced():
+    claims = yaml.safe_load((ROOT / "experiments/claims.yaml").read_text())
+    classes = {c["id"]: claim_class(c) for c in claims}
+    assert classes["A1-mean"] == "closed-form" and classes["C-distill"] == "cited"
+    assert classes["B-grpo-80"] == "measured" and classes["A-sft-start"] == "calibrated"
+    row = {"class": "calibrated", "verdict": "reproduced"}
+    assert verdict_word(row) == "matched" and verdict_word({**row, "verdict": "differs"}) == "not matched"
+    assert verdict_word({"class": "measured", "verdict": "reproduced"}) == "reproduced"
+
+
+def test_the_first_line_leads_with_measured_claims():
+    rows = [
+        {"class": "measured", "verdict": "reproduced"},
+        {"class": "measured", "verdict": "inconclusive"},
+        {"class": "calibrated", "verdict": "reproduced"},
+        {"class": "closed-form", "verdict": "reproduced"},
+        {"class": "cited", "verdict": "cited"},
+    ]
+    line = counts_line(class_counts(rows), bold=False)
+    assert line.startswith("Measured claims: 1 reproduced, 1 inconclusive (of 2)")
+    assert (
+        "calibrated starts: all 1 matched" in line
+        and "closed-form and worked examples: all 1 reproduced" in line
+    )
+    assert "cited facts: 1" in line
+
+
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("text", "to 0.83", "must be a full sentence"),
+        ("text", "GRPO 0.977", "must be a full sentence"),
+        ("note", "fragment", "note: must be full sentences"),
+        ("calibrated", "yes", "calibrated = 'yes': must be true or false"),
+        ("feasible", [1, 0], "feasible = \\[1, 0\\]"),
+    ],
+)
+def test_fragments_and_bad_fields_are_rejected(field, value, match):
+    c = claim(kind="exact", book=1, tol=0, metric=["m.json", "k"], **{field: value})
+    with pytest.raises(ConfigError, match=match):
+        check_claims([c], "claims.yaml")
+
+
+def test_every_committed_claim_text_is_a_sentence_and_rates_name_their_range():
+    claims = check_claims(yaml.safe_load((ROOT / "experiments/claims.yaml").read_text()), "claims.yaml")
+    for c in claims:
+        assert c["text"] != c["quote"]
+        if claim_class(c) in ("measured", "calibrated"):
+            assert "feasible" in c, c["id"]
+
+
+def test_per_chain_values_show_the_differences_a_paired_claim_was_decided_on():
+    m = {"s.json": {"seeds": [0, 1], "a": 0.5, "b": 0.3, "per_seed": {"a": [0.4, 0.6], "b": [0.3, 0.3]}}}
+    c = claim(kind="greater", metric=["s.json", "a"], other=["s.json", "b"])
+    row = evaluate_claims([c], m)[0]
+    assert per_chain_text(row) == " Per chain of ours − b: 0.1, 0.3."
+    crossing = claim(kind="range", lo=8, hi=16, book=12, metric=["s.json", "k"])
+    m["s.json"].update(k=16, per_seed={**m["s.json"]["per_seed"], "k": [16, None]})
+    assert ours_text(evaluate_claims([crossing], m)[0]) == "per chain 16, none (2 chains, 1 undefined)"
+
+
+def test_the_crossover_is_the_same_number_in_claim_figure_and_sweep():
+    from rlvr.passk import crossings_text, summarise_counts
+    from rlvr.report.plots import crossover_label
+    from rlvr.report.sweep import sweep_rows
+
+    n = 8
+    counts = {
+        # chain 0: RL ahead at k = 1 and below SFT by k = 8 (crosses); chain 1: level at the end (a tie)
+        "sft/seed0": [2, 2, 2, 2],
+        "v/seed0": [8, 8, 8, 0],
+        "sft/seed1": [2, 2, 2, 2],
+        "v/seed1": [6, 6, 6, 6],
+    }
+    metrics, _ = summarise_counts(counts, {"sft": [0, 1], "v": [0, 1]}, n, [1, 8], 20, 0)
+    per_chain = metrics["variants"]["v"]["per_seed"]["crossover_k"]
+    assert per_chain == [4, None]  # the tie at k = 7..8 in chain 1 is no crossing
+    text = crossings_text(per_chain)
+    assert text in crossover_label("v", per_chain, n)
+    exp = {
+        "name": "e",
+        "params": {"x": 1},
+        "passk": {"sft": metrics["sft"], "variants": {"v": metrics["variants"]["v"]}},
+    }
+    _, rows = sweep_rows([exp, {**exp, "name": "f", "params": {"x": 2}}], variant="v")
+    assert rows[0][-2] == text
+    c = claim(kind="range", lo=8, hi=16, book=12, metric=["passk.json", "variants.v.crossover_k"])
+    assert text in ours_text(evaluate_claims([c], {"passk.json": metrics})[0])
+    assert crossover_label("v", [None, None], n) == "v: no crossover up to 8"
+
+
+def test_the_header_names_commit_state_machine_and_versions():
+    run = {
+        "commit": "abc1234",
+        "changed": [],
+        "date": "2026-12-01 12:00 UTC",
+        "cpu": "Some CPU",
+        "cores": 2,
+        "threads": 2,
+        "torch": "2.13.0",
+        "dvc": "3.67.1",
+        "mlflow": "3.17.2",
+        "python": "3.11.7",
+    }
+    line = header_line(run)
+    for part in ("`abc1234` (as committed)", "Some CPU, 2 cores", "2 threads", "torch 2.13.0", "DVC 3.67.1"):
+        assert part in line
+    assert "uncommitted changes to rlvr/grpo.py" in header_line({**run, "changed": ["rlvr/grpo.py"]})
+    assert "not a git checkout" in header_line({**run, "changed": None})
+
+
+def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_params):
+    from rlvr.fields import UserError
+    from rlvr.pipeline.starts import rescore_starts
+
+    n = 8
+    counts = {
+        "sft/seed0": [2, 2, 2, 2],
+        "grpo/seed0": [8, 8, 8, 0],
+        "sft/seed1": [2, 2, 2, 2],
+        "grpo/seed1": [6, 6, 6, 6],
+    }
+    old = {
+        "made": "`rlvr starts` at commit abc, 2026-01-01, Some CPU",
+        "n": n,
+        "sft_side_choice": "c",
+        "starts": {"c": {"counts": counts, "crossover_k_per_chain": [4, 7]}},  # 7: a tie, counted
+    }
+    out = tmp_path / "starts.json"
+    with pytest.raises(UserError, match="run `rlvr starts` first"):
+        rescore_starts(tiny_params, out, tmp_path / "f.png")
+    out.write_text(json.dumps(old))
+    rescore_starts(tiny_params, out, tmp_path / "f.png")
+    new = json.loads(out.read_text())
+    assert new["starts"]["c"]["crossover_k_per_chain"] == [4, None]
+    assert new["starts"]["c"]["counts"] == counts and (tmp_path / "f.png").is_file()
+    assert new["made"].startswith(old["made"] + "; rescored from its counts by `rlvr starts --rescore`")

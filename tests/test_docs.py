@@ -1,0 +1,176 @@
+"""Every shell command in README.md and docs/*.md runs in a test, or says why it cannot.
+
+The fast test reads every ```bash block: each command must be in RUN (run below on the tiny
+pipeline) or sit in a block marked `<!-- tested in tests/<file> ... -->` (another test runs it) or
+`<!-- not run by the tests: <why> -->` (S3, a real server host, a download, an hour of compute).
+The slow test builds the tiny pipeline and runs every RUN command in it: a documented command that
+fails, or one added without a line here, fails the suite.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, tiny_checkout
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BIN = Path(sys.executable).parent
+
+# The documented command -> what the tiny pipeline runs instead (None: the same). The tiny pipeline
+# has variants grpo, dapo and a_grpo (conftest.tiny_raw), so dr_grpo reads dapo; a sweep's grid
+# uses tiny step counts. In the order the slow test runs them: experiments last, they move HEAD's
+# workspace.
+RUN: dict[str, str | None] = {
+    "rlvr check": None,
+    "rlvr summary": None,
+    "rlvr diff grpo dr_grpo": "rlvr diff grpo dapo",
+    "rlvr diff grpo dr_grpo --json": "rlvr diff grpo dapo --json",
+    "rlvr provenance reports/figures/passk-curves.png": None,
+    "rlvr provenance reports/figures/passk-curves.png --json": None,
+    "dvc plots show": None,
+    "rlvr ui": "SERVER",
+    "rlvr starts": None,
+    "dvc metrics diff": None,
+    "dvc exp run -S sft.single_digit.epochs=100": "dvc exp run -S sft.single_digit.epochs=2",
+    "dvc exp diff": None,
+    "dvc exp run -S '++variants.grpo.lr=4e-4'": None,
+    "dvc exp show --drop '.*' --keep 'Experiment|rev|.*grpo-(grpo|dr_grpo).json:eval_acc_final$|"
+    "variants.grpo.lr' --csv | column -s, -t": "dvc exp show --drop '.*' --keep "
+    "'Experiment|rev|.*grpo-(grpo|dapo).json:eval_acc_final$|variants.grpo.lr' --csv | column -s, -t",
+    "dvc exp show --drop '.*' --keep 'Experiment|rev|sft.single_digit.epochs|"
+    ".*sft-single_digit.json:sampled_acc_train$' --csv | column -s, -t": None,
+    "dvc exp run --queue -S '++variants.grpo.beta=0,0.1' -S '++variants.grpo.steps=50,100'": "dvc exp run "
+    "--queue -S '++variants.grpo.beta=0,0.1' -S '++variants.grpo.steps=1,2'",
+    "RLVR_THREADS=1 dvc queue start -j 2": None,
+    "dvc queue status": "QUEUE",
+    "rlvr sweep-report": None,
+}
+MARK = re.compile(r"<!-- (tested in (tests/\S+)[^>]*|not run by the tests: [^>]+) -->\s*\n```(?:bash|sh)\n")
+
+
+def _strip_comment(line: str) -> str:
+    """The command without its trailing `# ...` comment (a # inside quotes is kept)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def shell_commands(text: str) -> list[tuple[str, str | None]]:
+    """(command, marker) for every command of every ```bash block; continuation lines joined."""
+    out = []
+    for m in re.finditer(r"(<!-- [^>]* -->\s*\n)?```(?:bash|sh)\n(.*?)```", text, re.S):
+        marker = MARK.match(m.group(0)) if m.group(1) else None
+        joined = re.sub(r"\\\n\s*", "", m.group(2))
+        for line in joined.splitlines():
+            cmd = re.sub(r"\s+", " ", _strip_comment(line)).strip()
+            if cmd:
+                out.append((cmd, marker.group(1) if marker else None))
+    return out
+
+
+def documented() -> list[tuple[Path, str, str | None]]:
+    return [(doc, cmd, mark) for doc in DOCS for cmd, mark in shell_commands(doc.read_text())]
+
+
+def test_comments_and_continuations_are_read_as_the_shell_would():
+    text = "```bash\nrlvr diff a b   # two variants\ndvc exp show --keep 'x#y' \\\n    --csv  # cols\n```\n"
+    assert shell_commands(text) == [("rlvr diff a b", None), ("dvc exp show --keep 'x#y' --csv", None)]
+    marked = "<!-- not run by the tests: needs S3 -->\n```bash\ndvc push\n```\n"
+    assert shell_commands(marked) == [("dvc push", "not run by the tests: needs S3")]
+
+
+def test_every_documented_command_is_run_by_a_test_or_says_why_not():
+    unclassified = [
+        f"{doc.relative_to(ROOT)}: {cmd}"
+        for doc, cmd, mark in documented()
+        if mark is None and cmd not in RUN
+    ]
+    assert not unclassified, "add each to tests/test_docs.py RUN, or mark its block:\n" + "\n".join(
+        unclassified
+    )
+    for doc, _, mark in documented():
+        if mark and mark.startswith("tested in "):
+            assert (ROOT / mark.split()[2]).is_file(), f"{doc.name}: {mark} names no test file"
+    unused = set(RUN) - {cmd for _, cmd, _ in documented()}
+    assert not unused, f"RUN lists commands no doc shows: {sorted(unused)}"
+
+
+def sh(cmd: str, cwd: Path, env: dict, timeout: int = 600) -> str:
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True, timeout=timeout)
+    assert out.returncode == 0, (
+        f"{cmd} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    )
+    return out.stdout + out.stderr
+
+
+def _serve_and_fetch(cmd: str, cwd: Path, env: dict) -> str:
+    """Start a server command, wait for the URL it prints, fetch it, stop the server."""
+    proc = subprocess.Popen(
+        f"{cmd} --port 5077", cwd=cwd, env=env, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    seen = ""
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline().decode()
+            seen += line
+            url = re.search(r"http://127\.0\.0\.1:5077\S*", seen)
+            if url:
+                for _ in range(60):
+                    try:
+                        return urllib.request.urlopen(url.group(0).split("#")[0], timeout=5).read().decode()
+                    except OSError:
+                        time.sleep(1)
+            if proc.poll() is not None:
+                break
+        raise AssertionError(f"{cmd}: no page served; it printed:\n{seen}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_every_runnable_command_runs_on_the_tiny_pipeline(tmp_path):
+    d = tmp_path / "repo"
+    d.mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(d),
+        "RLVR_THREADS": "1",
+    }
+    env.pop("MLFLOW_TRACKING_URI", None)
+    tiny_checkout(d, env)
+    sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", d, env)
+    sh("dvc init -q && dvc config core.analytics false", d, env)
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots", dirs_exist_ok=True)
+    sh("dvc repro -q", d, env)
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results", d, env)
+    for documented_cmd, tiny in RUN.items():
+        cmd = tiny or documented_cmd
+        if tiny == "SERVER":
+            assert "<" in _serve_and_fetch(documented_cmd, d, env)  # an HTML page
+        elif tiny == "QUEUE":  # "until none is Queued or Running"
+            for _ in range(600):
+                status = sh(documented_cmd, d, env)
+                if not re.search(r"\b(Queued|Running)\b", status):
+                    break
+                time.sleep(1)
+            assert "Failed" not in status, status
+        else:
+            out = sh(cmd, d, env)
+            if cmd.startswith("rlvr summary"):
+                assert max(map(len, out.splitlines())) <= 100
+    assert (d / "reports/sweep/sweep.md").read_text().count("\n|") >= 5  # header, rule, 4 grid points
