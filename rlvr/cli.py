@@ -40,6 +40,10 @@ def _check(args) -> dict:
 def _pipeline(args):
     from rlvr.pipeline import dvcfile
 
+    if args.plots_page:
+        from rlvr.pipeline import plotpage
+
+        return {"written": str(plotpage.write())}
     if args.write:
         return {"written": str(dvcfile.write())}
     return Text(dvcfile.render())
@@ -168,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
         "pipeline", help="print dvc.yaml as rlvr/pipeline/specs.py defines it (--write: replace it)"
     )
     s.add_argument("--write", action="store_true")
+    s.add_argument(
+        "--plots-page",
+        action="store_true",
+        help="rewrite .dvc/plots/offline.html, the offline page `dvc plots show` fills (needs '.[plots]')",
+    )
     s.set_defaults(fn=_pipeline)
     s = sub.add_parser("provenance", help="which stage, params, inputs and MLflow runs produced PATH")
     s.add_argument("path", help="a figure, metrics file or other output recorded in dvc.lock")

@@ -113,11 +113,30 @@ def stage_entry(name: str, raw: dict) -> dict:
     return {"foreach": "${" + s.foreach + "}", "do": body} if s.foreach else body
 
 
+def check_plot_templates(views: list[dict], template_dir: Path = ROOT / ".dvc" / "plots") -> None:
+    """Every view names a template `dvc plots show` finds: a file in .dvc/plots/ or one of DVC's own
+    (otherwise DVC fails only when the plots are drawn, naming no view)."""
+    from dvc_render.vega_templates import TEMPLATES
+
+    ours = sorted(p.stem for p in template_dir.glob("*.json"))
+    known = set(ours) | {t.DEFAULT_NAME for t in TEMPLATES}
+    for view in views:
+        for name, props in view.items():
+            t = props.get("template", "linear")
+            if t not in known:
+                raise ValueError(
+                    f"plots view {name!r}: no template {t!r} in {template_dir} ({', '.join(ours)}) "
+                    "nor among DVC's own"
+                )
+
+
 def render(params_path: Path = ROOT / "params.yaml") -> str:
     """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
     after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
     raw = read_yaml(params_path)
-    doc = {"stages": {name: stage_entry(name, raw) for name in STAGES}, "plots": plot_views(raw)}
+    views = plot_views(raw)
+    check_plot_templates(views, params_path.parent / ".dvc" / "plots")
+    doc = {"stages": {name: stage_entry(name, raw) for name in STAGES}, "plots": views}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 
 

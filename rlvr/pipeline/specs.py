@@ -269,9 +269,10 @@ def template(name: str, raw: dict) -> tuple[Any, dict]:
 
 def plot_views(raw: dict) -> list[dict]:
     """dvc.yaml's top-level `plots:` (what `dvc plots show` draws), from the raw params: one chart
-    per comparison a reader makes, each overlaying one curve file per variant, model or run (DVC
-    colours by file). The files are the seed-mean and per-k tables the stages write, which have a
-    value in every cell (no combs from empty rows). DVC needs the files named one by one."""
+    per comparison a reader makes, each overlaying one curve file per variant, model or run (the
+    templates colour by file). The files are the seed-mean and per-k tables the stages write, which
+    have a value in every cell (no combs from empty rows), with the 95% band over chains beside each
+    mean where there is one. DVC needs the files named one by one."""
     variants = raw["variants"]
 
     def by_task(task: str) -> dict:
@@ -282,7 +283,8 @@ def plot_views(raw: dict) -> list[dict]:
         }
 
     start, contrast = raw["passk"]["sft"], raw["passk"]["contrast"]
-    models = ["sft", contrast, *(v for v, e in variants.items() if e["sft"] == start)]
+    from_start = [v for v, e in variants.items() if e["sft"] == start]  # their minus_sft is paired
+    models = ["sft", contrast, *from_start]
     passk_dir = paths.passk(start, contrast).curves
     hack = paths.hack(raw["hack"]["sft"])
     first_seed = raw["hack"]["seeds"][0]
@@ -292,8 +294,9 @@ def plot_views(raw: dict) -> list[dict]:
                 by_task("two_digit"),
                 "step",
                 "GRPO step",
-                "held-out accuracy (seed mean)",
+                "held-out accuracy (seed mean, 95% band over chains)",
                 "Chapter B: held-out accuracy of every GRPO variant",
+                "overlay-band",
             )
         },
         {
@@ -301,8 +304,9 @@ def plot_views(raw: dict) -> list[dict]:
                 by_task("single_digit"),
                 "step",
                 "GRPO step",
-                "accuracy (seed mean)",
+                "accuracy (seed mean, 95% band over chains)",
                 "Chapter A: sampled accuracy of the GRPO runs",
+                "overlay-band",
             )
         },
         {
@@ -310,9 +314,19 @@ def plot_views(raw: dict) -> list[dict]:
                 {_path(passk_dir / f"{m}.tsv"): "pass_at_k" for m in models},
                 "k",
                 "k (samples per problem)",
-                "pass@k",
+                "pass@k (chain mean, 95% band over chains)",
                 f"Chapter B: pass@k of the SFT start ({start}), its contrast and each variant",
-                "overlay-log2",
+                "overlay-band-log2",
+            )
+        },
+        {
+            "passk-gain": _view(
+                {_path(passk_dir / f"{m}.tsv"): "minus_sft" for m in from_start},
+                "k",
+                "k (samples per problem)",
+                "pass@k minus SFT's (below 0: SFT solves more)",
+                f"Chapter B: each variant's pass@k minus its SFT start's ({start})",
+                "gain-band-log2",
             )
         },
         {
@@ -341,8 +355,12 @@ def _path(p) -> str:
 
 
 def _view(y: dict, x: str, x_label: str, y_label: str, title: str, template: str = "overlay") -> dict:
-    """One chart. Templates in .dvc/plots/: `overlay` colours each file (and field) as its own curve,
-    `overlay-log2` also draws x on a log2 axis (k = 1, 2, 4 ... 64)."""
+    """One chart. Templates in .dvc/plots/ (one colour per file, or per field of a single file, one
+    dash per revision under `dvc plots diff`; a click on a legend entry picks out that curve):
+    `overlay` draws the curves; `overlay-band` also
+    the 95% band of each (the `<y>_lo`/`<y>_hi` columns, else `ci95_lo`/`ci95_hi`) on a rate's
+    [0, 1] axis, a band beyond it cut at the edge; `overlay-band-log2` the same with x on a log2
+    axis (k = 1, 2, 4 ... 64); `gain-band-log2` a difference with its band against a line at 0."""
     return {"template": template, "x": x, "y": y, "title": title, "x_label": x_label, "y_label": y_label}
 
 
