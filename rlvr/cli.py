@@ -237,17 +237,31 @@ def find_root(start: Path) -> Path | None:
     return None
 
 
+def _root_relative(path: Path, root: Path) -> str:
+    """A path the user named from a subfolder, as the project names it (from the root)."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(resolved)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not Path(args.params).is_absolute() and Path(args.params).exists():
         args.params = str(Path(args.params).resolve())  # a --params given from here stays this file
-    root = find_root(Path.cwd())
-    if root is not None and root != Path.cwd():
+    cwd = Path.cwd()
+    root = find_root(cwd)
+    if root is not None and root != cwd:
+        if getattr(args, "path", None) and not Path(args.path).is_absolute():  # named from here
+            args.path = _root_relative(cwd / args.path, root)
         os.chdir(root)  # from a subfolder, as from the root: every path in the project is root-relative
+    outside = (
+        ""
+        if root is not None
+        else f" (no rlvr-repro checkout at or above {cwd}: run rlvr inside the repository)"
+    )
     try:
         result = args.fn(args)
     except (UserError, FileNotFoundError) as exc:
-        print(f"rlvr: error: {exc}", file=sys.stderr)
+        print(f"rlvr: error: {exc}{outside}", file=sys.stderr)
         return 2
     except OSError as exc:  # a failed write or read the user can fix: name the file
         print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)

@@ -14,9 +14,9 @@ from rlvr.report.claims import (
     class_counts,
     counts_line,
     evaluate_claims,
+    header_line,
     ours_text,
     per_chain_text,
-    header_line,
     verdict,
     verdict_word,
 )

@@ -248,3 +248,10 @@ def test_long_metric_names_never_wrap_or_break_the_columns(tmp_path):
     header = lines[0]
     assert all(r.rstrip().endswith("]") and len(r) == len(lines[2]) for r in rows)  # aligned columns
     assert header.index("grpo") > len(long)
+
+
+def test_a_variant_against_itself_says_so(tmp_path):
+    write_variant(tmp_path, "grpo", {"eval_acc_final": [0.62, 0.96, 0.95, 0.09]})
+    d = diff_variants(tmp_path, tmp_path / "none.json", "grpo", "grpo")
+    assert d["warnings"][0].startswith("both sides are grpo: every difference is 0")
+    assert format_diff(d).splitlines()[0].startswith("warning: both sides are grpo")

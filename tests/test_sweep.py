@@ -61,8 +61,19 @@ def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
     out = sweep_report(show(), tmp_path)
     assert out["experiments"] == 4 and (tmp_path / "sweep.md").read_text().count("\n|") >= 5
     assert (tmp_path / "sweep.png").stat().st_size > 1000
-    with pytest.raises(ConfigError, match="fewer than two experiments"):
+    with pytest.raises(ConfigError, match="no DVC experiment with pass@k results"):
         sweep_report(show()[:1], tmp_path)
+
+
+def test_no_experiments_is_one_line_and_leaves_the_committed_sweep(tmp_path):
+    """A baseline and a workspace that differs from it are two rows, but no sweep: refused."""
+    sweep_report(show(), tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    head = {k: v for k, v in show()[1].items() if k != "experiments"}
+    with pytest.raises(ConfigError) as err:
+        sweep_report([show()[0], head], tmp_path)
+    assert "\n" not in str(err.value) and "is left as it is" in str(err.value)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_failed_runs_are_left_out_and_inherited_settings_filled_in():

@@ -310,3 +310,42 @@ def test_rlvr_works_from_a_subfolder_of_the_repository(tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path / "docs" / "deep")
     assert main(["summary"]) == 0
     assert capsys.readouterr().out.startswith("claims: 1 reproduced")
+    # a path named from the subfolder is read as the user meant it, not from the root
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    monkeypatch.chdir(tmp_path / "reports")
+    assert main(["provenance", "nope/x.json"]) == 2
+    assert "reports/nope/x.json" in capsys.readouterr().err
+
+
+def test_rlvr_outside_any_checkout_says_where_to_run_it(tmp_path, monkeypatch, capsys):
+    from rlvr.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["summary"]) == 2
+    err = capsys.readouterr().err
+    assert f"no rlvr-repro checkout at or above {tmp_path}: run rlvr inside the repository" in err
+
+
+def test_summary_leads_with_measured_claims_and_fits_100_columns(tmp_path, monkeypatch, capsys):
+    import json
+
+    from rlvr.cli import main
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "params.yaml").write_text("seed: 0\n")
+    (tmp_path / "reports" / "metrics").mkdir(parents=True)
+    zero = {"reproduced": 0, "differs": 0, "inconclusive": 0, "cited": 0, "missing": 0}
+    by_class = {
+        "measured": {**zero, "reproduced": 8, "differs": 1, "inconclusive": 7},
+        "calibrated": {**zero, "reproduced": 3, "inconclusive": 3},
+        "closed-form": {**zero, "reproduced": 47},
+        "cited": {**zero, "cited": 5},
+    }
+    claims = {f"claim-with-a-long-name-{i}": {"verdict": "inconclusive"} for i in range(12)}
+    report = {"counts": zero, "by_class": by_class, "claims": claims}
+    (tmp_path / "reports" / "report.json").write_text(json.dumps(report))
+    monkeypatch.chdir(tmp_path)
+    assert main(["summary"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Measured claims: 8 reproduced, 1 differ, 7 inconclusive (of 16)")
+    assert max(map(len, out.splitlines())) <= 100

@@ -124,8 +124,14 @@ def _read(path: str | Path, fmt: str, tok: Tokenizer, run: str | None, config_ha
         raise CheckpointError(f"{path}: not found (run its DVC stage first: dvc repro)")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as exc:
+    except pickle.UnpicklingError:  # torch's text advises weights_only=False: unsafe, and no cure for damage
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (it holds objects a weights-only load refuses); "
+            "re-run the stage that writes it (dvc repro)"
+        ) from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = reason if len(reason) <= 80 else reason[:77] + "..."
         raise CheckpointError(
             f"{path}: not a readable checkpoint ({reason}); re-run the stage that writes it (dvc repro)"
         ) from None

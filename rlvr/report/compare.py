@@ -279,6 +279,8 @@ def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[
     ma, mb = load_variant(metrics_dir, a), load_variant(metrics_dir, b)
     paired = ma["seeds"] == mb["seeds"]
     warnings = check_warnings(ma, mb, paired)
+    if a == b:
+        warnings.insert(0, f"both sides are {a}: every difference is 0 by construction; name two variants")
     rows, skipped = [], []
     for k in _metric_keys(ma, mb):
         va, vb = ma["per_seed"][k], mb["per_seed"][k]

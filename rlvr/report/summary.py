@@ -10,6 +10,7 @@ experiments instead, see docs/comparing.md.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from rlvr.fields import ConfigError
@@ -105,19 +106,23 @@ def summary(reports: Path) -> str:
             f"{verdicts_path}: not valid JSON ({exc.msg}); rerun `dvc repro -f -s report`"
         ) from None
     counts = verdicts["counts"]
-    out = [
-        "claims: "
-        + ", ".join(
+    if "by_class" in verdicts:  # measured claims first, as the report leads
+        from rlvr.report.claims import counts_line
+
+        head = counts_line(verdicts["by_class"], bold=False)
+    else:
+        head = "claims: " + ", ".join(
             f"{counts[v]} {v if v != 'differs' else 'differ'}"
             for v in ("reproduced", "differs", "inconclusive", "cited")
             if counts.get(v)
         )
-        + f"  ({verdicts_path})"
-    ]
+    out = [*textwrap.wrap(head, 100), f"  ({verdicts_path})"]
     for v in ("differs", "inconclusive", "missing"):
         ids = sorted(k for k, c in verdicts["claims"].items() if c["verdict"] == v)
         if ids:
-            out.append(f"  {v}: " + ", ".join(ids))
+            out += textwrap.wrap(
+                f"{v}: " + ", ".join(ids), 100, initial_indent="  ", subsequent_indent="    "
+            )
     out.append("")
     metrics = read_json_dir(reports / "metrics")
     lines = start_lines(metrics) + variant_lines(metrics)

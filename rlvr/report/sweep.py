@@ -37,18 +37,26 @@ def experiments(show: list[dict]) -> list[dict]:
     `grpo.defaults` is filled in (`variants.grpo.beta` = `grpo.defaults.beta` unless it sets it)."""
     out = []
 
-    def add(entry: dict, name: str) -> None:
+    def add(entry: dict, name: str, experiment: bool) -> None:
         data = entry.get("data") or {}
         passk = ((data.get("metrics") or {}).get(PASSK) or {}).get("data")
         params = ((data.get("params") or {}).get("params.yaml") or {}).get("data")
         if passk and params and not entry.get("error"):
-            out.append({"name": name, "rev": entry.get("rev"), "params": _effective(params), "passk": passk})
+            out.append(
+                {
+                    "name": name,
+                    "rev": entry.get("rev"),
+                    "params": _effective(params),
+                    "passk": passk,
+                    "experiment": experiment,
+                }
+            )
 
     for top in show:
-        add(top, top.get("name") or top.get("rev", "?")[:7])
+        add(top, top.get("name") or top.get("rev", "?")[:7], experiment=False)
         for group in top.get("experiments") or []:
             for rev in group.get("revs") or []:
-                add(rev, rev.get("name") or rev.get("rev", "?")[:7])
+                add(rev, rev.get("name") or rev.get("rev", "?")[:7], experiment=True)
     if len(out) > 1 and out[0]["rev"] == "workspace" and _same(out[0], out[1]):
         out.pop(0)
     return out
@@ -147,10 +155,10 @@ def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | 
 def sweep_report(show: list[dict], out: Path) -> dict:
     """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure) from `dvc exp show --json`."""
     exps = experiments(show)
-    if len(exps) < 2:
+    if not any(e["experiment"] for e in exps) or len(exps) < 2:
         raise ConfigError(
-            "sweep-report: fewer than two experiments with pass@k results; queue a sweep first "
-            "(docs/sweeps.md)"
+            f"sweep-report: no DVC experiment with pass@k results (only {len(exps)} baseline or workspace "
+            f"row(s)); {out} is left as it is: queue a sweep first (docs/sweeps.md)"
         )
     header, rows = sweep_rows(exps)
     table = "\n".join(
