@@ -139,9 +139,9 @@ def _threads():
 
 
 def tiny_checkout(d: Path, env: dict) -> None:
-    """This checkout's code, claims and pipeline in `d`, with tiny params and the dvc.yaml they give
-    (its plots name the tiny variants). The caller makes it a git + DVC repo and copies
-    `.dvc/plots` (the plot templates) after `dvc init`."""
+    """This checkout's code, claims and pipeline in `d` as a git + DVC repo (nothing committed), with
+    tiny params, this checkout's DVC config and plot templates, and the dvc.yaml they give (its plots
+    name the tiny variants)."""
     import shutil
     import subprocess
     import sys
@@ -152,6 +152,10 @@ def tiny_checkout(d: Path, env: dict) -> None:
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=d, env=env, check=True, capture_output=True)
+    shutil.copy(ROOT / ".dvc" / "config", d / ".dvc" / "config")  # analytics off, the offline plots page
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots")  # the templates dvc.yaml's views name
     subprocess.run(
         [sys.executable, "-m", "rlvr", "pipeline", "--write"], cwd=d, env=env, check=True, capture_output=True
     )

@@ -104,13 +104,11 @@ def small_repo(tmp_path_factory):
     _write_params(d, tiny_raw())
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(d)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    for cmd in (
-        f"{sys.executable} -m rlvr pipeline --write",
-        "git init -q",
-        "dvc init -q",
-        "dvc config core.analytics false",
-        "dvc repro worked",
-    ):
+    for cmd in ("git init -q", "dvc init -q"):
+        subprocess.run(cmd, shell=True, cwd=d, env=env, check=True, capture_output=True)
+    shutil.copy(ROOT / ".dvc" / "config", d / ".dvc" / "config")
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots")  # the templates dvc.yaml's views name
+    for cmd in (f"{sys.executable} -m rlvr pipeline --write", "dvc repro worked"):
         out = subprocess.run(cmd, shell=True, cwd=d, env=env, capture_output=True, text=True)
         assert out.returncode == 0, f"{cmd}: {out.stderr[-2000:]}"
     return d, env
@@ -151,7 +149,7 @@ def test_a_typo_in_params_stops_repro_before_any_output_is_removed(small_repo):
 
 @pytest.mark.slow
 def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(small_repo):
-    """A param changed while the MLflow server is down: `check` (which opens a run) fails first."""
+    """A param changed while the MLflow server is down: the guard `check` fails first."""
     d, env = small_repo
     before = {p: _md5(d / p) for p in _lock_outputs(d) if (d / p).is_file() and p != "data/params.checked"}
     good = (d / "params.yaml").read_text()
@@ -171,6 +169,45 @@ def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(smal
     assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
     assert "rlvr: error: MLflow tracking server http://127.0.0.1:9 is unreachable" in out.stderr
     assert {p: _md5(d / p) for p in before} == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        (
+            {"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"},
+            "MLflow tracking server http://127.0.0.1:9 is unreachable",
+        ),
+        ({"RLVR_THREADS": "0"}, "RLVR_THREADS = '0': must be a whole number >= 1"),
+    ],
+)
+def test_the_guard_runs_on_every_repro_even_with_params_unchanged(small_repo, fault, message):
+    """params.yaml as last seen (so `check` would be cached, or restored from the run-cache) and one
+    output of `worked` missing, so `worked` must rerun: the guard still runs first and stops
+    `dvc repro` before DVC removes worked's other outputs."""
+    d, env = small_repo
+    missing = d / "reports/figures/worked-a8-memory.png"
+    kept = d / "reports/metrics/worked.json"
+    before = _md5(kept)
+    saved = missing.read_bytes()
+    missing.unlink()
+    try:
+        out = subprocess.run(
+            "dvc repro worked",
+            shell=True,
+            cwd=d,
+            capture_output=True,
+            text=True,
+            env={**env, **fault},
+            timeout=300,
+        )
+        assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+        assert "Running stage 'check'" in out.stdout  # not skipped, not restored from the run-cache
+        assert f"rlvr: error: {message}" in out.stderr
+        assert kept.is_file() and _md5(kept) == before  # the committed metrics are still there
+    finally:
+        missing.write_bytes(saved)
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import yaml
 from configobj import ConfigObj
 from conftest import ROOT
 
+from rlvr.fields import ConfigError
 from rlvr.pipeline import dvcfile, plotpage
 
 TEMPLATES = ROOT / ".dvc" / "plots"
@@ -134,7 +135,7 @@ def test_every_view_names_a_template_in_dvc_plots():
 
 def test_a_view_naming_a_missing_template_is_refused():
     dvcfile.check_plot_templates([{"ok": {"template": "overlay"}}, {"dvc": {"template": "linear"}}])
-    with pytest.raises(ValueError, match=r"view 'passk': no template 'overlay-lg2' in .*plots \(gain-band"):
+    with pytest.raises(ConfigError, match=r"view 'passk': no template 'overlay-lg2' in .*plots \(gain-band"):
         dvcfile.check_plot_templates([{"passk": {"template": "overlay-lg2"}}], TEMPLATES)
 
 

@@ -53,6 +53,7 @@ def test_stale_stages_are_found_but_a_clone_without_the_cache_is_not_stale():
         "grpo@y": [{"changed outs": {"data/grpo/y": "deleted"}}],  # in the DVC cache, not in git
         "data": [{"changed outs": {"data/x/sft.jsonl": "not in cache"}}],  # a clone without the cache
         "report": [{"changed outs": {"reports/report.md": "modified"}}, "changed command"],
+        "check": ["always changed"],  # the guard runs on every dvc repro: not stale
     }
     assert verify.stale_problems(status, {"data/x/sft.jsonl", "data/grpo/y", "reports/report.md"}) == [
         "sft@x: dep rlvr/sft.py modified",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from rlvr.fields import ConfigError
 from rlvr.pipeline.config import read_yaml
 from rlvr.pipeline.specs import STAGES, plot_views, template
 
@@ -110,6 +111,8 @@ def stage_entry(name: str, raw: dict) -> dict:
     body["outs"] = outs
     if f["metrics"]:
         body["metrics"] = [{_posix(m): {"cache": False}} for m in f["metrics"]]
+    if s.always_changed:
+        body["always_changed"] = True
     return {"foreach": "${" + s.foreach + "}", "do": body} if s.foreach else body
 
 
@@ -124,9 +127,9 @@ def check_plot_templates(views: list[dict], template_dir: Path = ROOT / ".dvc" /
         for name, props in view.items():
             t = props.get("template", "linear")
             if t not in known:
-                raise ValueError(
-                    f"plots view {name!r}: no template {t!r} in {template_dir} ({', '.join(ours)}) "
-                    "nor among DVC's own"
+                raise ConfigError(
+                    f"plots view {name!r}: no template {t!r} in {template_dir} "
+                    f"({', '.join(ours) or 'no templates there'}) nor among DVC's own"
                 )
 
 

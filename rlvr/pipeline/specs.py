@@ -55,6 +55,7 @@ class Stage:
     outs: Callable  # paths object -> {path: {"cache": bool}} of plain outputs
     metrics: Callable = lambda _: []  # paths object -> metrics JSON files (never cached)
     concrete: bool = False  # written into dvc.yaml with params.yaml's names, not DVC's ${...} templating
+    always_changed: bool = False  # run on every `dvc repro`, never skipped or restored from the run-cache
 
 
 STAGES: dict[str, Stage] = {
@@ -63,11 +64,13 @@ STAGES: dict[str, Stage] = {
         Stage(
             "check",
             None,
-            "params.yaml validated (`rlvr check`) before DVC touches any other stage's outputs",
+            "the guard, run on every dvc repro: params.yaml, RLVR_THREADS and the MLflow store checked "
+            "before DVC touches any other stage's outputs",
             paths=lambda key, item, p: paths.check(),
             params=lambda key, item, p: [],
             deps=lambda x: [x.params],
-            outs=lambda x: {x.marker: {}},
+            outs=lambda x: {x.marker: {"cache": False}},
+            always_changed=True,
         ),
         Stage(
             "data",

@@ -70,6 +70,26 @@ def check_reachable(uri: str) -> None:
             ) from None
 
 
+def check_store(uri: str) -> None:
+    """`check_reachable`, and for a local SQLite store that an existing database opens and takes a
+    write (a full disk or a read-only file would otherwise fail a stage after DVC removed its outputs).
+    No MLflow import: the guard stage runs on every `dvc repro`."""
+    check_reachable(uri)
+    if not uri.startswith("sqlite:///"):
+        return
+    import sqlite3
+
+    db = Path(uri.removeprefix("sqlite:///"))
+    if not db.is_file():
+        return  # the first stage that logs makes it
+    try:
+        with sqlite3.connect(db, timeout=30) as con:
+            con.execute("BEGIN IMMEDIATE")  # takes the write lock: fails on a read-only or locked file
+            con.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        raise TrackingError(f"MLflow tracking store {uri}: {db} cannot be written ({exc})") from None
+
+
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """{'a': {'b': 1}} -> {'a.b': 1}: MLflow params are flat."""
     out: dict[str, Any] = {}

@@ -1,23 +1,32 @@
-"""Stage `check`: params.yaml passed validation and the MLflow store answers. The dispatcher has
-already loaded and checked params.yaml (`load_params`, `tasks.check_params`, as `rlvr check` does);
-opening this stage's MLflow run checks the tracking store. Then it writes the marker every other
-stage depends on. The marker's content is fixed, so it changes nothing downstream while all is well;
-when something is wrong, `dvc repro` stops here, before DVC removes any other stage's outputs."""
+"""Stage `check`, the guard: what every stage needs before DVC may remove its outputs.
+
+DVC deletes a stage's outputs before it runs the stage's command, so a check inside a stage comes
+too late: a stage that then fails (a dead tracking server, a bad RLVR_THREADS) has already lost its
+committed metrics and curves. This stage runs first on every `dvc repro` (`always_changed`: never
+skipped, never restored from the run-cache) and every other stage depends on its marker. It checks
+params.yaml (the dispatcher has loaded it as `rlvr check` does), the thread budget RLVR_THREADS
+gives, and that the MLflow store answers and takes writes. The marker's bytes never change, so a
+passing check leaves every other stage cached; a failing one stops `dvc repro` here.
+
+It logs no MLflow run: it runs on every `dvc repro`, and would add one run each time.
+"""
 
 from __future__ import annotations
 
 from rlvr.pipeline.config import Params
+from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import write_text
 from rlvr.pipeline.paths import CheckPaths
-from rlvr.pipeline.seeds import tracked
+from rlvr.pipeline.tracking import check_store, tracking_uri
 
 MARKER = (
-    "params.yaml passed `rlvr check` and the MLflow store answered; "
-    "every stage of dvc.yaml depends on this file\n"
+    "params.yaml, RLVR_THREADS and the MLflow store passed the guard (stage check, run on every "
+    "dvc repro); every stage of dvc.yaml depends on this file\n"
 )
 
 
 def run(params: Params, paths: CheckPaths, progress: bool = True) -> dict:  # noqa: ARG001
-    with tracked("check", None, params, {}):
-        write_text(paths.marker, MARKER)
-    return {"ok": True}
+    threads = thread_budget(params.threads)  # a bad RLVR_THREADS stops here, not mid-stage
+    check_store(tracking_uri())
+    write_text(paths.marker, MARKER)
+    return {"ok": True, "threads": threads}
