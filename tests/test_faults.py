@@ -435,3 +435,49 @@ def test_stages_starting_together_on_a_fresh_store_both_log(tmp_path):
 
     client = MlflowClient(uri)
     assert len(client.search_runs([client.get_experiment_by_name("rlvr-repro").experiment_id])) == 3
+
+
+SHORT_WRITE = """
+import sys, torch
+from rlvr.configs import ModelConfig
+from rlvr.fields import UserError
+from rlvr.model import TinyLM
+from rlvr.pipeline import checkpoint
+from rlvr.pipeline.files import write_json
+from rlvr.tokenizer import Tokenizer
+from conftest import make
+
+tok = Tokenizer()
+model = TinyLM(make(ModelConfig, d_model=64, n_layer=2, n_head=2), len(tok))
+try:
+    if sys.argv[1] == "checkpoint":
+        checkpoint.save(sys.argv[2], model, tok, "sft@x", "h")
+    else:
+        write_json(sys.argv[2], {"x": "y" * 200_000})
+except UserError as exc:
+    print(f"rlvr: error: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.mark.parametrize("what", ["checkpoint", "metrics"])
+def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_old_file(tmp_path, what):
+    """Under `ulimit -f` (64 KiB) a checkpoint (torch's zip writer: "unexpected pos") or a metrics
+    file fails in one line naming the file and the limit; the file it would replace is untouched and
+    no temp file is left."""
+    target = tmp_path / ("sft.pt" if what == "checkpoint" else "m.json")
+    target.write_bytes(b"the committed version")
+    out = subprocess.run(
+        ["bash", "-c", f'ulimit -f 64; exec "{sys.executable}" -c "$0" {what} {target}', SHORT_WRITE],
+        cwd=ROOT / "tests",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"},
+        timeout=120,
+    )
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"rlvr: error: {target}: cannot be written (")
+    assert lines[0].endswith("the file-size limit (ulimit -f) is 65536 bytes)")
+    assert target.read_bytes() == b"the committed version"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temp file left

@@ -13,9 +13,44 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlvr.fields import UserError
+
+
+class WriteError(UserError):
+    """An output that could not be written (disk full, a file-size limit, an I/O error): one line
+    naming the file and what failed; the file it would have replaced is left as it was."""
+
+
+def why_write_failed(exc: BaseException, folder: Path) -> str:
+    """What stopped a write, in words: errno's text where there is one, else what the machine says
+    (torch's zip writer reports a short write as "unexpected pos", naming no cause)."""
+    import errno
+    import resource
+    import shutil
+
+    if isinstance(exc, OSError) and exc.errno:
+        reason = os.strerror(exc.errno)
+        if exc.errno == errno.EFBIG:
+            soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            reason += (
+                f": the file-size limit (ulimit -f) is {soft} bytes" if soft != resource.RLIM_INFINITY else ""
+            )
+        return reason
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY:
+        return f"write failed; the file-size limit (ulimit -f) is {soft} bytes"
+    try:
+        if shutil.disk_usage(folder).free < 16 * 2**20:
+            return "write failed; the disk is full"
+    except OSError:
+        pass
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"write failed: {first[:120]}"
+
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
-    """Write through a temp file in the same folder, then rename: readers never see half a file."""
+    """Write through a temp file in the same folder, then rename: readers never see half a file.
+    A failed write removes the temp file, leaves `path` as it was and raises WriteError naming it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -23,6 +58,9 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: torch.save's zip writer on a short write
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteError(f"{path}: cannot be written ({why_write_failed(exc, path.parent)})") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
