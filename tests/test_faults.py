@@ -481,3 +481,62 @@ def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_old_file(tmp
     assert lines[0].endswith("the file-size limit (ulimit -f) is 65536 bytes)")
     assert target.read_bytes() == b"the committed version"
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temp file left
+
+
+@pytest.mark.slow
+def test_a_stage_runs_under_the_callers_file_size_limit_and_only_that_call(small_repo):
+    """A limit the caller sets applies to the stage DVC starts (its write fails in one line); the next
+    `dvc repro` without it is not limited (no server or earlier process carries a limit over)."""
+    d, env = small_repo
+    limited = subprocess.run(
+        ["bash", "-c", "ulimit -f 64 && dvc repro -f worked"], cwd=d, env=env, capture_output=True, text=True
+    )
+    assert limited.returncode != 0
+    assert "cannot be written (" in limited.stderr and "ulimit -f) is 65536 bytes" in limited.stderr
+    free = subprocess.run("dvc repro worked", shell=True, cwd=d, env=env, capture_output=True, text=True)
+    assert free.returncode == 0, free.stderr[-2000:]
+    assert "Running stage 'worked'" in free.stdout and (d / "reports/metrics/worked.json").is_file()
+
+
+ORPHAN = """
+import os, sys, time
+from pathlib import Path
+from rlvr.pipeline.seeds import seed_results
+
+def slow(seed, out):
+    print(os.getpid(), flush=True)
+    time.sleep(20)
+    Path(out, f"seed{seed}").write_text("finished")  # what a worker orphaned by SIGKILL would do
+    return seed
+
+with seed_results(slow, [0, 1], (sys.argv[1],), workers=2) as results:
+    print(list(results))
+"""
+
+
+def test_seed_workers_die_with_their_stage_and_write_nothing(tmp_path):
+    """SIGKILL the stage process (no handler can run): its two seed workers go within seconds, and
+    neither writes the file it would have written at the end of its seed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    workers = [int(proc.stdout.readline()) for _ in range(2)]
+    proc.kill()
+    proc.wait(timeout=10)
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie has exited
+
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in workers), "a seed worker outlived its stage"
+    time.sleep(0.5)
+    assert list(tmp_path.iterdir()) == []

@@ -14,7 +14,10 @@ the outputs.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -101,10 +104,34 @@ def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R
         torch.set_num_threads(threads)
 
 
-def _worker_signals() -> None:
+def _worker_signals(parent: int) -> None:
     """A forked worker inherits the stage's SIGTERM handler (raise KeyboardInterrupt, to mark the
-    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it."""
+    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it. And a
+    worker dies with its stage: a stage killed with SIGKILL cannot stop its workers, which would
+    finish their seed and then wait forever for work, orphaned. The kernel kills the worker when its
+    parent dies (Linux's parent-death signal); elsewhere a watchdog thread notices the new parent."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if not _die_with_parent():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the stage died before the signal was armed
+        os._exit(1)
+
+
+def _die_with_parent() -> bool:
+    """prctl(PR_SET_PDEATHSIG, SIGKILL); False where there is no such call."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 @contextmanager
@@ -123,6 +150,7 @@ def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: i
         max_workers=min(workers, len(seeds)),
         mp_context=multiprocessing.get_context("fork"),
         initializer=_worker_signals,
+        initargs=(os.getpid(),),
     )
     try:
         yield pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted now: workers start
