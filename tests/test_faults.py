@@ -540,3 +540,29 @@ def test_seed_workers_die_with_their_stage_and_write_nothing(tmp_path):
     assert not any(alive(p) for p in workers), "a seed worker outlived its stage"
     time.sleep(0.5)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_stage_training_in_the_same_workspace_is_warned_about(tmp_path, monkeypatch, capsys):
+    """Two `dvc repro` of disjoint stages in one workspace share the cores: the later stage says so
+    (the other's seed worker, a forked child with the same command, is not counted twice)."""
+    from rlvr.pipeline import guard
+
+    fake = "import os, time; os.fork(); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", fake, "-m", "rlvr.pipeline", "grpo", "dapo"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while len(guard.other_stages(tmp_path)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)  # its forked worker is up too
+        assert guard.other_stages(tmp_path) == [(proc.pid, "grpo@dapo")]
+        assert guard.other_stages(tmp_path / "elsewhere") == []
+        monkeypatch.setattr(os, "cpu_count", lambda: 2)
+        guard.warn_if_sharing(tmp_path, threads=2)
+        err = capsys.readouterr().err
+        assert err.startswith(f"rlvr: warning: grpo@dapo (pid {proc.pid}) also running in {tmp_path}")
+        assert "RLVR_THREADS=1" in err and len(err.splitlines()) == 1
+        guard.warn_if_sharing(tmp_path, threads=1)  # 2 stages x 1 thread on 2 cores: fine
+        assert capsys.readouterr().err == ""
+    finally:
+        subprocess.run(["pkill", "-9", "-f", "rlvr.pipeline grpo dapo"], check=False)  # it and its fork
+        proc.wait(timeout=10)

@@ -121,6 +121,57 @@ def dvc_ancestor(pid: int | None = None) -> int | None:
     return None
 
 
+def _stage_of(pid: int) -> str | None:
+    """The stage a `python -m rlvr.pipeline <stage> [key]` process runs ("grpo@dapo"), else None."""
+    try:
+        argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    except OSError:
+        return None
+    for i in range(len(argv) - 2):
+        if argv[i] == "-m" and argv[i + 1] == "rlvr.pipeline":
+            rest = [a for a in argv[i + 2 :] if a and not a.startswith("-")]
+            return "@".join(rest[:2]) or None
+    return None
+
+
+def other_stages(root: Path) -> list[tuple[int, str]]:
+    """(pid, stage) of every other rlvr stage process working in `root`: not this one, not one of
+    its seed workers (forked children run the same command) and not their own workers. Linux only."""
+    me, mine = os.getpid(), set()
+    pid = me
+    while pid and pid > 1:  # this process and the stage processes above it
+        mine.add(pid)
+        pid = _proc_parent(pid)
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        pid = int(entry.name)
+        stage = _stage_of(pid)
+        if stage is None or _stage_of(_proc_parent(pid) or 0) is not None:  # a worker of a stage
+            continue
+        try:
+            if Path(f"/proc/{pid}/cwd").resolve() != root.resolve():
+                continue
+        except OSError:
+            continue
+        found.append((pid, stage))
+    return sorted(found)
+
+
+def warn_if_sharing(root: Path, threads: int) -> None:
+    """One line on stderr when another stage trains in this workspace at the same time (two
+    `dvc repro` of disjoint stages): on a few cores both then run up to 10x slower."""
+    others = other_stages(root)
+    if others and threads * (len(others) + 1) > (os.cpu_count() or 1):
+        names = ", ".join(f"{s} (pid {p})" for p, s in others[:3])
+        print(
+            f"rlvr: warning: {names} also running in {root}; {len(others) + 1} stages x {threads} threads "
+            f"on {os.cpu_count()} cores run up to 10x slower: give each RLVR_THREADS=1, or wait",
+            file=sys.stderr,
+        )
+
+
 def _alive(pid: int) -> bool:
     """Running, not merely a zombie waiting for its parent to collect its exit status."""
     stat = _proc_stat(pid)

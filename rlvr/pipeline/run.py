@@ -24,6 +24,7 @@ from pathlib import Path
 from rlvr.fields import ConfigError, UserError, record_reads
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
+from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.specs import STAGES, instance_paths, stage
 from rlvr.tasks import check_params
 
@@ -46,6 +47,8 @@ def run_stage(name: str, key: str | None, params_file: str = "params.yaml", prog
     paths = instance_paths(name, key, params)
     outputs = [Path(p) for p in (*spec.outs(paths), *spec.metrics(paths))]
     guard.preflight(outputs)
+    if name != "check":  # the guard does no work worth sharing cores over
+        guard.warn_if_sharing(Path.cwd(), thread_budget(params.threads))
 
     def call() -> dict:
         with guard.outputs_or_nothing(outputs):
