@@ -130,6 +130,17 @@ def _verify(args) -> Text:
     return Text(f"all {len(results)} checks hold")
 
 
+def _ui(args) -> Text:
+    from rlvr.fields import ConfigError
+    from rlvr.report.ui import serve
+
+    try:
+        n = load_params(args.params).passk.n  # the pass@n column the view shows
+    except ConfigError:
+        n = 64
+    return Text(serve(Path.cwd(), args.port, args.host, n))
+
+
 def _bench(args) -> dict:
     from bench.suite import bench_all
 
@@ -209,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="check that the committed results are what the committed code produces (CI runs it)"
     )
     s.set_defaults(fn=_verify)
+    s = sub.add_parser(
+        "ui",
+        help="the MLflow UI on this checkout's mlflow.db; prints the URL of its runs table (Ctrl-C stops)",
+    )
+    s.add_argument("--port", type=int, default=5000, help="port to serve on (default: 5000)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    s.set_defaults(fn=_ui)
     s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
     s.add_argument("--out", default="reports/benchmarks.json")
     s.add_argument("--only", nargs="*", default=None, help="names of benchmarks to run (default: all)")

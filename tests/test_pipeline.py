@@ -106,8 +106,10 @@ def _mlflow_runs(d: Path) -> list:
 
 def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifacts(repo):
     """After the first `dvc repro`: every stage that ran has exactly one top-level run tagged with
-    its DVC stage name; seed runs carry the stage's params, its tags and their seed; each GRPO seed
-    run holds its curves and checkpoint; pass@k curves are step series (step = k)."""
+    its DVC stage name; its params are its settings (a variant's resolved config, flat), the raw
+    params.yaml keys behind them its artifact params.json; seed runs carry the stage's params, its
+    tags and their seed, and span their training; each GRPO seed run holds its curves and
+    checkpoint; each pass@k model's run holds its curve as a step series (step = k)."""
     d, _ = repo
     client, exp, runs = _mlflow_runs(d)
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on training runs
@@ -118,20 +120,28 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     # guard runs on every repro and logs no run
     assert all("dvc.exp" not in r.data.tags for r in runs)  # only set inside `dvc exp run`
     grpo = next(r for r in top if r.data.tags["dvc.stage"] == "grpo@grpo")
+    dapo = next(r for r in top if r.data.tags["dvc.stage"] == "grpo@dapo")
+    assert grpo.data.params["beta"] == "0.04" and dapo.data.params["beta"] == "0.0"
+    assert not [k for r in top for k in r.data.params if "." in k]  # no raw dotted keys
+    assert "params.json" in {a.path for a in client.list_artifacts(grpo.info.run_id)}
     seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == grpo.info.run_id]
     assert sorted(r.data.tags["seed"] for r in seeds) == ["0", "1"]
     for r in seeds:
         assert r.data.tags["dvc.stage"] == "grpo@grpo" and len(r.data.tags["git.commit"]) >= 7
-        assert (
-            r.data.params["variants.grpo.task"] == "two_digit"
-            and r.data.params["seed"] == r.data.tags["seed"]
-        )
+        assert r.data.tags["params.raw_hash"] == grpo.data.tags["params.raw_hash"]
+        assert r.data.params == {**grpo.data.params, "seed": r.data.tags["seed"]}
+        assert grpo.info.start_time <= r.info.start_time < r.info.end_time <= grpo.info.end_time
         files = {a.path for a in client.list_artifacts(r.info.run_id, "seed")}
         s = r.data.tags["seed"]
         assert files == {f"seed/seed{s}.tsv", f"seed/seed{s}-eval.tsv", f"seed/seed{s}.pt"}
     passk = next(r for r in top if r.data.tags["dvc.stage"] == "passk")
-    history = client.get_metric_history(passk.info.run_id, "pass_at_k.sft")
+    models = {
+        r.data.tags["model"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == passk.info.run_id
+    }
+    assert set(models) == {"sft", "two_digit", "grpo", "dapo"}
+    history = client.get_metric_history(models["sft"].info.run_id, "pass_at_k")
     assert sorted(m.step for m in history) == [1, 2, 3, 4]  # n = 4
+    assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
 
 
 def test_dvc_plots_overlay_each_variant_without_combs(repo):

@@ -1,3 +1,5 @@
+import time
+
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -79,3 +81,37 @@ def test_unreachable_server_stops_before_work_naming_the_uri(monkeypatch):
         with stage_run("sft@x", {}, {}, "h"):
             body_ran = True
     assert not body_ran
+
+
+def _slow_seed(seed: int, seconds: float):
+    """A seed that trains for `seconds` and reports how long it took, as the stages' seeds do."""
+    from rlvr.pipeline.seeds import SeedResult
+
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    return SeedResult({"train_seconds": time.perf_counter() - t0}, [{"step": 0, "loss": 1.0}], {})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_seed_run_spans_the_seed_training_not_its_logging(mlflow_store, workers):
+    """Seeds train in workers (or lazily in this process) and are logged afterwards: each seed's run
+    must start when its training started and end when it ended, inside the stage's run."""
+    from rlvr.pipeline.seeds import over_seeds, seed_results
+
+    with seed_results(_slow_seed, [0, 1], (0.5,), workers) as results:
+        with stage_run("grpo@v", {"beta": 0.0}, {}, "h", start=results.started) as parent:
+            time.sleep(0.5)  # the stage opening its run (importing MLflow) while the workers train
+            logged = {
+                seed: result
+                for seed, result, _ in over_seeds(parent, [0, 1], results, "grpo@v", {}, (), False)
+            }
+    client, found = runs(mlflow_store)
+    seeds = {r.data.tags["seed"]: r for r in found if "mlflow.parentRunId" in r.data.tags}
+    (stage,) = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
+    for seed, result in logged.items():
+        info = seeds[str(seed)].info
+        assert info.status == "FINISHED"
+        assert (info.end_time - info.start_time) / 1000 >= result.summary["train_seconds"] - 0.002
+        assert info.start_time == int(result.started * 1000) and info.end_time == int(result.ended * 1000)
+        assert stage.info.start_time <= info.start_time and info.end_time <= stage.info.end_time
+        assert seeds[str(seed)].data.params == {"beta": "0.0", "seed": str(seed)}  # the stage's, and its seed

@@ -246,6 +246,14 @@ class Params(Section):
             )
         return self.variants[name]
 
+    def hack_grpo(self) -> GRPOConfig:
+        """The GRPO settings the hack trains with: its variant's, with the hack's own seeds, steps and
+        temperature in their place."""
+        h = self.hack
+        return dataclasses.replace(
+            self.variant(h.variant), seeds=h.seeds, steps=h.steps, temperature=h.temperature
+        )
+
 
 TOP_KEYS = tuple(f.name for f in dataclasses.fields(Params))
 GRPO_SETTINGS = tuple(f.name for f in dataclasses.fields(GRPOConfig) if f.name not in ("task", "sft"))

@@ -8,7 +8,8 @@ with torch already imported (spawned ones spent ~3 s a stage importing it again)
 torch on one thread only, which is what makes a fork safe after the stage process used OpenMP
 (the rule torch's own DataLoader workers follow). Workers compute and return; only the stage
 process writes files and logs to MLflow, so a worker left behind by a killed stage never touches
-the outputs.
+the outputs. A seed's result carries the wall-clock start and end of its training, so that its
+MLflow run, made afterwards, spans the training and not the logging.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 from rlvr.pipeline.files import write_tsv
+from rlvr.pipeline.settings import effective_params
 from rlvr.pipeline.specs import config_hash, instance_params
 from rlvr.pipeline.tracking import Run, stage_run
 
@@ -41,10 +43,24 @@ def run_name(stage: str, key: str | None) -> str:
 
 
 @contextmanager
-def tracked(stage: str, key: str | None, params: Params, tags: dict) -> Iterator[Run]:
-    """The stage's MLflow run: its params are exactly the params.yaml keys DVC reruns it for."""
+def tracked(
+    stage: str,
+    key: str | None,
+    params: Params,
+    tags: dict,
+    extra: dict | None = None,
+    start: float | None = None,
+) -> Iterator[Run]:
+    """The stage's MLflow run. Its params: the settings it runs with (`effective_params`, and
+    `extra`); its artifact `params.json` and tag `params.raw_hash`: the params.yaml keys DVC reruns
+    it for, and their hash. `start`: when its work began, if before the run opens (`Seeds.started`)."""
     with stage_run(
-        run_name(stage, key), instance_params(stage, key, params), tags, config_hash(stage, key, params)
+        run_name(stage, key),
+        {**effective_params(stage, key, params), **(extra or {})},
+        tags,
+        config_hash(stage, key, params),
+        instance_params(stage, key, params),
+        start,
     ) as run:
         yield run
 
@@ -82,14 +98,20 @@ class SeedResult:
     curve: list[dict]  # one row per step
     state: dict  # the trained model's state dict
     extra: Any = None  # anything else the stage keeps (e.g. sample tables)
+    started: float | None = None  # time.time() when the seed began (set by `seed_results`)
+    ended: float | None = None  # and when it returned
 
 
 R = TypeVar("R")  # what a seed function returns
 
 
 def _seeded(fn: Callable[..., R], seed: int, args: tuple) -> R:
+    started = time.time()
     set_determinism(seed, SEED_THREADS)
-    return fn(seed, *args)
+    result = fn(seed, *args)
+    if isinstance(result, SeedResult):
+        result.started, result.ended = started, time.time()
+    return result
 
 
 def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R]:
@@ -102,6 +124,18 @@ def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R
             yield _seeded(fn, seed, args)
     finally:
         torch.set_num_threads(threads)
+
+
+class Seeds(Iterator[R]):
+    """What `seed_results` yields: the seeds' results in seed order, and when their work began (the
+    stage's MLflow run starts then, not when it was opened while the workers trained)."""
+
+    def __init__(self, results: Iterator[R], started: float) -> None:
+        self.started = started  # time.time() when the work was submitted
+        self._results = results
+
+    def __next__(self) -> R:
+        return next(self._results)
 
 
 def _worker_signals(parent: int) -> None:
@@ -135,7 +169,7 @@ def _watch_parent(parent: int) -> None:
 
 
 @contextmanager
-def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: int) -> Iterator[Iterator[R]]:
+def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: int) -> Iterator[Seeds[R]]:
     """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
     yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
     Usually a seed's SeedResult; pass@k passes model indices and gets each model's counts.
@@ -144,7 +178,7 @@ def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: i
     and train while this process imports MLflow (~3 s a stage here). An error in the block stops
     every worker; leaving it normally waits for the seeds already running."""
     if workers <= 1 or len(seeds) == 1 or recording():  # a worker's params reads would go unrecorded
-        yield _in_order(fn, seeds, args)
+        yield Seeds(_in_order(fn, seeds, args), time.time())
         return
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(seeds)),
@@ -152,8 +186,10 @@ def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: i
         initializer=_worker_signals,
         initargs=(os.getpid(),),
     )
+    started = time.time()
     try:
-        yield pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted now: workers start
+        results = pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted: workers start
+        yield Seeds(results, started)
     except BaseException:
         for proc in list(getattr(pool, "_processes", {}).values()):  # stop work nobody will collect
             proc.terminate()
@@ -168,21 +204,32 @@ def over_seeds(
     results: Iterator[SeedResult],
     name: str,
     tags: dict,
-    params: dict,
+    key_metrics: tuple[str, ...],
     progress: bool = True,
     logged: tuple[str, ...] | None = None,
 ) -> Iterator[tuple[int, SeedResult, Run]]:
     """Log every seed's result (`seed_results`, in seed order) to its own nested MLflow run, which
-    carries the stage's params and tags and its seed: its curve as per-step metrics (the fields in
-    `logged`, or all), then its summary. Yields (seed, result, the open child run: the stage logs the
-    seed's files to it)."""
+    carries the stage's params and tags and its seed, and spans the seed's training: its curve as
+    per-step metrics (the fields in `logged`, or all), then the `key_metrics` of its summary. Yields
+    (seed, result, the open child run: the stage logs the seed's files to it)."""
     bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
     for seed, result in zip(seeds, results, strict=True):  # runs the pool to its end
         bar.update(1)
-        with run.child(f"{name}/seed{seed}", {**tags, "seed": seed}, {**params, "seed": seed}) as child:
+        with run.child(
+            f"{name}/seed{seed}",
+            {**tags, "seed": seed},
+            {**run.params, "seed": seed},
+            start=result.started,
+            end=result.ended,
+        ) as child:
             log = log_row(child, logged)
             for row in result.curve:
                 log(row)
-            child.log_metrics({k: v for k, v in result.summary.items() if isinstance(v, (int, float))})
+            child.log_metrics(pick(result.summary, key_metrics))
             yield seed, result, child
     bar.close()
+
+
+def pick(metrics: dict, keys: tuple[str, ...]) -> dict:
+    """The `keys` of a summary that it has (a GRPO run without KL logs no KL maximum)."""
+    return {k: metrics[k] for k in keys if k in metrics}

@@ -1,5 +1,9 @@
 """MLflow tracking: one run per stage execution, nested runs per seed, batched metric logging.
 
+A run's params are the settings it ran with, resolved and flat (`rlvr.pipeline.settings`); the raw
+params.yaml keys behind them are its artifact `params.json`, and their hash its tag `params.raw_hash`.
+A seed's run spans its training: the worker that trained it measured its start and end.
+
 The store defaults to an embedded SQLite file at the repo root (`sqlite:///<root>/mlflow.db`), the
 root taken from `$DVC_ROOT` when DVC runs the stage (so queued `dvc exp` runs share one store);
 `MLFLOW_TRACKING_URI` overrides it. We use `MlflowClient` rather than the fluent API: no global
@@ -9,6 +13,7 @@ A single logging call costs ~10 ms on SQLite, so per-step metrics are buffered a
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -102,6 +107,17 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def param_value(v: Any) -> str:
+    """A param as MLflow shows it: a list as `0,1,2,3`, anything else as str() does."""
+    text = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+    return text[:6000]
+
+
+def to_ms(seconds: float | None) -> int | None:
+    """A time.time() reading as MLflow's epoch milliseconds."""
+    return None if seconds is None else int(seconds * 1000)
+
+
 class Run:
     """One MLflow run: buffered per-step metrics, params, final metrics, artifacts."""
 
@@ -109,14 +125,21 @@ class Run:
         self.client, self.run_id = client, run_id
         self._pending: list = []
         self.tags: dict[str, str] = {}
+        self.params: dict[str, Any] = {}  # what log_params logged, flat (seed runs start from them)
         self.artifact_uri: str | None = None
+        self.end_time: int | None = None  # epoch ms the run ends at when it finishes; None: when it closes
 
     def log_params(self, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        flat = flatten(params)
+        self.params.update(flat)
+        items = [Param(k, param_value(v)) for k, v in flat.items()]
         for i in range(0, len(items), 100):  # MLflow: at most 100 params per call
             self.client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
 
     def log_step(self, step: int, metrics: dict[str, float]) -> None:
         """Queue one step's metrics; they are sent in batches (see `flush`)."""
@@ -153,14 +176,28 @@ class Run:
         self.client.log_artifact(self.run_id, str(path), subdir)
 
     @contextmanager
-    def child(self, name: str, tags: dict[str, Any], params: dict[str, Any] | None = None) -> Iterator[Run]:
+    def child(
+        self,
+        name: str,
+        tags: dict[str, Any],
+        params: dict[str, Any] | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> Iterator[Run]:
         """A nested run (e.g. one seed inside a variant's stage): the parent's tags (dvc.stage,
-        git.commit, params.hash...) with the caller's on top, and its own params."""
+        git.commit, params.raw_hash...) with the caller's on top, and its own params. `start` and
+        `end` (time.time() readings) date the work it records when that ran before the run was made
+        (a seed trained in a worker): it then starts at `start` and, finished, ends at `end`."""
         inherited = {k: v for k, v in self.tags.items() if not k.startswith("mlflow.")}
         with _run(
-            self.client, self._experiment_id, name, {**inherited, **tags, "mlflow.parentRunId": self.run_id}
+            self.client,
+            self._experiment_id,
+            name,
+            {**inherited, **tags, "mlflow.parentRunId": self.run_id},
+            start_time=to_ms(start),
         ) as run:
             run._experiment_id = self._experiment_id
+            run.end_time = to_ms(end)
             if params:
                 run.log_params(params)
             yield run
@@ -171,8 +208,13 @@ def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
 
 
 @contextmanager
-def _run(client, experiment_id: str, name: str, tags: dict[str, Any]) -> Iterator[Run]:
-    info = client.create_run(experiment_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
+def _run(
+    client, experiment_id: str, name: str, tags: dict[str, Any], start_time: int | None = None
+) -> Iterator[Run]:
+    """An MLflow run open for the block: FINISHED (at `run.end_time` if set), FAILED or KILLED."""
+    info = client.create_run(
+        experiment_id, start_time=start_time, run_name=name, tags={k: str(v) for k, v in tags.items()}
+    )
     run = Run(client, info.info.run_id)
     run.tags = {k: str(v) for k, v in tags.items()}
     run.artifact_uri = info.info.artifact_uri
@@ -187,11 +229,14 @@ def _run(client, experiment_id: str, name: str, tags: dict[str, Any]) -> Iterato
         try:
             run.flush()  # keep every step logged so far, even on a crash
         finally:
-            client.set_terminated(run.run_id, status=status)
+            end = run.end_time if status == "FINISHED" else None  # a failure ends it now
+            client.set_terminated(run.run_id, status=status, end_time=end)
 
 
 KIND_TAG = "mlflow.experimentKind"
-KIND = "custom_model_development"  # the MLflow 3 UI then opens on training runs, not GenAI traces
+# A model-training experiment. MLflow 3.17's UI picks its view from its GenAI / Model training toggle
+# rather than from this tag: `rlvr ui`'s URL sets the toggle (rlvr.report.ui).
+KIND = "custom_model_development"
 
 
 def _experiment(client, uri: str) -> str:
@@ -236,6 +281,7 @@ def _store_lock(uri: str) -> Iterator[None]:
 
 
 PID_TAG, HOST_TAG = "rlvr.pid", "rlvr.host"
+RAW_HASH_TAG = "params.raw_hash"  # hash of the raw params.yaml keys a stage depends on (params.json)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -266,10 +312,21 @@ def close_dead_runs(client, experiment_id: str, stage: str) -> list[str]:
 
 
 @contextmanager
-def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_hash: str) -> Iterator[Run]:
+def stage_run(
+    stage: str,
+    params: dict[str, Any],
+    tags: dict[str, Any],
+    params_hash: str,
+    raw_params: dict[str, Any] | None = None,
+    start: float | None = None,
+) -> Iterator[Run]:
     """The MLflow run of one stage execution. Raises TrackingError before yielding if unusable.
 
-    Tags: dvc.stage, dvc.exp, git.commit, params.hash, plus the caller's (task, seed, variant...).
+    `params`: the settings it runs with (logged as the run's params); `raw_params`: the params.yaml
+    keys they come from (the artifact `params.json`), whose hash is `params_hash`; `start`: when the
+    stage's work began (time.time()), if before this run opens.
+    Tags: dvc.stage, dvc.exp, git.commit, params.raw_hash (also under its older name params.hash),
+    plus the caller's (task, seed, variant...).
     A body that raises leaves the run FAILED; Ctrl-C or SIGTERM (how DVC stops a stage) leaves it KILLED.
     """
     uri = tracking_uri()
@@ -295,6 +352,7 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
         "git.commit": git_commit(repo_root()),
+        RAW_HASH_TAG: params_hash,
         "params.hash": params_hash,
         **tags,
     }
@@ -304,9 +362,11 @@ def stage_run(stage: str, params: dict[str, Any], tags: dict[str, Any], params_h
         all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        with _run(client, experiment_id, stage, all_tags) as run:
+        with _run(client, experiment_id, stage, all_tags, start_time=to_ms(start)) as run:
             run._experiment_id = experiment_id
             run.log_params(params)
+            if raw_params is not None:
+                run.log_text(json.dumps(raw_params, indent=2, sort_keys=True) + "\n", "params.json")
             yield run
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -50,8 +50,6 @@ def compare_verdicts(committed: dict, fresh: dict) -> dict:
     }
 
 
-
-
 def verdict_moves(committed: dict, perturbed: dict) -> dict:
     """Two report.json verdict tables compared as another CPU must be: `flips` are claims that moved
     between reproduced and differs (none may); `moves` are claims that moved to or from
@@ -71,8 +69,6 @@ def verdict_moves(committed: dict, perturbed: dict) -> dict:
         }
         (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
     return {"flips": flips, "moves": moves, "no_flips": not flips}
-
-
 
 
 def committed_report(root: Path) -> tuple[str, dict] | None:

@@ -11,8 +11,11 @@ from rlvr.noise import author_solve_rates, sft_rows
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.files import write_json, write_jsonl
 from rlvr.pipeline.paths import AllDataPaths, DataPaths
-from rlvr.pipeline.seeds import tracked
+from rlvr.pipeline.seeds import pick, tracked
+from rlvr.pipeline.settings import data_run_settings
 from rlvr.tasks import problem_rows, split
+
+KEY_METRICS = ("noised_fraction", "author_pass_at_1", "author_pass_at_64")  # each run's, in MLflow
 
 
 def write_run(params: Params, name: str, paths: DataPaths) -> dict:
@@ -40,6 +43,6 @@ def run(params: Params, paths: AllDataPaths, progress: bool = True) -> dict:  # 
         for name, run_paths in paths.runs.items():
             summary[name] = write_run(params, name, run_paths)
             tags = {"task": params.sft_run(name).task, "sft_run": name}
-            with mlrun.child(name, tags) as child:
-                child.log_metrics(summary[name])
+            with mlrun.child(name, tags, data_run_settings(name, params)) as child:
+                child.log_metrics(pick(summary[name], KEY_METRICS))
     return summary

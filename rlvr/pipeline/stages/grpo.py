@@ -17,15 +17,29 @@ from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
     over_seeds,
+    pick,
     run_name,
     seed_results,
     tracked,
     write_curves,
 )
-from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.pipeline.specs import config_hash
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
+
+# The final numbers each run shows in MLflow (a seed's own; the stage run's: their seed means), named
+# as in the metrics file. Every step's values are the seed runs' curves; the rest is in the JSON.
+KEY_METRICS = (
+    "eval_acc_start",
+    "eval_acc_final",
+    "eval_acc_gain",
+    "reward_final",
+    "entropy_nats_final",
+    "kl_k3_nats_max",
+    "clip_frac_max",
+    "frac_reward_zero_std_mean",
+)
 
 
 def train_seed(
@@ -66,7 +80,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             (cfg, task.max_new_tokens, train, evals, paths.start, start_hash),
             thread_budget(params.threads),
         ) as results,
-        tracked("grpo", name, params, tags) as mlrun,
+        tracked("grpo", name, params, tags, start=results.started) as mlrun,
     ):
         for seed, result, child in over_seeds(
             mlrun,
@@ -74,7 +88,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             results,
             run_name("grpo", name),
             tags,
-            instance_params("grpo", name, params),
+            KEY_METRICS,
             progress,
         ):
             model.load_state_dict(result.state)
@@ -102,8 +116,10 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "params_hash": own_hash,
         }
         write_json(paths.metrics, metrics)
-        write_tsv(paths.eval_mean, curve_band(list(eval_curves.values()), "eval_acc"))
-        mlrun.log_metrics({k: v for k, v in metrics.items() if k not in ("ci95", "per_seed")})
+        band = curve_band(list(eval_curves.values()), "eval_acc")
+        write_tsv(paths.eval_mean, band)
+        mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean
+        mlrun.log_metrics(pick(metrics, KEY_METRICS))
         for path in (paths.metrics, paths.eval_mean):
             mlrun.log_artifact(path)
     return {

@@ -3,8 +3,6 @@ sampled responses at the start, middle and end, and a figure."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from rlvr.configs import GRPOConfig
@@ -18,17 +16,27 @@ from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
     over_seeds,
+    pick,
     seed_results,
     tracked,
     write_curves,
 )
-from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.pipeline.specs import config_hash
 from rlvr.report import plots
 from rlvr.reward_hacking import hack_metrics, hack_summary
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import substring_reward
+
+# The final numbers each run shows in MLflow (the stage run's: seed means); the rest is in the JSON
+KEY_METRICS = (
+    "reward_mean_start",
+    "reward_mean_end",
+    "accuracy_end",
+    "digits_per_response_end",
+    "reward_minus_accuracy_end",
+)
 
 
 def sample_steps(cfg: HackConfig) -> list[int]:
@@ -60,9 +68,7 @@ def train_seed(
 
 def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
     cfg = params.hack
-    grpo_cfg = replace(
-        params.variant(cfg.variant), seeds=cfg.seeds, steps=cfg.steps, temperature=cfg.temperature
-    )
+    grpo_cfg = params.hack_grpo()
     train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
     tok = Tokenizer()
     start_hash = config_hash("sft", cfg.sft, params)
@@ -79,11 +85,9 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             (cfg, grpo_cfg, train, paths.start, start_hash),
             thread_budget(params.threads),
         ) as results,
-        tracked("hack", None, params, tags) as mlrun,
+        tracked("hack", None, params, tags, start=results.started) as mlrun,
     ):
-        for seed, result, child in over_seeds(
-            mlrun, cfg.seeds, results, "hack", tags, instance_params("hack", None, params), progress
-        ):
+        for seed, result, child in over_seeds(mlrun, cfg.seeds, results, "hack", tags, KEY_METRICS, progress):
             model.load_state_dict(result.state)
             checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", own_hash)
             for path in write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve):
@@ -100,7 +104,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_json(paths.metrics, metrics)
         plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
-        mlrun.log_metrics({k: v for k, v in metrics.items() if k not in ("ci95", "per_seed")})
+        mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)
     return {k: metrics[k] for k in ("reward_mean_end", "accuracy_end", "digits_per_response_end")}

@@ -42,6 +42,26 @@ def score(
     return correct_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
 
 
+def key_metrics(metrics: dict, contrast: str, n: int) -> dict[str, dict]:
+    """Model -> the numbers its MLflow run shows (chain or seed means): pass@1, pass@n
+    (`pass_at_64`), problems never solved in n and, for a variant, the k where SFT catches up."""
+    out = {}
+    for model, m in (("sft", metrics["sft"]), (contrast, metrics["contrast"])):
+        out[model] = {
+            "pass_at_1": m["pass_at_1"],
+            f"pass_at_{n}": m["pass_at_n"],
+            "never_solved": m["never_solved"],
+        }
+    for v, m in metrics["variants"].items():
+        out[v] = {
+            "pass_at_1": m["pass_at_1_rl"],
+            f"pass_at_{n}": m["pass_at_n_rl"],
+            "never_solved": m["never_solved_rl"],
+            "crossover_k": m["crossover_k"],
+        }
+    return out
+
+
 def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     cfg = params.passk
     variants = [v for v, c in params.variants.items() if c.sft == cfg.sft]
@@ -76,7 +96,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     args = (models, problems, cfg.n, task.max_new_tokens, cfg.temperature, params.seed)
     with (
         seed_results(score, list(range(len(models))), args, thread_budget(params.threads)) as results,
-        tracked("passk", None, params, {"task": task_name}) as mlrun,
+        tracked("passk", None, params, {"task": task_name}, start=results.started) as mlrun,
     ):
         bar = tqdm(
             zip(models, results, strict=True),
@@ -94,7 +114,6 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         write_json(paths.metrics, metrics)
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
-            mlrun.log_steps({f"pass_at_k.{model}": [(r["k"], r["pass_at_k"]) for r in rows]})
         figures = [
             plots.passk_curves(
                 curves,
@@ -106,18 +125,12 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             plots.passk_scatter(counts, chains, cfg.n, paths.figure_scatter),
             plots.passk_solve_rates(counts, chains, cfg.n, cfg.contrast, paths.figure_solve_rates),
         ]
-        mlrun.log_metrics(
-            {
-                "sft_pass_at_1": metrics["sft"]["pass_at_1"],
-                "sft_pass_at_n": metrics["sft"]["pass_at_n"],
-                **{
-                    f"{v}_{k}": x
-                    for v, d in metrics["variants"].items()
-                    for k, x in d.items()
-                    if isinstance(x, (int, float))
-                },
-            }
-        )
+        for model, numbers in key_metrics(metrics, cfg.contrast, cfg.n).items():
+            variant = {"variant": model} if model in metrics["variants"] else {}
+            tags = {"model": model, **variant}
+            with mlrun.child(f"passk/{model}", tags, {**mlrun.params, "model": model, **variant}) as child:
+                child.log_steps({"pass_at_k": [(r["k"], r["pass_at_k"]) for r in curves[model]]})
+                child.log_metrics(numbers)
         for f in figures:
             mlrun.log_artifact(f)
     return {"sft_pass_at_1": metrics["sft"]["pass_at_1"], "variants": len(variants)}

@@ -17,13 +17,16 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import read_heldout, read_jsonl, write_json, write_tsv
 from rlvr.pipeline.paths import SFTPaths, seed_file
-from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, run_name, seed_results, tracked
-from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
+from rlvr.pipeline.specs import config_hash
 from rlvr.rollout import accuracy, correct_counts
 from rlvr.sft import encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
+
+# The final numbers each run shows in MLflow (the stage run's: seed means); the rest is in the JSON
+KEY_METRICS = ("final_loss", "greedy_acc_heldout", "sampled_acc_heldout", "sampled_acc_train")
 
 
 def train_seed(
@@ -102,7 +105,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     args = (cfg, task, encode_sft(rows, tok), warmup, evals)
     with (
         seed_results(train_seed, cfg.seeds, args, thread_budget(params.threads)) as results,
-        tracked("sft", name, params, tags) as mlrun,
+        tracked("sft", name, params, tags, start=results.started) as mlrun,
     ):
         model = TinyLM(cfg.model or params.model, len(tok))
         for seed, result, child in over_seeds(
@@ -111,7 +114,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             results,
             run_name("sft", name),
             tags,
-            instance_params("sft", name, params),
+            KEY_METRICS,
             progress,
             SFT_LOGGED,
         ):
@@ -132,7 +135,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "params_hash": params_hash,
         }
         write_json(paths.metrics, metrics)
-        mlrun.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+        mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "noised_fraction")))
     return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
 
 

@@ -22,12 +22,13 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import read_jsonl, write_json
 from rlvr.pipeline.paths import WarmupPaths
-from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, run_name, seed_results, tracked
-from rlvr.pipeline.specs import config_hash, instance_params
+from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
+from rlvr.pipeline.specs import config_hash
 from rlvr.sft import encode_sft, final_loss, warm_up
 from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer
 
+KEY_METRICS = ("final_loss",)  # what each run shows in MLflow; the rest is in the metrics JSON
 PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of every chain's initial weights
 
 
@@ -85,7 +86,9 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
         seed_results(
             train_seed, cfg.seeds, (cfg, model_cfg, clean, eps), thread_budget(params.threads)
         ) as results,
-        tracked("warmup", name, params, tags) as mlrun,
+        tracked(
+            "warmup", name, params, tags, extra={"perturbation": eps} if eps else None, start=results.started
+        ) as mlrun,
     ):
         for seed, result, _ in over_seeds(
             mlrun,
@@ -93,7 +96,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             results,
             run_name("warmup", name),
             tags,
-            instance_params("warmup", name, params),
+            KEY_METRICS,
             progress,
             SFT_LOGGED,
         ):
@@ -120,5 +123,5 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             "params_hash": params_hash,
         }
         write_json(paths.metrics, metrics)
-        mlrun.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+        mlrun.log_metrics(pick(metrics, KEY_METRICS))
     return metrics

@@ -18,7 +18,6 @@ def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # n
         metrics = worked_metrics(params.worked)
         write_json(paths.metrics, metrics)
         figures = plots.worked_figures(metrics, {p.name: p for p in paths.figures})
-        mlrun.log_metrics(metrics)  # every numeric leaf, as "A2.advantage_correct_1_of_8" ...
         for path in (paths.metrics, *figures):
             mlrun.log_artifact(path)
     return {"examples": sorted(metrics)}
