@@ -31,6 +31,8 @@ def test_the_url_opens_the_runs_table_in_the_model_training_view_with_the_saved_
 
 
 def test_rlvr_ui_without_a_store_says_to_run_the_pipeline_first(tmp_path, monkeypatch, capsys):
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")  # a checkout whose pipeline has not run
+    (tmp_path / "params.yaml").write_text("seed: 0\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert main(["ui", "--port", "5999"]) == 2

@@ -75,6 +75,9 @@ def check_reachable(uri: str) -> None:
             ) from None
 
 
+STORE_HEADROOM = 16 * 2**20  # what one stage's runs, params and curves may add to a SQLite store
+
+
 def check_store(uri: str) -> None:
     """`check_reachable`, and for a local SQLite store that an existing database opens and takes a
     write (a full disk or a read-only file would otherwise fail a stage after DVC removed its outputs).
@@ -82,9 +85,17 @@ def check_store(uri: str) -> None:
     check_reachable(uri)
     if not uri.startswith("sqlite:///"):
         return
+    import resource
     import sqlite3
 
     db = Path(uri.removeprefix("sqlite:///"))
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    size = db.stat().st_size if db.is_file() else 0
+    if soft != resource.RLIM_INFINITY and size + STORE_HEADROOM > soft:
+        raise TrackingError(
+            f"MLflow tracking store {uri}: the file-size limit (ulimit -f) of {soft} bytes leaves "
+            f"{db.name} ({size} bytes) less than {STORE_HEADROOM // 2**20} MiB to grow; raise the limit"
+        )
     if not db.is_file():
         return  # the first stage that logs makes it
     try:
@@ -116,6 +127,62 @@ def param_value(v: Any) -> str:
 def to_ms(seconds: float | None) -> int | None:
     """A time.time() reading as MLflow's epoch milliseconds."""
     return None if seconds is None else int(seconds * 1000)
+
+
+class StoreClient:
+    """An MlflowClient whose failed calls are one TrackingError naming the store and the cause (a
+    full disk, a file-size limit: MLflow says "disk I/O error" and logs a traceback), after which a
+    local SQLite store is rolled back to its last good state (a failed write leaves a hot journal,
+    which read-only readers such as `mlflow ui` then fail on)."""
+
+    def __init__(self, client, uri: str) -> None:
+        self._client, self.uri = client, uri
+
+    def __getattr__(self, name: str):
+        call = getattr(self._client, name)
+        if not callable(call):
+            return call
+
+        def guarded(*args, **kwargs):
+            try:
+                return call(*args, **kwargs)
+            except Exception as exc:  # MlflowException, SQLAlchemy's errors, OSError: all one story
+                raise TrackingError(
+                    f"MLflow tracking store {self.uri}: {name} failed ({_cause(exc)})"
+                ) from None
+
+        return guarded
+
+
+def _cause(exc: BaseException) -> str:
+    """Why a store call failed, in words: the limit or full disk behind a "disk I/O error"."""
+    import resource
+
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    first = first[:120]
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if "disk I/O error" in first or "database or disk is full" in first:
+        if soft != resource.RLIM_INFINITY:
+            return f"{first}: the file-size limit (ulimit -f) is {soft} bytes"
+        return f"{first}: is the disk full?"
+    return first
+
+
+def recover_store(uri: str) -> None:
+    """Roll a local SQLite store's hot journal back (opening it read-write does), so that readers
+    find the database as it was before the failed write. Best effort: a full disk may forbid it."""
+    if not uri.startswith("sqlite:///"):
+        return
+    import sqlite3
+
+    db = Path(uri.removeprefix("sqlite:///"))
+    if not Path(f"{db}-journal").exists():
+        return
+    try:
+        with sqlite3.connect(db, timeout=30) as con:
+            con.execute("PRAGMA schema_version").fetchone()  # reading takes the rollback
+    except sqlite3.Error:
+        pass
 
 
 class Run:
@@ -226,11 +293,20 @@ def _run(
         status = "KILLED"
         raise
     finally:
+        failed = None  # a store that fails here must not hide the error that ended the block
         try:
             run.flush()  # keep every step logged so far, even on a crash
-        finally:
-            end = run.end_time if status == "FINISHED" else None  # a failure ends it now
+        except TrackingError as exc:
+            failed = exc
+        end = run.end_time if status == "FINISHED" else None  # a failure ends it now
+        try:
             client.set_terminated(run.run_id, status=status, end_time=end)
+        except TrackingError as exc:
+            failed = failed or exc
+        if failed is not None:
+            recover_store(getattr(client, "uri", ""))
+            if status == "FINISHED":
+                raise failed
 
 
 KIND_TAG = "mlflow.experimentKind"
@@ -348,6 +424,10 @@ def stage_run(
     finally:
         for name, level in quiet.items():
             logging.getLogger(name).setLevel(level)
+    # From here a failed store call is one TrackingError (StoreClient); MLflow's SQL layer would also
+    # log its own traceback for it.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    client = StoreClient(client, uri)
 
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
