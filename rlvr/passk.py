@@ -359,6 +359,8 @@ def summarise_counts(
         entry.update(
             seeds=chains[v],
             per_seed={k: [r[k] for r in rows] for k in SEED_KEYS},
+            # per chain as one string too: `dvc exp show --json` drops lists, and the sweep reads it
+            crossovers=crossings_text([r["crossover_k"] for r in rows]),
             pass_at_1_rl_ci_seed0=rows[0]["pass_at_1_rl_ci"],
             pass_at_n_rl_ci_seed0=rows[0]["pass_at_n_rl_ci"],
         )

@@ -9,6 +9,7 @@ fails, or one added without a line here, fails the suite.
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -118,7 +119,13 @@ def sh(cmd: str, cwd: Path, env: dict, timeout: int = 600) -> str:
 def _serve_and_fetch(cmd: str, cwd: Path, env: dict) -> str:
     """Start a server command, wait for the URL it prints, fetch it, stop the server."""
     proc = subprocess.Popen(
-        f"{cmd} --port 5077", cwd=cwd, env=env, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        f"exec {cmd} --port 5077",
+        cwd=cwd,
+        env=env,
+        shell=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own group: stopping it stops the MLflow server it started
     )
     seen = ""
     try:
@@ -137,8 +144,12 @@ def _serve_and_fetch(cmd: str, cwd: Path, env: dict) -> str:
                 break
         raise AssertionError(f"{cmd}: no page served; it printed:\n{seen}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C: rlvr ui stops its server and exits
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
 
 
 @pytest.mark.slow

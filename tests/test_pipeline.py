@@ -221,6 +221,26 @@ def test_identical_training_leaves_identical_checkpoints_and_downstream_cached(r
     assert "grpo@" not in status and "hack" not in status, status
 
 
+def test_an_identical_rerun_leaves_the_report_cached_and_provenance_reaches_its_run(repo):
+    """A forced rerun of a GRPO stage trains the same weights but takes other seconds and makes new
+    MLflow runs: those go to its run record (reports/runs/), so its metrics and curves keep their
+    bytes and `report` stays cached; provenance follows dvc.lock to the record and the new run."""
+    d, env = repo
+    metrics = d / "reports/metrics/grpo-grpo.json"
+    before = hashlib.md5(metrics.read_bytes()).hexdigest()
+    old_run = json.loads((d / "reports/runs/grpo-grpo.json").read_text())["mlflow_run_id"]
+    sh("dvc repro -f -s grpo@grpo", d, env)
+    assert hashlib.md5(metrics.read_bytes()).hexdigest() == before
+    record = json.loads((d / "reports/runs/grpo-grpo.json").read_text())
+    assert record["mlflow_run_id"] != old_run and "step_seconds_median" in record
+    assert "mlflow_run_id" not in json.loads(metrics.read_text())
+    assert "step_seconds" not in (d / "reports/curves/grpo/grpo/seed0.tsv").read_text().splitlines()[0]
+    status = json.loads(sh("dvc status --json", d, env))
+    assert set(status) <= {"check"}, status  # passk, report: nothing they read changed
+    prov = json.loads(sh("rlvr provenance reports/metrics/grpo-grpo.json --json --no-status", d, env))
+    assert prov["mlflow_runs"]["stage"] == record["mlflow_run_id"]
+
+
 def test_changing_one_runs_param_reruns_only_its_stages(repo):
     d, env = repo
     raw = yaml.safe_load((d / "params.yaml").read_text())

@@ -16,7 +16,7 @@ def _exp(name, beta, steps, pass1, pass64, never, cross):
                 "pass_at_n_rl": pass64,
                 "never_solved_rl": never,
                 "crossover_k": None if all(k is None for k in cross) else 0,
-                "per_seed": {"crossover_k": cross},
+                "crossovers": ", ".join("none" if k is None else str(k) for k in cross),
             }
         },
     }

@@ -32,6 +32,7 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 from rlvr.pipeline.files import write_tsv
+from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.settings import effective_params
 from rlvr.pipeline.specs import config_hash, instance_params
 from rlvr.pipeline.tracking import Run, stage_run
@@ -67,7 +68,7 @@ def tracked(
 
 def write_curves(curve_path, eval_path, curve: list[dict]) -> list:
     """A seed's curve as two tables with no empty cells: every training step, every evaluation."""
-    train, evals = split_curve(curve)
+    train, evals = split_curve([stable_row(r) for r in curve])  # timings: MLflow only (records.py)
     return [write_tsv(curve_path, train), write_tsv(eval_path, evals)]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from rlvr.pipeline import paths
 from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
+from rlvr.pipeline.records import record_path
 
 
 class Ref:
@@ -265,7 +266,7 @@ def template(name: str, raw: dict) -> tuple[Any, dict]:
     return x, {
         "params": s.params(key, item, p),
         "deps": checked + s.deps(x),
-        "outs": s.outs(x),
+        "outs": {**s.outs(x), **{record_path(m): {"cache": False} for m in s.metrics(x)}},
         "metrics": s.metrics(x),
     }
 

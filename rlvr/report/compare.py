@@ -43,8 +43,7 @@ DIFF_KEYS = (
     "frac_tokens_with_grad_mean",
     "samples_generated_total",
     "response_len_final",
-    "step_seconds_median",
-)
+)  # timings are not results: each stage's run record (rlvr.pipeline.records), and `rlvr summary`
 PASSK_KS = (1, 8)  # and n, the samples drawn per problem
 TEST_METRIC = "pass_at_1"
 FALLBACK_TEST_METRIC = "eval_acc_final"  # tested instead when either variant has no pass@k counts

@@ -71,8 +71,10 @@ def start_lines(metrics: dict) -> list[list[str]]:
     return lines
 
 
-def variant_lines(metrics: dict) -> list[list[str]]:
+def variant_lines(metrics: dict, records: dict | None = None) -> list[list[str]]:
+    """One line per GRPO variant; its s/step from the stage's run record (timings are not results)."""
     passk = metrics.get("passk.json", {}).get("variants", {})
+    records = records or {}
     lines = []
     for name in sorted(k for k in metrics if k.startswith("grpo-")):
         m = metrics[name]
@@ -88,7 +90,7 @@ def variant_lines(metrics: dict) -> list[list[str]]:
                 _num(pk.get("pass_at_n_rl")),
                 _num(pk.get("never_solved_rl"), ".2f"),
                 _num(m.get("kl_exact_nats_final"), ".2f"),
-                _num(m.get("step_seconds_median"), ".3f"),
+                _num(records.get(name, {}).get("step_seconds_median"), ".3f"),
             ]
         )
     return lines
@@ -125,7 +127,8 @@ def summary(reports: Path) -> str:
             )
     out.append("")
     metrics = read_json_dir(reports / "metrics")
-    lines = start_lines(metrics) + variant_lines(metrics)
+    records = read_json_dir(reports / "runs") if (reports / "runs").is_dir() else {}
+    lines = start_lines(metrics) + variant_lines(metrics, records)
     widths = [
         max([w, *(len(line[0]) + 1 for line in lines)]) if i == 0 else w for i, (_, w) in enumerate(COLUMNS)
     ]

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.fields import ConfigError
-from rlvr.passk import crossings_text
 from rlvr.pipeline.tracking import flatten
 
 PASSK = "reports/metrics/passk.json"
@@ -108,7 +107,7 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
                 f"{sft['pass_at_1']:.3f} → {v['pass_at_1_rl']:.3f}",
                 f"{sft['pass_at_n']:.3f} / {v['pass_at_n_rl']:.3f}",
                 f"{sft['never_solved']:.3g} / {v['never_solved_rl']:.2f}",
-                crossings_text(v["per_seed"]["crossover_k"]),
+                v["crossovers"],  # `crossings_text` of the per-chain crossovers (exp show drops lists)
                 narrows,
             ]
         )

@@ -11,8 +11,9 @@ from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_heldout, read_jsonl, write_json, write_tsv
+from rlvr.pipeline.files import read_heldout, read_jsonl, write_tsv
 from rlvr.pipeline.paths import GRPOPaths, SFTPaths
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
@@ -115,7 +116,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "mlflow_seed_run_ids": {str(s): r for s, r in run_ids.items()},
             "params_hash": own_hash,
         }
-        write_json(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics)
         band = curve_band(list(eval_curves.values()), "eval_acc")
         write_tsv(paths.eval_mean, band)
         mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean

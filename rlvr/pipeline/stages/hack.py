@@ -12,6 +12,7 @@ from rlvr.pipeline.config import HackConfig, Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import read_jsonl, write_json
 from rlvr.pipeline.paths import HackPaths, SFTPaths
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
@@ -102,7 +103,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             "params_hash": own_hash,
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
-        write_json(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics)
         plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
         mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)

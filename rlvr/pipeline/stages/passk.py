@@ -16,6 +16,7 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import read_heldout, write_json, write_tsv
 from rlvr.pipeline.paths import PassKPaths
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash
 from rlvr.report import plots
@@ -111,7 +112,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         )
         metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
         write_json(paths.counts, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
-        write_json(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics)
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
         figures = [

@@ -22,9 +22,10 @@ import yaml
 from rlvr.fields import ConfigError
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
-from rlvr.pipeline.files import atomic_write, read_json_dir, write_json, write_text
+from rlvr.pipeline.files import atomic_write, read_json_dir, write_text
 from rlvr.pipeline.gitinfo import git_commit, short_commit
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
 from rlvr.report.claims import check_claims, class_counts, evaluate_claims, render, verdict_record
@@ -225,7 +226,15 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         )
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
-        write_json(paths.verdicts, {"counts": counts, "by_class": class_counts(rows), "claims": records})
+        write_metrics(
+            paths.verdicts,
+            {
+                "counts": counts,
+                "by_class": class_counts(rows),
+                "claims": records,
+                "mlflow_run_id": mlrun.run_id,
+            },
+        )
         mlrun.log_metrics({f"claims_{k}": v for k, v in counts.items()})
         for path in (paths.markdown, paths.html, paths.verdicts):
             mlrun.log_artifact(path)

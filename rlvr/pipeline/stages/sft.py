@@ -15,8 +15,9 @@ from rlvr.optim import AdamW
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_heldout, read_jsonl, write_json, write_tsv
+from rlvr.pipeline.files import read_heldout, read_jsonl, write_tsv
 from rlvr.pipeline.paths import SFTPaths, seed_file
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash
 from rlvr.rollout import accuracy, correct_counts
@@ -134,7 +135,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "mlflow_run_id": mlrun.run_id,
             "params_hash": params_hash,
         }
-        write_json(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics)
         mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "noised_fraction")))
     return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
 

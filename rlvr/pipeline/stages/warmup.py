@@ -20,8 +20,9 @@ from rlvr.model import TinyLM
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_jsonl, write_json
+from rlvr.pipeline.files import read_jsonl
 from rlvr.pipeline.paths import WarmupPaths
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash
 from rlvr.sft import encode_sft, final_loss, warm_up
@@ -122,6 +123,6 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             "mlflow_run_id": mlrun.run_id,
             "params_hash": params_hash,
         }
-        write_json(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics)
         mlrun.log_metrics(pick(metrics, KEY_METRICS))
     return metrics

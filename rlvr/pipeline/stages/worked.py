@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import set_determinism, thread_budget
-from rlvr.pipeline.files import write_json
 from rlvr.pipeline.paths import WorkedPaths
+from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
 from rlvr.worked import worked_metrics
@@ -16,7 +16,7 @@ def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # n
     set_determinism(params.worked.seed, thread_budget(params.threads))
     with tracked("worked", None, params, {}) as mlrun:
         metrics = worked_metrics(params.worked)
-        write_json(paths.metrics, metrics)
+        write_metrics(paths.metrics, {**metrics, "mlflow_run_id": mlrun.run_id})
         figures = plots.worked_figures(metrics, {p.name: p for p in paths.figures})
         for path in (paths.metrics, *figures):
             mlrun.log_artifact(path)

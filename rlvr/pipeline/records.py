@@ -1,0 +1,65 @@
+"""What a stage measured apart from what it found: its results in `reports/metrics/<file>`, and its
+run record (timings, MLflow run ids) in `reports/runs/<file>`.
+
+Only the results are what the report reads, so a rerun that trains the same weights leaves the
+report cached: wall-clock seconds and run ids change on every run and would make it stale. The run
+record is still a DVC output of the stage (not cached in git's sense of "results"), so
+`rlvr provenance` follows dvc.lock from a metrics file to its record and on to the MLflow runs.
+Curves keep the same split: a step's seconds go to MLflow, not into the TSV the report draws.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlvr.pipeline.files import read_json, write_json
+
+RUNS = Path("reports/runs")
+VOLATILE = (
+    "train_seconds",
+    "tokens_per_second",
+    "step_seconds_median",
+    "mlflow_run_id",
+    "mlflow_seed_run_ids",
+)
+VOLATILE_COLUMNS = ("step_seconds",)  # per-step timings: in MLflow's step metrics only
+
+
+def record_path(metrics_path: str | Path) -> Path:
+    """The run record beside a metrics file: reports/metrics/x.json -> reports/runs/x.json."""
+    return RUNS / Path(metrics_path).name
+
+
+def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(results, run record): the VOLATILE keys moved out, at the top level and in the per-seed and
+    interval tables (`per_seed`, `ci95`), where each seed's timings sit."""
+    stable, volatile = {}, {}
+    for key, value in metrics.items():
+        if key in VOLATILE:
+            volatile[key] = value
+        elif key in ("per_seed", "ci95") and isinstance(value, dict):
+            stable[key] = {k: v for k, v in value.items() if k not in VOLATILE}
+            moved = {k: v for k, v in value.items() if k in VOLATILE}
+            if moved:
+                volatile[key] = moved
+        else:
+            stable[key] = value
+    return stable, volatile
+
+
+def write_metrics(path: str | Path, metrics: dict[str, Any]) -> tuple[Path, Path]:
+    """Write a stage's results and its run record (both atomically)."""
+    stable, volatile = split(metrics)
+    return write_json(path, stable), write_json(record_path(path), volatile)
+
+
+def read_record(metrics_path: str | Path, root: Path = Path(".")) -> dict[str, Any]:
+    """The run record of a metrics file ({} where it has none: a file written before records)."""
+    path = root / record_path(metrics_path)
+    return read_json(path) if path.is_file() else {}
+
+
+def stable_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A curve row without its per-step timings (the TSV part of `seeds.write_curves`)."""
+    return {k: v for k, v in row.items() if k not in VOLATILE_COLUMNS}

@@ -1,0 +1,46 @@
+"""A stage's results and its run record: timings and run ids never reach the files the report reads."""
+
+import json
+
+from rlvr.pipeline.records import read_record, record_path, split, stable_row, write_metrics
+
+
+def test_timings_and_run_ids_move_to_the_run_record_at_every_level():
+    metrics = {
+        "eval_acc_final": 0.6,
+        "step_seconds_median": 0.04,
+        "mlflow_run_id": "abc",
+        "mlflow_seed_run_ids": {"0": "s0"},
+        "per_seed": {"eval_acc_final": [0.5, 0.7], "train_seconds": [9.0, 9.5]},
+        "ci95": {"eval_acc_final": [0.1, 1.0], "tokens_per_second": [1, 2]},
+        "seeds": [0, 1],
+    }
+    stable, volatile = split(metrics)
+    assert stable == {
+        "eval_acc_final": 0.6,
+        "per_seed": {"eval_acc_final": [0.5, 0.7]},
+        "ci95": {"eval_acc_final": [0.1, 1.0]},
+        "seeds": [0, 1],
+    }
+    assert volatile == {
+        "step_seconds_median": 0.04,
+        "mlflow_run_id": "abc",
+        "mlflow_seed_run_ids": {"0": "s0"},
+        "per_seed": {"train_seconds": [9.0, 9.5]},
+        "ci95": {"tokens_per_second": [1, 2]},
+    }
+    assert stable_row({"step": 1, "loss": 0.5, "step_seconds": 0.04}) == {"step": 1, "loss": 0.5}
+
+
+def test_two_runs_that_differ_only_in_time_write_identical_results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = {"acc": 0.6, "train_seconds": 9.0, "mlflow_run_id": "a"}
+    m, r = write_metrics("reports/metrics/sft-x.json", first)
+    before = m.read_bytes()
+    write_metrics("reports/metrics/sft-x.json", {**first, "train_seconds": 11.0, "mlflow_run_id": "b"})
+    assert m.read_bytes() == before  # what the report depends on did not change
+    assert (
+        r == record_path("reports/metrics/sft-x.json") and json.loads(r.read_text())["mlflow_run_id"] == "b"
+    )
+    assert read_record("reports/metrics/sft-x.json") == {"train_seconds": 11.0, "mlflow_run_id": "b"}
+    assert read_record("reports/metrics/none.json") == {}
