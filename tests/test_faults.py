@@ -614,3 +614,37 @@ def test_a_store_that_cannot_grow_is_one_line_and_left_readable(tmp_path):
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:  # a read-only reader, as `mlflow ui`
         assert con.execute("select count(*) from runs").fetchone()[0] >= 1
+
+
+def test_an_empty_sweep_is_refused_and_the_committed_sweep_kept(tmp_path, monkeypatch, capsys):
+    """`rlvr sweep-report` with no DVC experiment (only the baseline and a changed workspace) is one
+    line and leaves reports/sweep/ as it was (it used to write a two-row table over the old one)."""
+    from rlvr import cli
+
+    for name in ("dvc.yaml", "params.yaml"):
+        (tmp_path / name).write_text("{}\n")
+    sweep = tmp_path / "reports/sweep"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.md").write_text("the committed sweep\n")
+    (sweep / "sweep.png").write_bytes(b"png")
+    data = {"params": {"params.yaml": {"data": {"variants": {"grpo": {}}}}}}
+    passk = {"sft": {"pass_at_1": 0.5}, "variants": {"grpo": {"pass_at_1_rl": 0.8, "crossovers": "none"}}}
+    data["metrics"] = {"reports/metrics/passk.json": {"data": passk}}
+    shown = json.dumps([{"rev": "workspace", "data": data}, {"rev": "abc1234", "name": "main", "data": data}])
+    real_run = subprocess.run
+    monkeypatch.setattr(  # `dvc exp show --json` as a checkout without experiments answers it
+        subprocess,
+        "run",
+        lambda cmd, *a, **k: (
+            subprocess.CompletedProcess(cmd, 0, stdout=shown, stderr="")
+            if cmd[1:5] == ["-m", "dvc", "exp", "show"]
+            else real_run(cmd, *a, **k)
+        ),
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["sweep-report"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no DVC experiment with pass@k results" in err[0]
+    assert (sweep / "sweep.md").read_text() == "the committed sweep\n" and (
+        sweep / "sweep.png"
+    ).read_bytes() == b"png"
