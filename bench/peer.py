@@ -8,7 +8,10 @@ Both run on exactly our benchmark workloads, built locally (nothing is downloade
   ids in both stacks;
 - a GRPO step is TRL's optimizer step: generate G completions for each of P prompts, score them,
   one update (`num_iterations` 1, as our mu = 1), with rewards drawn at random so every group is
-  mixed, as in our benchmark.
+  mixed, as in our benchmark. TRL samples with its default settings (temperature 1, no top-k or
+  top-p: the distribution ours samples).
+
+Each runs here on its own: `bench.fair` times it in a process of its own, never beside ours.
 
 TRL and transformers are an optional extra (`pip install -e '.[peer]'`); without it every peer
 figure is reported as "not installed".
@@ -21,7 +24,6 @@ import importlib.util
 import io
 import tempfile
 import time
-from collections.abc import Callable
 
 import torch
 
@@ -97,26 +99,48 @@ def hf_model(cfg: ModelConfig, tok: Tokenizer):
 
 
 def generate_seconds(
-    model, prompts: torch.Tensor, n: int, max_new_tokens: int, tok: Tokenizer, seed: int
+    model,
+    prompts: torch.Tensor,
+    n: int,
+    max_new_tokens: int,
+    tok: Tokenizer,
+    seed: int,
+    per_call: int | None = None,
 ) -> float:
-    """Wall seconds of one HF `generate` call: n samples (T = 1, no top-k / top-p) of each prompt (P, Tp)."""
+    """Wall seconds for HF `generate` to draw n samples (T = 1, no top-k / top-p) of each prompt
+    (P, Tp), `per_call` prompts a call (default: all P in one call, n * P rows)."""
     model.eval()
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     with torch.inference_mode():
-        model.generate(
-            prompts,
-            attention_mask=torch.ones_like(prompts),
-            do_sample=True,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            num_return_sequences=n,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=tok.eos_id,
-            pad_token_id=tok.pad_id,
-        )
+        for chunk in prompts.split(per_call or len(prompts)):
+            model.generate(
+                chunk,
+                attention_mask=torch.ones_like(chunk),
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                num_return_sequences=n,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=tok.eos_id,
+                pad_token_id=tok.pad_id,
+            )
     return time.perf_counter() - t0
+
+
+def accumulation(prompts: int, group_size: int, generation_batch: int | None) -> tuple[int, int]:
+    """(per-device batch, gradient-accumulation steps) for TRL to generate `generation_batch`
+    completions a call while every optimizer step still covers all prompts x G, every completion
+    drawn from the current policy. None: the whole step in one batch (TRL's default here)."""
+    rows = prompts * group_size
+    batch = generation_batch or rows
+    if rows % batch or batch % group_size:
+        raise ValueError(
+            f"generation batch {batch}: must divide the step's {rows} completions and hold whole "
+            f"groups of {group_size}"
+        )
+    return batch, rows // batch
 
 
 def grpo_trainer_steps(
@@ -128,13 +152,12 @@ def grpo_trainer_steps(
     steps: int,
     lr: float,
     tok: Tokenizer,
-    between: Callable[[], None] | None = None,
+    generation_batch: int | None = None,
     seed: int = 0,
 ) -> list[float]:
-    """Seconds of each of `steps` TRL GRPOTrainer optimizer steps (P = len(prompts) per step, G each).
-
-    `between()` runs after every TRL step, outside its timing: the benchmark interleaves our own
-    steps there, so both stacks see the same machine state (load, frequency, caches)."""
+    """Seconds of each of `steps` TRL GRPOTrainer optimizer steps (P = len(prompts) per step, G
+    each), TRL alone: its only callback is the clock. `generation_batch`: completions per `generate`
+    call (TRL's `generation_batch_size`; see `accumulation`)."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -152,25 +175,23 @@ def grpo_trainer_steps(
 
         def on_step_end(self, args, state, control, **kwargs):  # noqa: ARG002
             times.append(time.perf_counter() - self.t0)
-            if between is not None:
-                between()
 
     with tempfile.TemporaryDirectory(prefix="rlvr-trl-") as out:
         from transformers import GPT2LMHeadModel
 
         hf_model(cfg, tok).save_pretrained(f"{out}/model")  # TRL builds its reference model from a path
         model = GPT2LMHeadModel.from_pretrained(f"{out}/model")
+        batch, accumulate = accumulation(len(prompts), group_size, generation_batch)
         args = GRPOConfig(
             output_dir=out,
-            per_device_train_batch_size=len(prompts) * group_size,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=accumulate,
+            generation_batch_size=batch,  # one generate call per micro-batch: on-policy
             num_generations=group_size,
             max_completion_length=max_new_tokens,
             beta=beta,
             learning_rate=lr,
             max_steps=steps,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
             num_iterations=1,
             use_cpu=True,
             bf16=False,

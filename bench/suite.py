@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from bench import fair
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.noise import sft_rows
@@ -37,8 +38,7 @@ def shared_columns(prompts: torch.Tensor) -> int:
     return prompts.shape[1] - prompt_levels(prompts)[-1].shape[1]
 
 
-def _spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": len(values)}
+_spread = fair.spread  # median, min, max and count of one measurement's runs
 
 
 def _peak_rss_mb() -> float:
@@ -57,9 +57,15 @@ def _peer_note(peer: bool) -> str:
     return PEER_MISSING if not peers.available() else "" if peer else PEER_SKIPPED
 
 
+SAMPLES, SAMPLE_TOKENS = 64, 4  # the sampling workload: 300 held-out prompts x 64, up to 4 tokens
+HF_PROMPTS_PER_CALL = (25, 50, 100, 300)  # HF `generate`'s sweep: prompts (x 64 rows) per call
+SAMPLING_BLOCK_RUNS = 2  # timed runs of the whole workload per block, after one warm-up
+
+
 def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict:
     """300 held-out prompts x 64 samples, up to 4 response tokens, default-size model; with
-    `peer`, HF `generate` on a GPT-2 of the same shape, run alternately with ours.
+    `peer`, HF `generate` on a GPT-2 of the same shape, each side at its best and alone
+    (`sampling_vs_hf`), for both prompt forms.
 
     An untrained model rarely emits <eos>, so every row runs the full 4 tokens: the worst case.
     Our share of the machine's limit: our sampler's FLOPs (`flops.sampling_flops`) per second over
@@ -70,28 +76,19 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
     from rlvr import flops
 
     tok = Tokenizer()
-    max_new_tokens, n = 4, 64
+    max_new_tokens, n = SAMPLE_TOKENS, SAMPLES
     _, held = split("two_digit", 300, params.seed)
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
-    if peer:
-        from bench import peer as peers
-
-        _require_peer()
-        theirs = peers.hf_model(params.model, tok)
-    rates, peer_rates = [], []
+    rates = []
     for r in range(repeats + 1):
         gen = torch.Generator().manual_seed(r)
         t0 = time.perf_counter()
         sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
         seconds = time.perf_counter() - t0
-        if r == 0:
-            rss = _peak_rss_mb()  # ours alone: HF generate, run next, needs far more
-        hf = peers.generate_seconds(theirs, prompts, n, max_new_tokens, tok, r) if peer else None
         if r:  # the first run warms up allocators and kernels
             rates.append(len(held) * n / seconds)
-            if hf is not None:
-                peer_rates.append(len(held) * n / hf)
+    rss = _peak_rss_mb()
     work = flops.sampling_flops(
         params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok), shared_columns(prompts)
     )
@@ -112,18 +109,78 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
         "gemm_limit_flops_per_second": round(limit),
         "share_of_gemm_limit": round(work * statistics.median(rates) / (len(held) * n) / limit, 3),
         "target_share_of_gemm_limit": 0.75,
+        "target_speedup_vs_hf_generate": 6.0,
     }
-    if peer_rates:
-        out["hf_generate"] = {
-            "completions_per_second": _spread(peer_rates),
-            **peers.versions(),
-            "model_params": sum(p.numel() for p in theirs.parameters()),
-        }
-        out["speedup_vs_hf_generate"] = round(statistics.median(rates) / statistics.median(peer_rates), 2)
-        out["target_speedup_vs_hf_generate"] = 6.0
-    else:
+    if not peer:
         out["hf_generate"] = _peer_note(peer)
+        return out
+    from bench import peer as peers
+
+    _require_peer()
+    out["hf_generate"] = {
+        **peers.versions(),
+        "model_params": sum(p.numel() for p in peers.hf_model(params.model, tok).parameters()),
+    }
+    out["vs_hf_generate"] = {form: sampling_vs_hf(params, form) for form in fair.FORMS}
+    out["peer_method"] = fair.METHOD
     return out
+
+
+def _held_prompts(params: Params, form: str) -> torch.Tensor:
+    """The sampling workload's 300 held-out prompts in `form` ("chat" or "bare"): (300, Tp)."""
+    _, held = split("two_digit", 300, params.seed)
+    return prompt_tensor(held, fair.tokenizer(form))
+
+
+def _peer_process(params: Params) -> None:
+    """A peer's block as a user runs it: our thread count (the same cores), seeded, TRL's and
+    transformers' chatter silenced; not our deterministic-ops mode, which costs the peer time."""
+    torch.set_num_threads(params.threads)
+    torch.manual_seed(params.seed)
+    _require_peer()
+
+
+def ours_sampling_block(params: Params, form: str, runs: int) -> list[float]:
+    """Seconds of `runs` runs of our sampler over the sampling workload in `form`, after one
+    warm-up run; as the pipeline samples (deterministic ops, params' threads)."""
+    set_determinism(params.seed, params.threads)
+    tok = Tokenizer()
+    prompts = _held_prompts(params, form)
+    model = TinyLM(params.model, len(tok)).eval()
+    times = []
+    for r in range(runs + 1):
+        gen = torch.Generator().manual_seed(r)
+        t0 = time.perf_counter()
+        sample(model, prompts, SAMPLES, SAMPLE_TOKENS, tok.eos_id, tok.pad_id, 1.0, gen)
+        times.append(time.perf_counter() - t0)
+    return times[1:]
+
+
+def hf_sampling_block(params: Params, form: str, per_call: int, runs: int) -> list[float]:
+    """Seconds of `runs` runs of HF `generate` over the sampling workload in `form`, `per_call`
+    prompts a call, after one warm-up call."""
+    from bench import peer as peers
+
+    _peer_process(params)
+    tok = Tokenizer()
+    prompts = _held_prompts(params, form)
+    model = peers.hf_model(params.model, tok)
+    peers.generate_seconds(model, prompts[:per_call], SAMPLES, SAMPLE_TOKENS, tok, 0)
+    return [
+        peers.generate_seconds(model, prompts, SAMPLES, SAMPLE_TOKENS, tok, r + 1, per_call)
+        for r in range(runs)
+    ]
+
+
+def sampling_vs_hf(params: Params, form: str, per_call: tuple[int, ...] | None = None) -> dict:
+    """Ours against HF `generate` at its best on the sampling workload in `form`: every block
+    alone in a fresh process, ABAB over `generate`'s prompts per call (default HF_PROMPTS_PER_CALL;
+    `fair.compare`)."""
+    ours = fair.alone(ours_sampling_block, params, form, SAMPLING_BLOCK_RUNS)
+    sweep = per_call or HF_PROMPTS_PER_CALL
+    peer = {k: fair.alone(hf_sampling_block, params, form, k, SAMPLING_BLOCK_RUNS) for k in sweep}
+    completions = len(_held_prompts(params, form)) * SAMPLES
+    return {"prompts": form, **fair.compare(ours, peer, "prompts_per_call", work=completions)}
 
 
 def bench_sft(params: Params, steps: int = 30) -> dict:
@@ -164,14 +221,22 @@ def _require_peer() -> None:
 
 
 def grpo_stepper(
-    params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float, seed: int = 0
+    params: Params,
+    model: ModelConfig,
+    P: int,
+    G: int,
+    new_tokens: int,
+    beta: float,
+    seed: int = 0,
+    form: str = "chat",
 ) -> Callable[[], float]:
     """A function that runs one GRPO step (sample P prompts x G, score, one update) of a fresh
     model of shape `model` and returns its seconds. Rewards are drawn at random so every group is
-    mixed (an untrained model solves nothing); responses run up to `new_tokens`."""
+    mixed (an untrained model solves nothing); responses run up to `new_tokens`; prompts are in
+    `form` (`fair.FORMS`: the chat template, or the bare question)."""
     from rlvr.grpo import grpo_update, rollout_groups
 
-    tok = Tokenizer()
+    tok = fair.tokenizer(form)
     train, _ = split("two_digit", 300, params.seed)
     cfg = replace(params.variant("grpo"), prompts_per_step=P, group_size=G, beta=beta)
     torch.manual_seed(seed)
@@ -194,50 +259,94 @@ def grpo_stepper(
 WARMUP = 3  # steps dropped before timing: allocator, kernel selection, TRL's first-step set-up
 
 
-def _trl_prompts(params: Params, P: int) -> list[str]:
-    tok = Tokenizer()
+def _trl_prompts(params: Params, P: int, form: str = "chat") -> list[str]:
+    """TRL's P prompts as text in `form`: the same token ids as ours once its tokenizer encodes them."""
+    tok = fair.tokenizer(form)
     train, _ = split("two_digit", 300, params.seed)
     return [tok.decode(tok.prompt_ids(p.prompt)) for p in train[:P]]
 
 
-def _side_by_side(
-    params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float, steps: int, peer: bool
-) -> dict:
-    """Median step seconds of ours and, with `peer`, of TRL's GRPOTrainer on the same workload,
-    our steps run between TRL's (one each, alternately) so both see the same machine state."""
-    ours = grpo_stepper(params, model, P, G, new_tokens, beta)
-    if not peer:
-        times = [ours() for _ in range(steps + WARMUP)][WARMUP:]
-        return {"step_seconds": _spread(times)}
+def _ours_alone(
+    params: Params, model: ModelConfig, P: int, G: int, new_tokens: int, beta: float, steps: int
+) -> list[float]:
+    """Seconds of `steps` of our GRPO steps on the workload, in this process, after WARMUP."""
+    step = grpo_stepper(params, model, P, G, new_tokens, beta)
+    return [step() for _ in range(steps + WARMUP)][WARMUP:]
+
+
+def ours_grpo_block(
+    params: Params,
+    model: ModelConfig,
+    P: int,
+    G: int,
+    m: int,
+    beta: float,
+    form: str,
+    steps: int,
+    warmup: int,
+) -> list[float]:
+    """One block of ours alone: `steps` GRPO steps timed after `warmup`, as the pipeline runs them
+    (deterministic ops, params' threads)."""
+    set_determinism(params.seed, params.threads)
+    step = grpo_stepper(params, model, P, G, m, beta, form=form)
+    return [step() for _ in range(warmup + steps)][warmup:]
+
+
+def trl_block(
+    params: Params,
+    model: ModelConfig,
+    P: int,
+    G: int,
+    m: int,
+    beta: float,
+    form: str,
+    steps: int,
+    warmup: int,
+    generation_batch: int,
+) -> list[float]:
+    """One block of TRL's GRPOTrainer alone: `steps` optimizer steps timed after `warmup`, its
+    `generate` drawing `generation_batch` completions a call."""
     from bench import peer as peers
 
-    tok = Tokenizer()
-    _require_peer()
-    times: list[float] = []
-    trl = peers.grpo_trainer_steps(
-        model,
-        _trl_prompts(params, P),
-        G,
-        new_tokens,
-        beta,
-        steps + WARMUP,
-        params.variant("grpo").lr,
-        tok,
-        between=lambda: times.append(ours()),
+    _peer_process(params)
+    prompts = _trl_prompts(params, P, form)
+    lr = params.variant("grpo").lr
+    times = peers.grpo_trainer_steps(
+        model, prompts, G, m, beta, warmup + steps, lr, Tokenizer(), generation_batch=generation_batch
     )
-    ours_s, trl_s = _spread(times[WARMUP:]), _spread(trl[WARMUP:])
-    return {
-        "step_seconds": ours_s,
-        "trl_step_seconds": trl_s,
-        "speedup_vs_trl": round(trl_s["median"] / ours_s["median"], 2),
-    }
+    return times[warmup:]
+
+
+def trl_generation_batches(P: int, G: int) -> tuple[int, ...]:
+    """TRL's generation batches swept: a quarter, half and all of a step's P x G completions, in
+    whole groups (each optimizer step still covers all P prompts, on-policy)."""
+    return tuple(dict.fromkeys(G * p for p in (P // 4, P // 2, P) if p and P % p == 0))
+
+
+def grpo_vs_trl(
+    params: Params,
+    model: ModelConfig,
+    P: int,
+    G: int,
+    m: int,
+    beta: float,
+    form: str,
+    steps: int,
+    batches: tuple[int, ...],
+) -> dict:
+    """Ours against TRL's GRPOTrainer at its best on one GRPO-step workload in `form`: every block
+    alone in a fresh process, ABAB over TRL's generation `batches` (`fair.compare`)."""
+    args = (params, model, P, G, m, beta, form, steps, WARMUP)
+    peer = {b: fair.alone(trl_block, *args, b) for b in batches}
+    return {"prompts": form, **fair.compare(fair.alone(ours_grpo_block, *args), peer, "generation_batch")}
 
 
 def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict:
     """One GRPO step (sample 16 prompts x G = 8, score, one update) on a default-size model with
     4-token answers, at beta = 0 (no reference forward) and beta = 0.04; with `peer`, TRL's
-    GRPOTrainer on a GPT-2 of the same shape, interleaved. Median seconds per step, and our
-    share of the fp32 GEMM limit at the step's batch (128 rows)."""
+    GRPOTrainer on a GPT-2 of the same shape, each side at its best and alone (`grpo_vs_trl`), for
+    both prompt forms. Median seconds per step, and our share of the fp32 GEMM limit at the step's
+    batch (128 rows)."""
     from rlvr import flops
 
     tok = Tokenizer()
@@ -245,13 +354,21 @@ def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict
     train, _ = split("two_digit", 300, params.seed)
     every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
     limit = flops.gemm_rate(params.model, P * G)
+    if peer:
+        _require_peer()
     out: dict = {}
     for beta in (0.0, 0.04):
-        row = _side_by_side(params, params.model, P, G, m, beta, steps, peer)
+        row: dict = {"step_seconds": _spread(_ours_alone(params, params.model, P, G, m, beta, steps))}
         work = flops.grpo_step_flops(
             params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every)
         )
         row["share_of_gemm_limit"] = round(work / row["step_seconds"]["median"] / limit, 3)
+        if peer:
+            batches = trl_generation_batches(P, G)
+            row["vs_trl"] = {
+                form: grpo_vs_trl(params, params.model, P, G, m, beta, form, steps, batches)
+                for form in fair.FORMS
+            }
         out[f"beta_{beta}"] = row
     out.update(
         {
@@ -267,6 +384,7 @@ def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict
         from bench import peer as peers
 
         out["trl"] = peers.versions()
+        out["peer_method"] = fair.METHOD
     else:
         out["trl"] = _peer_note(False)
     return out
@@ -280,22 +398,26 @@ TRL_SCALING_POINTS = {"group_size": (8, 64)}  # where TRL is measured too
 def bench_scaling(params: Params, steps: int = 10, peer: bool = False) -> dict:
     """How a GRPO step's cost grows: seconds per step (16 prompts, beta = 0.04) as one of group
     size, response length and model width moves from the base (G 8, 4 tokens, d_model 128) and the
-    others stay; TRL at two group sizes with `peer`. A user predicts a bigger run from these."""
+    others stay; with `peer`, TRL at two group sizes, alone in ABAB blocks with ours (chat prompts,
+    TRL's default generation batch: the whole step). A user predicts a bigger run from these."""
+    if peer:
+        _require_peer()
     rows = []
     for axis, values in SCALING.items():
         for value in values:
             point = {**SCALING_BASE, axis: value}
             model = replace(params.model, d_model=point["d_model"])
-            with_peer = peer and value in TRL_SCALING_POINTS.get(axis, ())
-            r = _side_by_side(
-                params, model, 16, point["group_size"], point["response_tokens"], 0.04, steps, with_peer
-            )
+            G, tokens = point["group_size"], point["response_tokens"]
+            trl = None
+            if peer and value in TRL_SCALING_POINTS.get(axis, ()):
+                r = grpo_vs_trl(params, model, 16, G, tokens, 0.04, "chat", steps, (16 * G,))
+                trl = r["best"]["seconds"]["median"]
             rows.append(
                 {
                     "axis": axis,
                     **point,
-                    "seconds": r["step_seconds"]["median"],
-                    "trl_seconds": r["trl_step_seconds"]["median"] if with_peer else None,
+                    "seconds": statistics.median(_ours_alone(params, model, 16, G, tokens, 0.04, steps)),
+                    "trl_seconds": trl,
                 }
             )
     return {
@@ -305,7 +427,10 @@ def bench_scaling(params: Params, steps: int = 10, peer: bool = False) -> dict:
         "steps": steps,
         "rows": rows,
         "trl": _peer_note(peer)
-        or "measured at group_size " + ", ".join(map(str, TRL_SCALING_POINTS["group_size"])),
+        or "measured alone in ABAB blocks at group_size "
+        + ", ".join(map(str, TRL_SCALING_POINTS["group_size"]))
+        + " (chat prompts, TRL's default generation batch)",
+        **({"peer_method": fair.METHOD} if peer else {}),
     }
 
 
@@ -831,7 +956,8 @@ def bench_all(
     keep_clone: Path | None = None,
 ) -> dict:
     """Run the named benchmarks (default all) and merge their figures into `out`. With peer="trl",
-    the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, interleaved."""
+    the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, each side
+    alone and at its best (`bench.fair`)."""
     from rlvr.fields import ConfigError
 
     names = only or list(BENCHMARKS)

@@ -234,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--peer",
         default=None,
         metavar="trl",
-        help="also measure TRL's GRPOTrainer and HF generate on the same workloads, interleaved "
-        "(needs pip install -e '.[peer]')",
+        help="also measure TRL's GRPOTrainer and HF generate on the same workloads, each alone and "
+        "at its best (needs pip install -e '.[peer]')",
     )
     s.add_argument(
         "--keep-clone",

@@ -596,10 +596,43 @@ def _get(d, *keys):
     return d
 
 
+NOT_ALONE = "not measured alone: rerun `rlvr bench --peer trl`"  # a peer figure from an older method
+
+
+def _peer_ratio_specs(
+    bench: dict, name: str, keys: tuple[str, ...], note_key: str, label: str, target
+) -> list[tuple]:
+    """bench_rows specs for one workload's peer ratios, one per prompt form (`label` has a {form}
+    slot), from its fair comparisons at bench[name][*keys]; when there are none, one row saying
+    why: the peer's note ("not installed", "not run ..."), or NOT_ALONE for figures measured any
+    other way (inside a peer's loop, say), which are never shown."""
+    if _get(bench, name) is None:
+        return []
+    records = _get(bench, name, *keys)
+    if isinstance(records, dict) and records:
+        return [
+            (label.format(form=f", {form} prompts"), r["ratio"], "x", target, ">=")
+            for form, r in records.items()
+        ]
+    note = _get(bench, name, note_key)
+    return [(label.format(form=""), note if isinstance(note, str) else NOT_ALONE, "", None, ">=")]
+
+
+def fair_bench(bench: dict | None) -> dict | None:
+    """reports/benchmarks.json as the report shows it: a scaling record's TRL seconds only when they
+    were measured alone (its `peer_method` names how), else dropped and the note says NOT_ALONE."""
+    scaling = (bench or {}).get("scaling")
+    if not scaling or "peer_method" in scaling or not any(r.get("trl_seconds") for r in scaling["rows"]):
+        return bench
+    rows = [{**r, "trl_seconds": None} for r in scaling["rows"]]
+    return {**bench, "scaling": {**scaling, "rows": rows, "trl": NOT_ALONE}}
+
+
 def bench_rows(bench: dict) -> list[list]:
     """`rlvr bench` figures as table rows: benchmark, measured, target, whether the target is met.
-    Benchmarks not in the file are left out; a target of None means none was set. A peer figure
-    (TRL, HF generate) that was not measured says why ("not installed", "not run ...")."""
+    Benchmarks not in the file are left out; a target of None means none was set. A peer ratio
+    (TRL, HF generate) comes only from a fair comparison (`peer_rows`: each side alone, at its best);
+    one that was not measured so says why ("not installed", "not run ...", "not measured alone")."""
     get = lambda *keys: _get(bench, *keys)  # noqa: E731
     specs = [  # label, measured, unit, target, "<=" or ">="
         (
@@ -652,20 +685,13 @@ def bench_rows(bench: dict) -> list[list]:
             get("sampling", "target_completions_per_second"),
             ">=",
         ),
-        (
-            "sampling: HF `generate`, same workload, interleaved",
-            get("sampling", "hf_generate", "completions_per_second", "median")
-            or get("sampling", "hf_generate"),
-            "completions/s",
-            None,
-            ">=",
-        ),
-        (
-            "sampling: ours / HF `generate`",
-            get("sampling", "speedup_vs_hf_generate"),
-            "x",
+        *_peer_ratio_specs(
+            bench,
+            "sampling",
+            ("vs_hf_generate",),
+            "hf_generate",
+            "sampling{form}: ours / HF `generate` at its best, measured alone",
             get("sampling", "target_speedup_vs_hf_generate"),
-            ">=",
         ),
         (
             "sampling: share of the fp32 GEMM limit",
@@ -692,20 +718,13 @@ def bench_rows(bench: dict) -> list[list]:
                 get("grpo_step", "target_step_seconds", f"beta_{beta}"),
                 "<=",
             ),
-            (
-                f"GRPO step, beta = {shown}: TRL GRPOTrainer, interleaved",
-                get("grpo_step", f"beta_{beta}", "trl_step_seconds", "median")
-                or (get("grpo_step", "trl") if isinstance(get("grpo_step", "trl"), str) else None),
-                "s",
-                None,
-                "<=",
-            ),
-            (
-                f"GRPO step, beta = {shown}: TRL / ours",
-                get("grpo_step", f"beta_{beta}", "speedup_vs_trl"),
-                "x",
+            *_peer_ratio_specs(
+                bench,
+                "grpo_step",
+                (f"beta_{beta}", "vs_trl"),
+                "trl",
+                f"GRPO step, beta = {shown}{{form}}: TRL at its best / ours, measured alone",
                 get("grpo_step", "target_speedup_vs_trl"),
-                ">=",
             ),
             (
                 f"GRPO step, beta = {shown}: share of the fp32 GEMM limit",
@@ -761,6 +780,74 @@ def bench_rows(bench: dict) -> list[list]:
             ]
         )
     return rows
+
+
+PEERS = ("HF `generate`", "TRL GRPOTrainer")
+KNOBS = {"prompts_per_call": "{} prompts a call", "generation_batch": "generation batch {}"}
+
+
+def _peer_comparisons(bench: dict) -> list[tuple[str, str, dict]]:
+    """(workload, peer, fair comparison) for every comparison `rlvr bench --peer trl` recorded
+    (`bench.fair.compare`), in the order the report lists them."""
+    out = [
+        (f"sampling, {_get(bench, 'sampling', 'completions'):,} completions, 4 tokens", PEERS[0], r)
+        for r in (_get(bench, "sampling", "vs_hf_generate") or {}).values()
+    ]
+    step = _get(bench, "grpo_step") or {}
+    for beta in ("0.0", "0.04"):
+        workload = (
+            f"GRPO step, {step.get('prompts')} prompts x G {step.get('group_size')}, "
+            f"{step.get('response_tokens')} tokens, beta = {'0' if beta == '0.0' else beta}"
+        )
+        out += [(workload, PEERS[1], r) for r in (_get(step, f"beta_{beta}", "vs_trl") or {}).values()]
+    return out
+
+
+def _peer_figure(record: dict) -> str:
+    """One side's figure in a comparison: a rate where the record has one, else seconds."""
+    if "per_second" in record:
+        return f"{record['per_second']:,}/s"
+    return f"{record['seconds']['median']:.3g} s"
+
+
+def peer_rows(bench: dict) -> list[list]:
+    """The fair peer comparisons as table rows: workload, prompt form, ours, the peer at its best
+    setting, every setting it was swept over, and how many times faster ours is."""
+    rows = []
+    for workload, peer, r in _peer_comparisons(bench):
+        knob = KNOBS.get(r["knob"], r["knob"] + " {}")
+        best = r["best"]
+        rows.append(
+            [
+                workload,
+                r["prompts"],
+                _peer_figure(r["ours"]),
+                f"{peer} {_peer_figure(best)} at {knob.format(best[r['knob']])}",
+                " · ".join(f"{s[r['knob']]}: {_peer_figure(s)}" for s in r["sweep"]),
+                f"{r['ratio']:.3g} x",
+            ]
+        )
+    return rows
+
+
+def peer_blocks(bench: dict) -> list:
+    """The peers at their best, measured alone: how (one sentence, as recorded with the figures)
+    and the comparisons; nothing when `rlvr bench --peer trl` recorded none."""
+    comparisons = _peer_comparisons(bench)
+    if not comparisons:
+        return []
+    return [
+        Heading("Peers at their best, measured alone", 3, "peers"),
+        Para(
+            comparisons[0][2]["method"] + " Ours runs as the pipeline does (deterministic ops); "
+            "chat prompts are the pipeline's template, bare ones the question alone (`37+48=`)."
+        ),
+        Table(
+            ["workload", "prompts", "ours", "peer at its best", "peer's sweep", "ours faster by"],
+            peer_rows(bench),
+            "peers",
+        ),
+    ]
 
 
 def machine_line(bench: dict) -> str:
@@ -1048,10 +1135,11 @@ def build(
             Para(
                 "`rlvr bench` figures from `reports/benchmarks.json` (measured on demand, not by "
                 "the pipeline; "
-                "`rlvr bench --peer trl` adds TRL and HF `generate` on the same workloads). "
-                + machine_line(bench)
+                "`rlvr bench --peer trl` adds TRL and HF `generate` on the same workloads, each "
+                "measured alone). " + machine_line(bench)
             ),
             Table(["benchmark", "measured", "target", "met"], btable, "benchmarks"),
+            *peer_blocks(bench),
         ]
         if bench_figure is not None:
             blocks += _figure_blocks([bench_figure])

@@ -28,7 +28,7 @@ from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
-from rlvr.report.claims import check_claims, class_counts, evaluate_claims, render, verdict_record
+from rlvr.report.claims import check_claims, class_counts, evaluate_claims, fair_bench, render, verdict_record
 from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import explain, footer, load_lock
 
@@ -195,7 +195,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             )
         samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
         problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
-        bench = json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None
+        bench = fair_bench(json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None)
         starts = json.loads(paths.starts.read_text()) if paths.starts.is_file() else None
         starts_png = paths.starts.parent / "starts-passk.png"
         starts_figure = (
