@@ -374,6 +374,8 @@ def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
             "perturbed": "differs",
             "committed_interval": [0.8, 0.9],
             "perturbed_interval": [0.6, 0.7],
+            "committed_value": None,
+            "perturbed_value": None,
         }
     ]
     assert [m["claim"] for m in out["moves"]] == ["b"] and out["moves"][0]["perturbed_interval"] == [

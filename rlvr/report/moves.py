@@ -66,6 +66,8 @@ def verdict_moves(committed: dict, perturbed: dict) -> dict:
             "perturbed": new["verdict"],
             "committed_interval": old.get("tested_interval") or old.get("interval"),
             "perturbed_interval": new.get("tested_interval") or new.get("interval"),
+            "committed_value": old.get("ours"),
+            "perturbed_value": new.get("ours"),
         }
         (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
     return {"flips": flips, "moves": moves, "no_flips": not flips}
@@ -110,8 +112,12 @@ def moved_lines(against: dict) -> list[str]:
         for f in against["flips"]
     ]
     lines += [
-        f"{m['claim']}: {m['committed']} -> {m['perturbed']}, interval {_iv(m['committed_interval'])} -> "
-        f"{_iv(m['perturbed_interval'])}"
+        f"{m['claim']}: {m['committed']} -> {m['perturbed']}, "
+        + (
+            f"interval {_iv(m['committed_interval'])} -> {_iv(m['perturbed_interval'])}"
+            if m["committed_interval"] or m["perturbed_interval"]
+            else f"value {_n(m.get('committed_value'))} -> {_n(m.get('perturbed_value'))}"
+        )
         for m in against["moves"]
     ]
     lines += [

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,7 +82,9 @@ def produced_paths(root: Path) -> set[str]:
 
 
 def dvc_status(root: Path) -> dict:
-    out = subprocess.run(["dvc", "status", "--json"], cwd=root, capture_output=True, text=True)
+    out = subprocess.run(  # this Python's DVC: the venv's, whether or not it is on PATH
+        [sys.executable, "-m", "dvc", "status", "--json"], cwd=root, capture_output=True, text=True
+    )
     if out.returncode != 0:
         return {"dvc status": [f"failed: {out.stderr.strip().splitlines()[-1:] or out.returncode}"]}
     return json.loads(out.stdout or "{}")
