@@ -485,17 +485,25 @@ def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_old_file(tmp
 
 @pytest.mark.slow
 def test_a_stage_runs_under_the_callers_file_size_limit_and_only_that_call(small_repo):
-    """A limit the caller sets applies to the stage DVC starts (its write fails in one line); the next
-    `dvc repro` without it is not limited (no server or earlier process carries a limit over)."""
+    """A limit the caller sets applies to the stages DVC starts: the guard finds the store cannot
+    grow under it and stops in one line before worked's outputs are touched; the next `dvc repro`
+    without it is not limited (no server or earlier process carries a limit over)."""
     d, env = small_repo
+    kept = d / "reports/metrics/worked.json"
+    before = _md5(kept)
     limited = subprocess.run(
-        ["bash", "-c", "ulimit -f 64 && dvc repro -f worked"], cwd=d, env=env, capture_output=True, text=True
+        ["bash", "-c", "ulimit -f 4096 && dvc repro -f worked"],
+        cwd=d,
+        env=env,
+        capture_output=True,
+        text=True,
     )
-    assert limited.returncode != 0
-    assert "cannot be written (" in limited.stderr and "ulimit -f) is 65536 bytes" in limited.stderr
-    free = subprocess.run("dvc repro worked", shell=True, cwd=d, env=env, capture_output=True, text=True)
+    assert limited.returncode != 0 and "Running stage 'worked'" not in limited.stdout
+    assert "the file-size limit (ulimit -f) of 4194304 bytes leaves mlflow.db" in limited.stderr
+    assert _md5(kept) == before
+    free = subprocess.run("dvc repro -f worked", shell=True, cwd=d, env=env, capture_output=True, text=True)
     assert free.returncode == 0, free.stderr[-2000:]
-    assert "Running stage 'worked'" in free.stdout and (d / "reports/metrics/worked.json").is_file()
+    assert "Running stage 'worked'" in free.stdout and kept.is_file()
 
 
 ORPHAN = """

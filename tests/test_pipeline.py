@@ -88,7 +88,8 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     assert sum(report["counts"].values()) == len(yaml.safe_load((d / "experiments/claims.yaml").read_text()))
     assert "rlvr-repro report" in (d / "reports/report.md").read_text()
     metrics = json.loads((d / "reports/metrics/sft-two_digit.json").read_text())
-    assert len(metrics["mlflow_run_id"]) == 32 and 0 <= metrics["sampled_acc_heldout"] <= 1
+    record = json.loads((d / "reports/runs/sft-two_digit.json").read_text())  # timings, run ids
+    assert len(record["mlflow_run_id"]) == 32 and 0 <= metrics["sampled_acc_heldout"] <= 1
     assert (d / "mlflow.db").exists()
 
     second = sh("dvc repro", d, env)

@@ -68,7 +68,7 @@ STAGES: dict[str, Stage] = {
             "the guard, run on every dvc repro: params.yaml, RLVR_THREADS and the MLflow store checked "
             "before DVC touches any other stage's outputs",
             paths=lambda key, item, p: paths.check(),
-            params=lambda key, item, p: [],
+            params=lambda key, item, p: ["threads"],  # the thread budget it checks
             deps=lambda x: [x.params],
             outs=lambda x: {x.marker: {"cache": False}},
             always_changed=True,
@@ -179,7 +179,7 @@ STAGES: dict[str, Stage] = {
             None,
             "every chapter claim beside our value and a verdict; figures with provenance",
             paths=lambda key, item, p: paths.report(),
-            params=lambda key, item, p: [],
+            params=lambda key, item, p: ["threads"],  # its header names the thread budget
             deps=lambda x: [
                 x.claims,
                 x.metrics,
