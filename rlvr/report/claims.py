@@ -1421,27 +1421,9 @@ def render(
     metrics: dict[str, Any],
     samples: dict | None,
     bench: dict | None,
-    problems: dict | None = None,
-    bench_figure: dict | None = None,
-    configs: dict[str, dict] | None = None,
-    starts: dict | None = None,
-    starts_figure: dict | None = None,
-    run: dict | None = None,
-    against: dict | None = None,
+    **extra,
 ) -> tuple[str, str, dict]:
-    """(Markdown, self-contained HTML, verdict counts) of the report (see `build`)."""
-    blocks = build(
-        rows,
-        figures,
-        metrics,
-        samples,
-        bench,
-        problems,
-        bench_figure,
-        configs,
-        starts,
-        starts_figure,
-        run,
-        against,
-    )
+    """(Markdown, self-contained HTML, verdict counts) of the report: `build`'s blocks written out;
+    `extra` are build's optional inputs, by name."""
+    blocks = build(rows, figures, metrics, samples, bench, **extra)
     return markdown(blocks, "report-figures"), html_page(blocks, "rlvr-repro report"), summary_counts(rows)

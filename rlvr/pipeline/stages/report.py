@@ -216,13 +216,13 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             metrics,
             samples,
             bench,
-            problems,
-            bench_figure,
-            variant_configs(lock),
-            starts,
-            starts_figure,
-            run_info(root, params),
-            against_committed(root, {"claims": records}),
+            problems=problems,
+            bench_figure=bench_figure,
+            configs=variant_configs(lock),
+            starts=starts,
+            starts_figure=starts_figure,
+            run=run_info(root, params),
+            against=against_committed(root, {"claims": records}),
         )
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
