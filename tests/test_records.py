@@ -44,3 +44,10 @@ def test_two_runs_that_differ_only_in_time_write_identical_results(tmp_path, mon
     )
     assert read_record("reports/metrics/sft-x.json") == {"train_seconds": 11.0, "mlflow_run_id": "b"}
     assert read_record("reports/metrics/none.json") == {}
+
+
+def test_a_record_sits_beside_its_metrics_file_wherever_that_is(tmp_path):
+    assert str(record_path("reports/report.json")) == "reports/runs/report.json"
+    assert str(record_path("reports/metrics/sft-x.json")) == "reports/runs/sft-x.json"
+    m, r = write_metrics(tmp_path / "reports/metrics/w.json", {"a": 1, "mlflow_run_id": "x"})
+    assert r == tmp_path / "reports/runs/w.json" and r.is_file()

@@ -27,8 +27,13 @@ VOLATILE_COLUMNS = ("step_seconds",)  # per-step timings: in MLflow's step metri
 
 
 def record_path(metrics_path: str | Path) -> Path:
-    """The run record beside a metrics file: reports/metrics/x.json -> reports/runs/x.json."""
-    return RUNS / Path(metrics_path).name
+    """The run record beside a metrics file: reports/metrics/x.json -> reports/runs/x.json, and
+    reports/report.json -> reports/runs/report.json (a metrics file written elsewhere, a test's,
+    keeps its record there too, never in this checkout's reports/)."""
+    metrics_path = Path(metrics_path)
+    folder = metrics_path.parent
+    base = folder.parent if folder.name == "metrics" else folder  # reports/report.json: reports/runs/
+    return base / RUNS.name / metrics_path.name
 
 
 def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
