@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from bench import fair
+from bench.floor import bench_pipeline
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.noise import sft_rows
@@ -628,33 +629,6 @@ def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: in
     }
 
 
-def bench_pipeline(params: Params) -> dict:
-    """Seconds each stage took in the execution that produced the committed outputs: the MLflow run
-    named in the stage's metrics JSON (dvc.lock -> metrics -> run), start to end. Process start-up,
-    imports and DVC's bookkeeping are not included: `fresh_clone`'s profile measures them."""
-    from mlflow.tracking import MlflowClient
-
-    from rlvr.pipeline.tracking import repo_root, tracking_uri
-    from rlvr.report.provenance import load_lock, mlflow_run_ids
-
-    root = repo_root()
-    client = MlflowClient(tracking_uri())
-    seconds = {}
-    for name, stage in load_lock(root).items():
-        rid = mlflow_run_ids(root, stage).get("stage")
-        if rid:
-            info = client.get_run(rid).info
-            seconds[name] = round((info.end_time - info.start_time) / 1000, 1)
-    grpo = sum(v for k, v in seconds.items() if k.startswith("grpo@"))
-    return {
-        "stage_seconds": dict(sorted(seconds.items())),
-        "grpo_matrix_seconds": round(grpo, 1),
-        "total_seconds": round(sum(seconds.values()), 1),
-        "target_grpo_matrix_seconds": 360,
-        "target_total_seconds": 600,
-    }
-
-
 def stage_profile(uri: str) -> dict:
     """Where one `dvc repro` spent its time, from a store that holds only that execution (a fresh
     clone's): every stage's MLflow run in start order, its seconds (the stage's own work) and the gap
@@ -728,6 +702,16 @@ def compare_outputs(ours: Path, theirs: Path) -> list[str]:
     return differ
 
 
+def clone_env(clone: Path) -> dict[str, str]:
+    """The environment a command in a fresh clone runs with: the clone's own code (PYTHONPATH), this
+    environment's packages (dvc on PATH) and no store or DVC root of this checkout's."""
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
+    env.update(PYTHONPATH=str(clone), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
 def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
     """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
     per-stage profile, the outputs that differ from this checkout's and both report.json files.
@@ -754,12 +738,7 @@ def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict
     with tempfile.TemporaryDirectory(prefix="rlvr-fresh-") as tmp:
         fresh = Path(tmp) / "fresh"
         subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
-        env.update(
-            extra_env,
-            PYTHONPATH=str(fresh),
-            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        )
+        env = {**clone_env(fresh), **extra_env}
         t0 = time.perf_counter()
         run = subprocess.run(
             [sys.executable, "-m", "dvc", "repro", "--force"],
