@@ -110,10 +110,16 @@ def _is_dvc(pid: int) -> bool:
     return any(n == "dvc" for n in names[:2]) or names[1:3] == ["-m", "dvc"]
 
 
+def stage_pid() -> int:
+    """The pid DVC started for this stage: this process's, or, in a stage forked by the warm-start
+    zygote (`warm.py`), its client's (RLVR_STAGE_PID)."""
+    return int(os.environ.get("RLVR_STAGE_PID") or os.getpid())
+
+
 def dvc_ancestor(pid: int | None = None) -> int | None:
     """The nearest ancestor process running `dvc` (through the shell DVC starts commands with), or
     None when the stage was started some other way (`rlvr sft ...`, tests). Linux /proc only."""
-    pid = _proc_parent(pid or os.getpid())
+    pid = _proc_parent(pid or stage_pid())
     while pid and pid > 1:
         if _is_dvc(pid):
             return pid
@@ -137,11 +143,11 @@ def _stage_of(pid: int) -> str | None:
 def other_stages(root: Path) -> list[tuple[int, str]]:
     """(pid, stage) of every other rlvr stage process working in `root`: not this one, not one of
     its seed workers (forked children run the same command) and not their own workers. Linux only."""
-    me, mine = os.getpid(), set()
-    pid = me
-    while pid and pid > 1:  # this process and the stage processes above it
-        mine.add(pid)
-        pid = _proc_parent(pid)
+    mine = set()
+    for pid in {os.getpid(), stage_pid()}:
+        while pid and pid > 1:  # this process (and its warm-start client) and the stages above them
+            mine.add(pid)
+            pid = _proc_parent(pid)
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit() or int(entry.name) in mine:
