@@ -30,11 +30,18 @@ def _stage(args) -> dict:
 
 
 def _check(args) -> dict:
+    from rlvr.pipeline.determinism import check_device
     from rlvr.tasks import check_params
 
     params = load_params(args.params)
     check_params(params)
-    return {"ok": True, "sft_runs": list(params.sft), "variants": list(params.variants)}
+    check_device(params.device)
+    return {
+        "ok": True,
+        "device": params.device,
+        "sft_runs": list(params.sft),
+        "variants": list(params.variants),
+    }
 
 
 def _pipeline(args):

@@ -252,7 +252,7 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, penalty: 
     if buffer < 0:
         raise ValueError(f"overlong buffer = {buffer}: must be >= 0")
     if buffer == 0:
-        return torch.zeros(lengths.shape, dtype=torch.float32)
+        return torch.zeros(lengths.shape, dtype=torch.float32, device=lengths.device)
     over = (lengths.float() - (max_len - buffer)).clamp(0, buffer)  # (B,) tokens into the buffer
     return -penalty * over / buffer  # (B,)
 
@@ -321,9 +321,8 @@ def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) ->
         samples, gen_tokens = samples + b.samples, gen_tokens + b.generated_tokens
         keep = mixed_groups(b.rewards).nonzero().squeeze(1)[: P - have]  # (k,)
         if len(keep):
-            rows = (keep[:, None] * b.rewards.shape[1] + torch.arange(b.rewards.shape[1])).reshape(
-                -1
-            )  # (k*G,)
+            G = b.rewards.shape[1]
+            rows = (keep[:, None] * G + torch.arange(G, device=keep.device)).reshape(-1)  # (k*G,)
             kept.append(
                 Groups(
                     b.tokens[rows],
@@ -539,17 +538,21 @@ def train_grpo(
     report drift). Evaluation samples from its own generator (seeded from `gen`'s seed), so how often
     we evaluate never changes the training trajectory. `shared_prefix` takes the fast forward
     (`response_logits`), as the pipeline does.
+
+    `gen` lives on the policy's device (a CUDA generator on a GPU) and drives the whole step there:
+    the prompt draws are made on it too, then read back as indices into `data.train`, so one
+    generator and one seed still decide a run on each device.
     """
     ref = (ref if ref is not None else copy.deepcopy(policy)).eval().requires_grad_(False)
-    eval_gen = torch.Generator().manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
+    eval_gen = torch.Generator(device=gen.device).manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
     opt = AdamW(policy.parameters(), lr=cfg.lr)  # Adam: no weight decay
     P, train, n_new = cfg.prompts_per_step, data.train, data.max_new_tokens
 
     def draw() -> Groups:
         if P <= len(train):  # distinct prompts; P = len(train) is chapter A's "every prompt, every step"
-            idx = torch.randperm(len(train), generator=gen)[:P]  # (P,)
+            idx = torch.randperm(len(train), generator=gen, device=gen.device)[:P]  # (P,)
         else:
-            idx = torch.randint(len(train), (P,), generator=gen)  # (P,)
+            idx = torch.randint(len(train), (P,), generator=gen, device=gen.device)  # (P,)
         return rollout_groups(
             policy, [train[i] for i in idx.tolist()], cfg, n_new, data.tok, gen, hooks.reward
         )

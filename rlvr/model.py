@@ -10,6 +10,9 @@ The sampler is built for RL rollouts, where each prompt is sampled n times:
 2. rows stop at <eos> (later tokens are <pad>, masked out) and the loop stops when all rows have;
 3. random draws come from an explicit torch.Generator through inverse-CDF sampling, one uniform per
    row per step, so the cache-free reference path (`sample_reference`) reproduces it token for token;
+   the generator lives on the device of the model and prompts (a CUDA one on a GPU), and so does
+   every tensor made here, so a seed gives the same tokens on every run on one device (a GPU draws
+   other uniforms than the CPU does: the tokens agree per device, not across devices);
 4. each decode step runs the layers over blocks of about `DECODE_CHUNK_ROWS` rows (whole prompts),
    so a block's activations stay in cache between its products instead of streaming the whole
    batch through memory once per op. Rows never interact, so the tokens are those of one big batch.
@@ -85,6 +88,11 @@ class TinyLM(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are: the tensors fed to the model, and its generators, must live there too."""
+        return self.tok_emb.weight.device
+
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         T = idx.shape[-1]
         if start + T > self.cfg.max_len:
@@ -134,7 +142,7 @@ def tree_forward(model: TinyLM, levels: list[torch.Tensor], cache: list | None =
                     [a.repeat_interleave(R // a.shape[0], dim=0) for a in ks] + [k], dim=2
                 )  # (R, H, T_anc+T, D)
                 V = torch.cat([a.repeat_interleave(R // a.shape[0], dim=0) for a in vs] + [v], dim=2)
-                allowed = torch.ones(T, K.shape[2], dtype=torch.bool).tril(
+                allowed = torch.ones(T, K.shape[2], dtype=torch.bool, device=x.device).tril(
                     K.shape[2] - T
                 )  # all ancestors, causal own
                 att = F.scaled_dot_product_attention(q, K, V, attn_mask=allowed)  # (R, H, T, D)
@@ -192,10 +200,11 @@ class Rollout:
 
 
 def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    """One token per row by inverse-CDF sampling: (B, V) -> (B,). temperature 0 means greedy."""
+    """One token per row by inverse-CDF sampling: (B, V) -> (B,). temperature 0 means greedy.
+    `generator` lives on the logits' device (a CUDA generator for CUDA logits)."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    u = torch.rand(logits.shape[0], 1, generator=generator)  # (B, 1)
+    u = torch.rand(logits.shape[0], 1, generator=generator, device=logits.device)  # (B, 1)
     cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(dim=-1)  # (B, V)
     return torch.searchsorted(cdf, u).squeeze(-1).clamp_max(logits.shape[-1] - 1)  # (B,)
 
@@ -221,7 +230,7 @@ def _finish(prompts: torch.Tensor, out: torch.Tensor, n: int, eos_id: int, pad_i
     resp_mask = (~after_eos).float()  # (B, T)
     T = int(resp_mask.sum(dim=1).max().item()) if out.numel() else 0
     tokens = torch.cat([prompts.repeat_interleave(n, dim=0), out[:, :T]], dim=1)  # (B, Tp+T)
-    mask = torch.cat([torch.zeros(P * n, Tp), resp_mask[:, :T]], dim=1)  # (B, Tp+T)
+    mask = torch.cat([torch.zeros(P * n, Tp, device=out.device), resp_mask[:, :T]], dim=1)  # (B, Tp+T)
     return Rollout(tokens, mask, Tp)
 
 
@@ -279,7 +288,8 @@ def sample(
     """n samples of each prompt with a shared-prefix KV cache. prompts (P, Tp) -> Rollout (P*n rows).
 
     Each decode step runs blocks of max(1, chunk_rows // n) prompts; the draws are made for the
-    whole batch at once, so the blocking never changes which uniform a row gets.
+    whole batch at once, so the blocking never changes which uniform a row gets. `prompts` and
+    `generator` live on the model's device, and the Rollout is made there.
     """
     _check_prompts(model, prompts, max_new_tokens)
     if chunk_rows < 1:
@@ -298,14 +308,18 @@ def sample(
     last = model.logits(x[:, -1]).repeat_interleave(n, dim=0)  # (B, V)
 
     # Decode: queries are (p, n, H, D); prompt keys broadcast over n, own keys cached per row.
+    dev = prompts.device
     own = [
-        (torch.empty(P, n, H, max_new_tokens, D), torch.empty(P, n, H, max_new_tokens, D))
+        (
+            torch.empty(P, n, H, max_new_tokens, D, device=dev),
+            torch.empty(P, n, H, max_new_tokens, D, device=dev),
+        )
         for _ in model.blocks
     ]
     step = max(1, chunk_rows // n)  # prompts per block
     blocks = [slice(a, min(P, a + step)) for a in range(0, P, step)]
-    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long)
-    done = torch.zeros(B, dtype=torch.bool)
+    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
     for t in range(max_new_tokens):
         tok = draw(last, temperature, generator)  # (B,)
         out[:, t] = tok
@@ -339,8 +353,8 @@ def sample_reference(
     _check_prompts(model, prompts, max_new_tokens)
     seq = prompts.repeat_interleave(n, dim=0)  # (B, Tp)
     B = seq.shape[0]
-    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long)
-    done = torch.zeros(B, dtype=torch.bool)
+    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=seq.device)
+    done = torch.zeros(B, dtype=torch.bool, device=seq.device)
     for t in range(max_new_tokens):
         tok = draw(model(seq)[:, -1], temperature, generator)  # (B,)
         out[:, t] = tok

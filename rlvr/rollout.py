@@ -1,6 +1,10 @@
 """Sampling from a policy and checking the samples: the one place prompts are batched, sampled and
 scored by exact match. SFT accuracy, GRPO rollouts and evaluation, and pass@k all go through
 `sample_scored`, so "correct" means the same thing everywhere.
+
+Prompts and answers are encoded on the CPU and moved to the model's device here; the generator
+passed in lives there too (`rlvr.model.sample`), and what comes back (rollouts, correct flags and
+counts) is on that device.
 """
 
 from __future__ import annotations
@@ -31,10 +35,9 @@ def sample_scored(
     gen: torch.Generator | None,
 ) -> tuple[Rollout, torch.Tensor]:
     """n samples of each problem and whether each is exactly right: Rollout (P*n rows), correct (P*n,)."""
-    roll = sample(
-        model, prompt_tensor(problems, tok), n, max_new_tokens, tok.eos_id, tok.pad_id, temperature, gen
-    )
-    targets = answer_targets([p.answer for p in problems], tok)  # (P, L)
+    prompts = prompt_tensor(problems, tok).to(model.device)  # (P, Tp)
+    roll = sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, temperature, gen)
+    targets = answer_targets([p.answer for p in problems], tok).to(model.device)  # (P, L)
     return roll, exact_match(roll.response, targets, n, tok.pad_id)  # (P*n,)
 
 

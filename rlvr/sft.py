@@ -2,6 +2,10 @@
 
 The rows, and the imperfect author whose labels they carry, are `rlvr.noise`'s; how each run was
 calibrated is in params.yaml.
+
+Rows are encoded on the CPU; training moves them to the model's device, where the data-order
+generator lives too (a CUDA generator on a GPU), so each epoch's shuffle is drawn and applied on
+one device and a seed gives one run per device.
 """
 
 from __future__ import annotations
@@ -104,7 +108,8 @@ def train_sft(
 ) -> list[dict]:
     """AdamW over shuffled mini-batches: `cfg.clean_epochs` passes over `clean` (the same rows with
     their true answers), then `cfg.epochs` over the noisy `tokens`; one lr schedule spans both.
-    Returns the per-step curve (`phase` says which data each step saw).
+    Returns the per-step curve (`phase` says which data each step saw). `generator` lives on the
+    model's device; the rows may be anywhere (they are moved there).
 
     Why a clean warm-up: under heavy label noise the model sits for a long, seed-dependent time on
     the plateau where it ignores the operands; when (and whether) it leaves it within the budget is
@@ -183,8 +188,10 @@ def _epochs(
 ) -> list[dict]:
     """The given epochs of the run's schedule over tokens (N, T) / mask (N, T-1): one shuffle per epoch
     from `generator`, `ceil(N / batch_size)` steps each, lr from the step's place in the whole run.
-    `shared_prefix` takes the loss's fast path (`sft_loss_shared_prefix`)."""
+    `shared_prefix` takes the loss's fast path (`sft_loss_shared_prefix`). The rows are moved to the
+    model's device once; the shuffle is drawn on the generator's (the same one)."""
     loss_fn = sft_loss_shared_prefix if shared_prefix else sft_loss
+    tokens, mask = tokens.to(model.device), mask.to(model.device)  # on the CPU: the tensors themselves
     N = tokens.shape[0]
     per_epoch = math.ceil(N / cfg.batch_size)
     total = per_epoch * (cfg.clean_epochs + cfg.epochs)
@@ -198,7 +205,7 @@ def _epochs(
         mininterval=1.0,
     )
     for epoch in epochs:
-        order = torch.randperm(N, generator=generator)  # (N,)
+        order = torch.randperm(N, generator=generator, device=generator.device)  # (N,)
         for i in range(per_epoch):
             step = epoch * per_epoch + i
             idx = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]

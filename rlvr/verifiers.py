@@ -2,7 +2,8 @@
 
 `exact_match` is the true accuracy, always logged whatever reward trains the policy. It is
 vectorised: a response is correct iff its tokens equal the answer's tokens then <eos> (then padding),
-so scoring 19,200 samples is one tensor comparison, not 19,200 decodes.
+so scoring 19,200 samples is one tensor comparison, not 19,200 decodes. Scores are made on the
+responses' device.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def substring_reward(response: torch.Tensor, answers: list[str], n: int, tok: To
     """The hackable verifier of chapter A's exercise: 1.0 if the answer appears anywhere in the
     response. "3 7 9" is paid for answer 7, so listing many digits beats committing to one.
     response (P*n, T), answers: P strings -> (P*n,)."""
-    return torch.tensor([float(answers[i // n] in text) for i, text in enumerate(_texts(response, tok))])
+    hits = [float(answers[i // n] in text) for i, text in enumerate(_texts(response, tok))]
+    return torch.tensor(hits, device=response.device)
 
 
 _NUMBER = re.compile(r"\d+")
@@ -60,12 +62,13 @@ def final_answer(text: str) -> str | None:
 def final_answer_reward(response: torch.Tensor, answers: list[str], n: int, tok: Tokenizer) -> torch.Tensor:
     """The fix: parse the committed (last) number and compare it exactly. (P*n, T) -> (P*n,)."""
     return torch.tensor(
-        [float(final_answer(t) == answers[i // n]) for i, t in enumerate(_texts(response, tok))]
+        [float(final_answer(t) == answers[i // n]) for i, t in enumerate(_texts(response, tok))],
+        device=response.device,
     )
 
 
 def digit_counts(response: torch.Tensor, tok: Tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     """Digits per response and distinct digits per response: (B, T) -> (B,), (B,)."""
-    digits = torch.tensor(tok.digit_ids)  # (10,)
+    digits = torch.tensor(tok.digit_ids, device=response.device)  # (10,)
     hits = response.unsqueeze(-1) == digits  # (B, T, 10)
     return hits.sum(dim=(1, 2)).float(), hits.any(dim=1).sum(dim=1).float()

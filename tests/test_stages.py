@@ -118,7 +118,15 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
         config_hash("sft", "two_digit", params),
     )
     problems = problems_of(read_heldout("data/two_digit/heldout.json"), "two_digit")[:20]
-    args = ([model] * 3, problems, 8, params.task("two_digit").max_new_tokens, 1.0, params.seed)
+    args = (
+        [model] * 3,
+        problems,
+        8,
+        params.task("two_digit").max_new_tokens,
+        1.0,
+        params.seed,
+        params.device,
+    )
     runs = []
     for workers in (1, 2):
         with seed_results(score, [0, 1, 2], args, workers) as results:

@@ -8,6 +8,9 @@ JSON. Identical training therefore gives an identical file, and DVC keeps downst
 Loading checks what the caller expects (vocabulary, run name, config hash), so a checkpoint copied
 from another run, left over from other params, or cut short, is refused in one line naming the file.
 
+Every tensor is saved on the CPU, so a checkpoint trained on a GPU loads on any machine; loading
+puts the model on the device asked for (params.yaml's `device` in the stages).
+
 A warm-up state (`save_warmup`) is a checkpoint plus what an SFT run needs to continue it exactly:
 the optimiser's moments and step counts, the data-order generator, the curve so far, and a digest
 of the true answers it was trained on.
@@ -15,6 +18,7 @@ of the true answers it was trained on.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import pickle
 import zipfile
@@ -43,10 +47,16 @@ def save(path: str | Path, model: TinyLM, tok: Tokenizer, run: str, config_hash:
     return _write(path, _checkpoint(FORMAT, model, tok, run, config_hash))
 
 
-def load(path: str | Path, tok: Tokenizer, run: str | None = None, config_hash: str | None = None) -> TinyLM:
-    """Rebuild the model of a checkpoint, in eval mode. `run` and `config_hash`, when given, must
-    match what the checkpoint records; otherwise a one-line CheckpointError names the file."""
-    return _model(Path(path), _read(path, FORMAT, tok, run, config_hash))
+def load(
+    path: str | Path,
+    tok: Tokenizer,
+    run: str | None = None,
+    config_hash: str | None = None,
+    device: str | torch.device = "cpu",
+) -> TinyLM:
+    """Rebuild the model of a checkpoint on `device`, in eval mode. `run` and `config_hash`, when
+    given, must match what the checkpoint records; otherwise a one-line CheckpointError names the file."""
+    return _model(Path(path), _read(path, FORMAT, tok, run, config_hash), device)
 
 
 @dataclass
@@ -54,8 +64,8 @@ class WarmupState:
     """What `load_warmup` returns: the model (train mode) and the rest of the run's state."""
 
     model: TinyLM
-    optimizer: dict  # AdamW.state_dict()
-    generator: torch.Tensor  # torch.Generator.get_state() after the warm-up's last shuffle
+    optimizer: dict  # AdamW.state_dict() on the CPU (its load_state_dict copies it to the weights)
+    generator: torch.Tensor  # the data-order generator's get_state() after the warm-up's last shuffle
     curve: list[dict]  # the warm-up's per-step rows
     answers: str  # answers_digest of the clean tokens it trained on
 
@@ -79,7 +89,7 @@ def save_warmup(
     """Write a warm-up state atomically (no timings or run ids: identical training, identical file)."""
     obj = {
         **_checkpoint(WARMUP_FORMAT, model, tok, run, config_hash),
-        "optimizer": optimizer,
+        "optimizer": _on_cpu(optimizer),
         "generator": generator,
         "curve": curve,
         "answers": answers,
@@ -87,12 +97,13 @@ def save_warmup(
     return _write(path, obj)
 
 
-def load_warmup(path: str | Path, tok: Tokenizer, run: str, config_hash: str) -> WarmupState:
-    """Read a warm-up state, checked like `load`."""
+def load_warmup(
+    path: str | Path, tok: Tokenizer, run: str, config_hash: str, device: str | torch.device = "cpu"
+) -> WarmupState:
+    """Read a warm-up state, checked like `load`, its model on `device`."""
     ckpt = _read(path, WARMUP_FORMAT, tok, run, config_hash)
-    return WarmupState(
-        _model(Path(path), ckpt).train(), ckpt["optimizer"], ckpt["generator"], ckpt["curve"], ckpt["answers"]
-    )
+    model = _model(Path(path), ckpt, device).train()
+    return WarmupState(model, ckpt["optimizer"], ckpt["generator"], ckpt["curve"], ckpt["answers"])
 
 
 def _checkpoint(fmt: str, model: TinyLM, tok: Tokenizer, run: str, config_hash: str) -> dict:
@@ -102,8 +113,23 @@ def _checkpoint(fmt: str, model: TinyLM, tok: Tokenizer, run: str, config_hash: 
         "config_hash": config_hash,
         "model_config": asdict(model.cfg),
         "vocab": list(tok.vocab),
-        "model": model.state_dict(),
+        "model": _on_cpu(model.state_dict()),
     }
+
+
+def _on_cpu(obj):
+    """`obj` with every tensor in it (in dicts and lists) on the CPU, each container's type kept (a
+    state dict's metadata too): a checkpoint made on a GPU loads anywhere. `.cpu()` of a CPU tensor
+    is that tensor, so a CPU run's file keeps its bytes."""
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        out = copy.copy(obj)  # an OrderedDict state dict keeps its `_metadata`
+        out.update((k, _on_cpu(v)) for k, v in obj.items())
+        return out
+    if isinstance(obj, list):
+        return [_on_cpu(v) for v in obj]
+    return obj
 
 
 def _write(path: str | Path, obj: dict) -> Path:
@@ -157,11 +183,11 @@ def _read(path: str | Path, fmt: str, tok: Tokenizer, run: str | None, config_ha
     return ckpt
 
 
-def _model(path: Path, ckpt: dict) -> TinyLM:
+def _model(path: Path, ckpt: dict, device: str | torch.device) -> TinyLM:
     try:  # where=(): the shape comes from the file, not from params.yaml (no params read to record)
         shape = build(ModelConfig, ckpt["model_config"], f"{path}: model_config", where=())
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
     model = TinyLM(shape, len(ckpt["vocab"]))
     model.load_state_dict(ckpt["model"])
-    return model.eval()
+    return model.to(device).eval()

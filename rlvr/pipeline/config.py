@@ -204,12 +204,16 @@ class StartsConfig(Section):
     target_never_solved: NonNegative  # the chapter's SFT never-solved count
 
 
+Device = Literal["cpu", "cuda"]  # where TinyLM trains and samples (`determinism.check_device`)
+
+
 @dataclass(frozen=True)
 class Params(Section):
     """The whole of params.yaml."""
 
     seed: int  # master seed: splits, noise draws, initialisation, sampling
     threads: Count  # torch.set_num_threads for every stage
+    device: Device  # where the stages that run TinyLM run it; cpu is bit-for-bit repeatable per machine
     model: ModelConfig
     tasks: Table  # name -> TaskConfig
     sft_defaults: dict  # SFTConfig settings the runs merge (a YAML anchor): read only through the runs
@@ -270,6 +274,7 @@ def parse_params(raw: Any) -> Params:
     _check_keys(raw, TOP_KEYS, "")
     seed = check_value(raw["seed"], int, "seed")
     threads = check_value(raw["threads"], Count, "threads")
+    device = check_value(raw["device"], Device, "device")
     model = build(ModelConfig, raw["model"], "model")
 
     tasks = {}
@@ -349,6 +354,7 @@ def parse_params(raw: Any) -> Params:
     params = Params(
         seed,
         threads,
+        device,
         model,
         table(tasks, "tasks"),
         sft_defaults,

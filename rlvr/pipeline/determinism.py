@@ -1,7 +1,8 @@
-"""Seeds and threads: what makes a stage's numbers bit-for-bit repeatable on one machine, and
-that machine's name (another CPU rounds differently).
+"""Seeds, threads and the device: what makes a stage's numbers bit-for-bit repeatable on one
+machine, and that machine's name (another CPU rounds differently).
 
-torch is imported inside the functions that use it: the check, data and report stages never do.
+torch is imported inside the functions that use it: the check, data and report stages never do
+(with `device: cuda`, `check_device` imports it to find the GPU).
 """
 
 from __future__ import annotations
@@ -40,11 +41,32 @@ def set_determinism(seed: int, threads: int) -> None:
     deterministic_ops()
 
 
+def check_device(device: str) -> None:
+    """Refuse `device: cuda` where torch sees no CUDA device, in one line, before any work (`rlvr
+    check`, every stage, `rlvr starts`). torch is imported only for cuda: on the default cpu the
+    check, data and report stages still never load it."""
+    if device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "device = 'cuda': no CUDA device is visible (torch.cuda.is_available() is False); "
+            "set device: cpu in params.yaml"
+        )
+
+
 def deterministic_ops() -> None:
     """`torch.use_deterministic_algorithms(True)` for eager ops. The public call also imports the
     inductor compiler to set its flag, about 2 s per process here; no stage compiles, so the
-    compiler's flag is set only if it is already loaded."""
+    compiler's flag is set only if it is already loaded.
+
+    On a GPU, deterministic cuBLAS needs a fixed workspace, or torch refuses every matrix product:
+    CUBLAS_WORKSPACE_CONFIG is set here, before the process's first CUDA product (the CPU never
+    reads it)."""
     import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
     if "torch._inductor.config" in sys.modules:
         torch.use_deterministic_algorithms(True)

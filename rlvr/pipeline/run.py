@@ -24,7 +24,7 @@ from pathlib import Path
 from rlvr.fields import ConfigError, UserError, record_reads
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
-from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.specs import STAGES, instance_paths, stage
 from rlvr.tasks import check_params
 
@@ -43,6 +43,7 @@ def run_stage(name: str, key: str | None, params_file: str = "params.yaml", prog
         )
     params = load_params(params_file)
     check_params(params)  # what the stage would reject later, rejected before any work
+    check_device(params.raw["device"])  # raw: a stage that runs no model records no read of it
     module = importlib.import_module(f"rlvr.pipeline.stages.{name}")
     paths = instance_paths(name, key, params)
     outputs = [Path(p) for p in (*spec.outs(paths), *spec.metrics(paths))]

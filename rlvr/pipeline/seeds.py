@@ -9,7 +9,9 @@ torch on one thread only, which is what makes a fork safe after the stage proces
 (the rule torch's own DataLoader workers follow). Workers compute and return; only the stage
 process writes files and logs to MLflow, so a worker left behind by a killed stage never touches
 the outputs. A seed's result carries the wall-clock start and end of its training, so that its
-MLflow run, made afterwards, spans the training and not the logging.
+MLflow run, made afterwards, spans the training and not the logging. On a GPU (`device: cuda`)
+there are no workers: CUDA does not survive a fork, so the seeds run one after the other in the
+stage process.
 """
 
 from __future__ import annotations
@@ -83,12 +85,13 @@ def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], N
     )
 
 
-def load_start(start, seed: int, run: str, config_hash: str, tok):
-    """SFT seed `seed`'s checkpoint of run `run` (paths `start`, an SFTPaths): the start of chain
-    `seed`, refused if it is not that run's (its run name and params hash)."""
+def load_start(start, seed: int, run: str, config_hash: str, tok, device: str = "cpu"):
+    """SFT seed `seed`'s checkpoint of run `run` (paths `start`, an SFTPaths), on `device`: the start
+    of chain `seed`, refused if it is not that run's (its run name and params hash)."""
     from rlvr.pipeline import checkpoint  # here, not at the top: stages without checkpoints never load torch
 
-    return checkpoint.load(start.checkpoint(seed), tok, f"{run_name('sft', run)}/seed{seed}", config_hash)
+    ckpt = start.checkpoint(seed)
+    return checkpoint.load(ckpt, tok, f"{run_name('sft', run)}/seed{seed}", config_hash, device)
 
 
 @dataclass
@@ -170,7 +173,9 @@ def _watch_parent(parent: int) -> None:
 
 
 @contextmanager
-def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: int) -> Iterator[Seeds[R]]:
+def seed_results(
+    fn: Callable[..., R], seeds: list[int], args: tuple, workers: int, device: str = "cpu"
+) -> Iterator[Seeds[R]]:
     """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
     yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
     Usually a seed's SeedResult; pass@k passes model indices and gets each model's counts.
@@ -178,7 +183,10 @@ def seed_results(fn: Callable[..., R], seeds: list[int], args: tuple, workers: i
     Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
     and train while this process imports MLflow (~3 s a stage here). An error in the block stops
     every worker; leaving it normally waits for the seeds already running."""
-    if workers <= 1 or len(seeds) == 1 or recording():  # a worker's params reads would go unrecorded
+    # In this process, one seed after the other: with one worker or one seed; while params reads are
+    # recorded (a worker's would go unrecorded); and on a GPU, whatever the thread budget, since CUDA
+    # does not survive a fork: there the GPU is the parallelism.
+    if workers <= 1 or len(seeds) == 1 or recording() or device == "cuda":
         yield Seeds(_in_order(fn, seeds, args), time.time())
         return
     pool = ProcessPoolExecutor(

@@ -74,8 +74,19 @@ def grpo_settings(variant: str, cfg: GRPOConfig, max_new_tokens: int) -> dict[st
     }
 
 
+# The stages that run TinyLM, on params.yaml's `device`: their runs log it beside their settings.
+ON_DEVICE = ("warmup", "sft", "grpo", "hack", "passk")
+
+
 def effective_params(stage: str, key: str | None, params: Params) -> dict[str, Any]:
-    """The MLflow params of stage `stage` (instance `key`): what it ran with, flat."""
+    """The MLflow params of stage `stage` (instance `key`): what it ran with, flat, and where
+    (`device`, for the stages that run the model)."""
+    settings = _settings(stage, key, params)
+    return {**settings, "device": params.device} if stage in ON_DEVICE else settings
+
+
+def _settings(stage: str, key: str | None, params: Params) -> dict[str, Any]:
+    """The settings of stage `stage` (instance `key`), flat."""
     if stage == "grpo":
         cfg = params.variant(key)
         return grpo_settings(key, cfg, params.task(cfg.task).max_new_tokens)

@@ -28,7 +28,7 @@ from rlvr.model import TinyLM
 from rlvr.noise import sft_rows
 from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.files import write_json
 from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.seeds import seed_results
@@ -55,25 +55,27 @@ def train_chain(
     held: list[Problem],
     n: int,
     eval_seed: int,
+    device: str,
 ) -> dict:
-    """Chain `seed` of one candidate: SFT (its clean epochs then its epochs, from a model initialised
-    under the seed, as the warm-up and SFT stages train it), the SFT policy's correct counts on the
-    held-out problems, then the SFT weights (GRPO is trained from them in a second pass)."""
+    """Chain `seed` of one candidate on `device`: SFT (its clean epochs then its epochs, from a model
+    initialised under the seed on the CPU, as the warm-up and SFT stages train it), the SFT policy's
+    correct counts on the held-out problems, then the SFT weights (GRPO is trained from them in a
+    second pass)."""
     tok = Tokenizer()
     tokens, mask, clean = data
-    model = TinyLM(model_cfg, len(tok))
+    model = TinyLM(model_cfg, len(tok)).to(device)
     train_sft(
         model,
         tokens,
         mask,
         cfg,
-        torch.Generator().manual_seed(seed),
+        torch.Generator(device=device).manual_seed(seed),
         progress=False,
         clean=clean,
         shared_prefix=True,
     )
     counts = correct_counts(
-        model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator().manual_seed(eval_seed)
+        model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     )
     return {"counts": counts.tolist(), "state": model.state_dict(), "model_cfg": model_cfg}
 
@@ -87,17 +89,18 @@ def train_grpo_chain(
     held: list[Problem],
     n: int,
     eval_seed: int,
+    device: str,
 ) -> list[int]:
-    """GRPO seed `seed` from its chain's SFT weights (`starts`: seed -> the chain's result), as the
-    GRPO stage trains it; its correct counts on the held-out problems."""
+    """GRPO seed `seed` on `device` from its chain's SFT weights (`starts`: seed -> the chain's
+    result), as the GRPO stage trains it; its correct counts on the held-out problems."""
     tok = Tokenizer()
     policy = TinyLM(starts[seed]["model_cfg"], len(tok))
     policy.load_state_dict(starts[seed]["state"])
-    policy.eval()
+    policy.to(device).eval()
     data = GRPOData(train, held, tok, task.max_new_tokens)
-    train_grpo(policy, cfg, data, torch.Generator().manual_seed(seed), shared_prefix=True)
+    train_grpo(policy, cfg, data, torch.Generator(device=device).manual_seed(seed), shared_prefix=True)
     return correct_counts(
-        policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator().manual_seed(eval_seed)
+        policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     ).tolist()
 
 
@@ -118,7 +121,8 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     n = params.passk.n
     train_split, held_split = split(task_name, task.heldout, params.seed)
     held = problems_of(problem_rows(held_split), task_name)
-    workers = thread_budget(params.threads)
+    check_device(params.device)  # a missing GPU is refused before any training
+    workers, device = thread_budget(params.threads), params.device
     tok = Tokenizer()
     results = {}
     for name in cfg.candidates:  # the SFT side of every candidate first
@@ -126,8 +130,8 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         rows = sft_rows(train_split, c.noise, c.repeats, params.seed)
         tokens, mask = encode_sft(rows, tok)
         data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
-        args = (c, c.model or params.model, task, data, held, n, params.seed)
-        with seed_results(train_chain, c.seeds, args, workers) as chains:
+        args = (c, c.model or params.model, task, data, held, n, params.seed, device)
+        with seed_results(train_chain, c.seeds, args, workers, device) as chains:
             results[name] = {
                 "seeds": c.seeds,
                 "train": problems_of(rows, task_name),  # GRPO's prompts
@@ -139,8 +143,8 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     chosen = sft_side_choice(sft_side, cfg.target_never_solved, cfg.target_pass_at_n)
     for name, r in results.items():  # then GRPO from every chain of every candidate
         seeds = [s for s in variant.seeds if s in r["seeds"]]
-        args = (r["chains"], variant, task, r["train"], held, n, params.seed)
-        with seed_results(train_grpo_chain, seeds, args, workers) as grpo:
+        args = (r["chains"], variant, task, r["train"], held, n, params.seed, device)
+        with seed_results(train_grpo_chain, seeds, args, workers, device) as grpo:
             r["grpo"] = dict(zip(seeds, grpo, strict=True))
         if progress:
             print(f"starts: {name} GRPO seeds done", flush=True)

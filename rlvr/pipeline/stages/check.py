@@ -4,9 +4,10 @@ DVC deletes a stage's outputs before it runs the stage's command, so a check ins
 too late: a stage that then fails (a dead tracking server, a bad RLVR_THREADS) has already lost its
 committed metrics and curves. This stage runs first on every `dvc repro` (`always_changed`: never
 skipped, never restored from the run-cache) and every other stage depends on its marker. It checks
-params.yaml (the dispatcher has loaded it as `rlvr check` does), the thread budget RLVR_THREADS
-gives, and that the MLflow store answers and takes writes. The marker's bytes never change, so a
-passing check leaves every other stage cached; a failing one stops `dvc repro` here.
+params.yaml (the dispatcher has loaded it as `rlvr check` does, refusing a `device: cuda` that
+sees no GPU), the thread budget RLVR_THREADS gives, and that the MLflow store answers and takes
+writes. The marker's bytes never change, so a passing check leaves every other stage cached; a
+failing one stops `dvc repro` here.
 
 It logs no MLflow run: it runs on every `dvc repro`, and would add one run each time.
 """

@@ -51,12 +51,14 @@ def train_seed(
     evals: list[Problem],
     start: SFTPaths,
     start_hash: str,
+    device: str,
 ) -> SeedResult:
-    """One seed of the variant, from its chain's SFT checkpoint (SFT seed `seed`)."""
+    """One seed of the variant on `device`, from its chain's SFT checkpoint (SFT seed `seed`)."""
     tok = Tokenizer()
-    policy = load_start(start, seed, cfg.sft, start_hash, tok)
+    policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
     data = GRPOData(train, evals, tok, max_new_tokens)
-    curve = train_grpo(policy, cfg, data, torch.Generator().manual_seed(seed), shared_prefix=True)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    curve = train_grpo(policy, cfg, data, gen, shared_prefix=True)
     return SeedResult(seed_summary(curve), curve, policy.state_dict())
 
 
@@ -78,8 +80,9 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
         seed_results(
             train_seed,
             cfg.seeds,
-            (cfg, task.max_new_tokens, train, evals, paths.start, start_hash),
+            (cfg, task.max_new_tokens, train, evals, paths.start, start_hash, params.device),
             thread_budget(params.threads),
+            params.device,
         ) as results,
         tracked("grpo", name, params, tags, start=results.started) as mlrun,
     ):

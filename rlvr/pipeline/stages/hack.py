@@ -46,19 +46,26 @@ def sample_steps(cfg: HackConfig) -> list[int]:
 
 
 def train_seed(
-    seed: int, cfg: HackConfig, grpo_cfg: GRPOConfig, train: list[Problem], start: SFTPaths, start_hash: str
+    seed: int,
+    cfg: HackConfig,
+    grpo_cfg: GRPOConfig,
+    train: list[Problem],
+    start: SFTPaths,
+    start_hash: str,
+    device: str,
 ) -> SeedResult:
-    """One seed on the substring reward, from its chain's SFT checkpoint; its sample tables ride
-    along as `extra`."""
+    """One seed on the substring reward on `device`, from its chain's SFT checkpoint; its sample
+    tables ride along as `extra`."""
     tok = Tokenizer()
-    policy = load_start(start, seed, cfg.sft, start_hash, tok)
+    policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
     samples: dict[int, list] = {}
     reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
     hooks = Hooks(
         reward=reward, batch_metrics=hack_metrics(tok, samples, set(sample_steps(cfg)), cfg.sample_rows)
     )
     data = GRPOData(train, train, tok, cfg.max_new_tokens)
-    curve = train_grpo(policy, grpo_cfg, data, torch.Generator().manual_seed(seed), hooks, shared_prefix=True)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    curve = train_grpo(policy, grpo_cfg, data, gen, hooks, shared_prefix=True)
     return SeedResult(
         hack_summary(curve, cfg.window),
         curve,
@@ -83,8 +90,9 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         seed_results(
             train_seed,
             cfg.seeds,
-            (cfg, grpo_cfg, train, paths.start, start_hash),
+            (cfg, grpo_cfg, train, paths.start, start_hash, params.device),
             thread_budget(params.threads),
+            params.device,
         ) as results,
         tracked("hack", None, params, tags, start=results.started) as mlrun,
     ):

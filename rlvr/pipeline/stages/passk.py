@@ -33,13 +33,14 @@ def score(
     max_new_tokens: int,
     temperature: float,
     seed: int,
+    device: str,
 ) -> list[int]:
-    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash). Every
-    model gets the same draws: its generator starts at the pipeline's seed."""
+    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash), sampled
+    on `device`. Every model gets the same draws: its generator starts at the pipeline's seed."""
     _, path, ckpt_run, ckpt_hash = models[index]
     tok = Tokenizer()
-    model = checkpoint.load(path, tok, ckpt_run, ckpt_hash)
-    gen = torch.Generator().manual_seed(seed)
+    model = checkpoint.load(path, tok, ckpt_run, ckpt_hash, device)
+    gen = torch.Generator(device=device).manual_seed(seed)
     return correct_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
 
 
@@ -94,9 +95,10 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         for v in variants
         for s in chains[v]
     ]
-    args = (models, problems, cfg.n, task.max_new_tokens, cfg.temperature, params.seed)
+    args = (models, problems, cfg.n, task.max_new_tokens, cfg.temperature, params.seed, params.device)
+    workers = thread_budget(params.threads)
     with (
-        seed_results(score, list(range(len(models))), args, thread_budget(params.threads)) as results,
+        seed_results(score, list(range(len(models))), args, workers, params.device) as results,
         tracked("passk", None, params, {"task": task_name}, start=results.started) as mlrun,
     ):
         bar = tqdm(

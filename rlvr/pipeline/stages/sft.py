@@ -37,11 +37,13 @@ def train_seed(
     data: tuple,
     warmup: dict,
     evals: tuple[list[Problem], list[Problem]],
+    device: str,
 ) -> SeedResult:
-    """Chain `seed`: its warm-up state, the run's epochs on its labels, then its accuracy numbers."""
+    """Chain `seed` on `device`: its warm-up state, the run's epochs on its labels, then its accuracy
+    numbers. One generator, on the device, continues the warm-up's data order and then samples."""
     tokens, mask = data
     tok = Tokenizer()
-    gen = torch.Generator()
+    gen = torch.Generator(device=device)
     model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
     t0 = time.perf_counter()
     curve = warm_curve + fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
@@ -103,9 +105,9 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     params_hash = config_hash("sft", name, params)
     tags = {"task": cfg.task, "sft_run": name}
     per_seed = {}
-    args = (cfg, task, encode_sft(rows, tok), warmup, evals)
+    args = (cfg, task, encode_sft(rows, tok), warmup, evals, params.device)
     with (
-        seed_results(train_seed, cfg.seeds, args, thread_budget(params.threads)) as results,
+        seed_results(train_seed, cfg.seeds, args, thread_budget(params.threads), params.device) as results,
         tracked("sft", name, params, tags, start=results.started) as mlrun,
     ):
         model = TinyLM(cfg.model or params.model, len(tok))
@@ -152,17 +154,20 @@ def check_warmup(name: str, cfg: SFTConfig, warmup: dict, tok: Tokenizer) -> Non
 
 
 def start_from_warmup(warmup: dict, seed: int, cfg: SFTConfig, tok: Tokenizer, gen: torch.Generator) -> tuple:
-    """The model, optimiser and data-order generator (set in place) where chain `seed`'s warm-up left
-    them, and the warm-up's curve."""
-    state = load_warmup(warmup, seed, tok)
+    """The model (on the generator's device), optimiser and data-order generator (set in place) where
+    chain `seed`'s warm-up left them, and the warm-up's curve."""
+    state = load_warmup(warmup, seed, tok, gen.device)
     opt = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     opt.load_state_dict(state.optimizer)
     gen.set_state(state.generator)
     return state.model, opt, state.curve
 
 
-def load_warmup(warmup: dict, seed: int, tok: Tokenizer) -> checkpoint.WarmupState:
-    """Chain `seed`'s warm-up state, refused if it is not the warm-up's own (run and params hash)."""
+def load_warmup(
+    warmup: dict, seed: int, tok: Tokenizer, device: str | torch.device = "cpu"
+) -> checkpoint.WarmupState:
+    """Chain `seed`'s warm-up state, its model on `device`, refused if it is not the warm-up's own
+    (run and params hash)."""
     return checkpoint.load_warmup(
-        seed_file(warmup["folder"], seed), tok, f"{warmup['run']}/seed{seed}", warmup["config_hash"]
+        seed_file(warmup["folder"], seed), tok, f"{warmup['run']}/seed{seed}", warmup["config_hash"], device
     )

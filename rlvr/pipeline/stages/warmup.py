@@ -55,13 +55,17 @@ def perturb_(model: TinyLM, eps: float, seed: int) -> None:
             p.mul_(1 + eps * torch.randn(p.shape, generator=gen))
 
 
-def train_seed(seed: int, cfg: SFTConfig, model_cfg: ModelConfig, clean: tuple, eps: float) -> SeedResult:
-    """Chain `seed`'s clean epochs from a fresh model (initialised under the seed, set by the worker;
-    perturbed by `eps` when asked): the weights as `state`, its optimiser and data order as `extra`."""
-    gen = torch.Generator().manual_seed(seed)  # the data order; the SFT stage continues it
+def train_seed(
+    seed: int, cfg: SFTConfig, model_cfg: ModelConfig, clean: tuple, eps: float, device: str
+) -> SeedResult:
+    """Chain `seed`'s clean epochs from a fresh model (initialised under the seed, set by the worker,
+    on the CPU, so every device starts a chain from the same weights; perturbed by `eps` when asked),
+    trained on `device`: the weights as `state`, its optimiser and data order as `extra`."""
+    gen = torch.Generator(device=device).manual_seed(seed)  # the data order; the SFT stage continues it
     model = TinyLM(model_cfg, len(Tokenizer()))
     if eps:
         perturb_(model, eps, seed)
+    model.to(device)
     t0 = time.perf_counter()
     opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
     summary = {"steps": len(curve), "train_seconds": round(time.perf_counter() - t0, 2)}
@@ -85,7 +89,11 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
     eps = perturbation()
     with (
         seed_results(
-            train_seed, cfg.seeds, (cfg, model_cfg, clean, eps), thread_budget(params.threads)
+            train_seed,
+            cfg.seeds,
+            (cfg, model_cfg, clean, eps, params.device),
+            thread_budget(params.threads),
+            params.device,
         ) as results,
         tracked(
             "warmup", name, params, tags, extra={"perturbation": eps} if eps else None, start=results.started
