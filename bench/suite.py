@@ -74,8 +74,6 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
     (`model.DECODE_CHUNK_ROWS`), where the GEMM runs faster than on all 19,200 rows at once, so the
     limit is the better of the two rates.
     """
-    from rlvr import flops
-
     tok = Tokenizer()
     max_new_tokens, n = SAMPLE_TOKENS, SAMPLES
     _, held = split("two_digit", 300, params.seed)
@@ -90,11 +88,8 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
         if r:  # the first run warms up allocators and kernels
             rates.append(len(held) * n / seconds)
     rss = _peak_rss_mb()
-    work = flops.sampling_flops(
-        params.model, len(held), prompts.shape[1], n, max_new_tokens, len(tok), shared_columns(prompts)
-    )
+    work, limits = sampling_work(params)
     block_rows = max(1, DECODE_CHUNK_ROWS // n) * n
-    limits = {rows: flops.gemm_rate(params.model, rows) for rows in (len(held) * n, block_rows)}
     limit = max(limits.values())
     out = {
         "completions_per_second": _spread(rates),
@@ -125,6 +120,55 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
     out["vs_hf_generate"] = {form: sampling_vs_hf(params, form) for form in fair.FORMS}
     out["peer_method"] = fair.METHOD
     return out
+
+
+def sampling_work(params: Params) -> tuple[int, dict[int, float]]:
+    """The sampling workload's FLOPs (`flops.sampling_flops`) and the fp32 GEMM rate on the rows its
+    products see: all 19,200 at once, and one decode block (`model.DECODE_CHUNK_ROWS`), where the
+    GEMM runs faster; the limit is the better of the two."""
+    from rlvr import flops
+
+    tok = Tokenizer()
+    _, held = split("two_digit", 300, params.seed)
+    prompts = prompt_tensor(held, tok)  # (300, Tp)
+    work = flops.sampling_flops(
+        params.model, len(held), prompts.shape[1], SAMPLES, SAMPLE_TOKENS, len(tok), shared_columns(prompts)
+    )
+    block_rows = max(1, DECODE_CHUNK_ROWS // SAMPLES) * SAMPLES
+    return work, {rows: flops.gemm_rate(params.model, rows) for rows in (len(held) * SAMPLES, block_rows)}
+
+
+def sampling_call(params: Params) -> Callable[[], object]:
+    """One run of the sampling workload (300 held-out prompts x 64, 4 tokens, a fresh default model)."""
+    tok = Tokenizer()
+    _, held = split("two_digit", 300, params.seed)
+    prompts = prompt_tensor(held, tok)  # (300, Tp)
+    model = TinyLM(params.model, len(tok)).eval()
+    gen = torch.Generator().manual_seed(0)
+    return lambda: sample(model, prompts, SAMPLES, SAMPLE_TOKENS, tok.eos_id, tok.pad_id, 1.0, gen)
+
+
+def grpo_step_work(
+    params: Params, P: int = 16, G: int = 8, m: int = 4, beta: float = 0.0
+) -> tuple[int, float]:
+    """One GRPO step's FLOPs (`flops.grpo_step_flops`) and the fp32 GEMM rate at its batch (P x G rows)."""
+    from rlvr import flops
+
+    tok = Tokenizer()
+    train, _ = split("two_digit", 300, params.seed)
+    every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
+    work = flops.grpo_step_flops(params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every))
+    return work, flops.gemm_rate(params.model, P * G)
+
+
+def bench_compiled(params: Params) -> dict:
+    """Compiled kernels against eager ones, compile time included (`bench.compiled`)."""
+    from bench import compiled
+
+    work, limits = sampling_work(params)
+    return compiled.bench_compiled(
+        params, {"grpo_step": grpo_step_work(params), "sampling": (work, max(limits.values()))}
+    )
 
 
 def _held_prompts(params: Params, form: str) -> torch.Tensor:
@@ -348,21 +392,13 @@ def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict
     GRPOTrainer on a GPT-2 of the same shape, each side at its best and alone (`grpo_vs_trl`), for
     both prompt forms. Median seconds per step, and our share of the fp32 GEMM limit at the step's
     batch (128 rows)."""
-    from rlvr import flops
-
-    tok = Tokenizer()
     P, G, m = 16, 8, 4
-    train, _ = split("two_digit", 300, params.seed)
-    every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
-    limit = flops.gemm_rate(params.model, P * G)
     if peer:
         _require_peer()
     out: dict = {}
     for beta in (0.0, 0.04):
         row: dict = {"step_seconds": _spread(_ours_alone(params, params.model, P, G, m, beta, steps))}
-        work = flops.grpo_step_flops(
-            params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every)
-        )
+        work, limit = grpo_step_work(params, P, G, m, beta)
         row["share_of_gemm_limit"] = round(work / row["step_seconds"]["median"] / limit, 3)
         if peer:
             batches = trl_generation_batches(P, G)
@@ -922,6 +958,7 @@ BENCHMARKS: dict[str, Callable[..., dict]] = {
     "queue": bench_queue,
     "scaling": bench_scaling,
     "seed_profile": bench_seed_profile,
+    "compiled": bench_compiled,
 }
 WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` adds TRL / HF figures to
 PEERS = ("trl",)

@@ -14,3 +14,60 @@ def test_set_determinism_turns_on_deterministic_ops_without_importing_the_compil
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["True", "1", "False", "3"]
+
+
+def test_deterministic_ops_leave_new_memory_unfilled():
+    code = (
+        "import torch; from rlvr.pipeline.determinism import set_determinism; set_determinism(0, 1); "
+        "import torch.utils.deterministic as d; print(d.fill_uninitialized_memory)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False"]
+
+
+def _sample_and_train(fill: bool) -> list:
+    """Tokens sampled by a fresh tiny model, then its weights after two GRPO steps, with deterministic
+    mode's NaN fill of new memory on or off."""
+    from dataclasses import replace
+
+    import torch
+    import torch.utils.deterministic
+
+    from rlvr.configs import ModelConfig
+    from rlvr.grpo import grpo_update, rollout_groups
+    from rlvr.model import TinyLM
+    from rlvr.optim import AdamW
+    from rlvr.pipeline.config import parse_params
+    from rlvr.pipeline.determinism import set_determinism
+    from rlvr.tasks import split
+    from rlvr.tokenizer import Tokenizer
+    from tests.conftest import tiny_raw
+
+    params = parse_params(tiny_raw())
+    set_determinism(0, 1)
+    torch.utils.deterministic.fill_uninitialized_memory = fill
+    tok = Tokenizer()
+    train, _ = split("two_digit", 300, 0)
+    policy = TinyLM(ModelConfig(d_model=32, n_layer=2, n_head=2, max_len=32), len(tok))
+    cfg = replace(params.variant("grpo"), prompts_per_step=4, group_size=4, beta=0.04)
+    ref, opt = TinyLM(policy.cfg, len(tok)).requires_grad_(False), AdamW(policy.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(2):
+        batch = rollout_groups(policy, train[:4], cfg, 4, tok, gen)
+        batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())
+        grpo_update(policy, ref, opt, batch, cfg, 4, shared_prefix=True)
+        out.append(batch.tokens)
+    return out + [p.detach().clone() for p in policy.parameters()]
+
+
+def test_the_unfilled_memory_changes_no_number():
+    import torch
+    import torch.utils.deterministic
+
+    try:
+        filled, unfilled = _sample_and_train(True), _sample_and_train(False)
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    assert len(filled) == len(unfilled)
+    assert all(torch.equal(a, b) for a, b in zip(filled, unfilled, strict=True))
