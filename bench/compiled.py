@@ -58,10 +58,10 @@ def bench_compiled(params, work: dict[str, tuple[float, float]]) -> dict:
     """Eager, then compiled with an empty and with a warm cache, for both workloads. `work`: per
     workload, its FLOPs per call and its GEMM limit (FLOP/s)."""
     out: dict = {}
-    with tempfile.TemporaryDirectory(prefix="rlvr-inductor-") as cache:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # the fresh processes inherit it
-        try:
-            for workload, (flops, limit) in work.items():
+    for workload, (flops, limit) in work.items():
+        with tempfile.TemporaryDirectory(prefix="rlvr-inductor-") as cache:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # each workload's own; fresh processes inherit it
+            try:
                 rows = {}
                 for variant in VARIANTS:
                     seconds = fair.in_fresh_process(block, params, workload, variant != "eager")
@@ -72,8 +72,8 @@ def bench_compiled(params, work: dict[str, tuple[float, float]]) -> dict:
                         "share_of_gemm_limit": round(flops / median / limit, 3),
                     }
                 out[workload] = rows
-        finally:
-            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            finally:
+                del os.environ["TORCHINDUCTOR_CACHE_DIR"]
     out["method"] = (
         "torch.compile (inductor, dynamic=False) on the sampler's decode step and the loss's shared-prefix "
         "forward; every variant in a fresh process: eager, compiled with an empty on-disk cache, compiled "
