@@ -130,6 +130,7 @@ def bench_pipeline(params) -> dict:  # noqa: ARG001 (every benchmark takes the p
         "floor_seconds": round(floor_total, 1),
         "ratio": round(repro["wall_seconds"] / floor_total, 3),
         "target_ratio": TARGET_RATIO,
+        "target_grpo_seconds": 360,  # the GRPO matrix's wall budget
         "dvc_start_seconds": round(repro["dvc_start_seconds"], 2),
         "by_kind": by_kind(rows),
         "stages": rows,

@@ -414,6 +414,7 @@ def bench_grpo_step(params: Params, steps: int = 30, peer: bool = False) -> dict
             "response_tokens": m,
             "gemm_limit_flops_per_second": round(limit),
             "target_step_seconds": {"beta_0.0": 0.045, "beta_0.04": 0.06},
+            "target_share_of_gemm_limit": 0.3,
             "target_speedup_vs_trl": 4.0,
         }
     )

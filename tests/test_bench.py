@@ -513,3 +513,33 @@ def test_trl_steps_run_alone_with_no_hook_for_our_step():
         replace(TINY, max_len=32), prompts, 2, 2, 0.0, 2, 1e-3, tok, generation_batch=2
     )
     assert len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_a_stage_runs_from_its_running_line_to_the_next():
+    from bench.floor import by_kind, ratio_rows, stage_walls
+
+    lines = [
+        (1.0, "Running stage 'check':\n"),
+        (1.5, "> python -m rlvr.pipeline check\n"),
+        (2.0, "Running stage 'sft@a':\n"),
+        (12.0, "Running stage 'sft@b':\n"),
+        (20.0, "Updating lock file 'dvc.lock'\n"),
+    ]
+    start, walls = stage_walls(lines, 0.25, 22.0)
+    assert start == 0.75 and walls == {"check": 1.0, "sft@a": 10.0, "sft@b": 10.0}
+    rows = ratio_rows(walls, {"check": 0.5, "sft@a": 8.0, "sft@b": 10.0})
+    assert rows[0] == {
+        "stage": "check",
+        "wall_seconds": 1.0,
+        "floor_seconds": 0.5,
+        "overhead_seconds": 0.5,
+        "ratio": 2.0,
+    }
+    assert by_kind(rows)["sft"] == {"stages": 2, "wall_seconds": 20.0, "floor_seconds": 18.0, "ratio": 1.11}
+
+
+def test_a_repro_without_stages_is_an_error():
+    from bench.floor import stage_walls
+
+    with pytest.raises(RuntimeError, match="ran no stage"):
+        stage_walls([(1.0, "Stage 'check' didn't change, skipping\n")], 0.0, 2.0)

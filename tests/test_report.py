@@ -209,6 +209,33 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
     assert not any("GRPO step" in k for k in rows)  # absent benchmarks are left out, not shown as zero
 
 
+def test_benchmark_table_shows_the_floor_ratio_and_compiled_against_eager():
+    from rlvr.report.claims import bench_rows
+
+    share = lambda v: {"share_of_gemm_limit": v, "first_call_seconds": 27.0}  # noqa: E731
+    bench = {
+        "pipeline": {"floor_seconds": 340.0, "ratio": 1.08, "target_ratio": 1.2},
+        "compiled": {
+            "grpo_step": {
+                "eager": share(0.24),
+                "compiled, warm cache": share(0.2),
+                "compiled, empty cache": share(0.19),
+            }
+        },
+    }
+    rows = {r[0]: r[1:] for r in bench_rows(bench)}
+    assert rows["fresh clone's `dvc repro --force` over the floor (`rlvr bench --only pipeline`)"] == [
+        "1.08 x",
+        "<= 1.2 x",
+        "yes",
+    ]
+    compiled = "GRPO step, beta = 0 with torch.compile (warm on-disk cache): share of the fp32 GEMM limit"
+    assert rows[compiled] == ["0.2", ">= 0.24", "no"]  # compiled must beat eager to count
+    assert (
+        rows["GRPO step, beta = 0 with torch.compile: first call, compiling into an empty cache"][0] == "27 s"
+    )
+
+
 def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
     from bench.suite import compare_outputs
 
