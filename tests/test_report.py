@@ -236,6 +236,23 @@ def test_benchmark_table_shows_the_floor_ratio_and_compiled_against_eager():
     )
 
 
+def test_the_floor_table_sums_by_kind_in_pipeline_order():
+    from rlvr.report.claims import floor_rows
+
+    kind = lambda n, w, f: {"stages": n, "wall_seconds": w, "floor_seconds": f}  # noqa: E731
+    pipeline = {
+        "by_kind": {"grpo": kind(14, 129.1, 116.3), "check": kind(1, 1.2, 0.2), "sft": kind(5, 125.5, 117.4)},
+        "wall_seconds": 255.8,
+        "floor_seconds": 233.9,
+    }
+    assert floor_rows(pipeline) == [
+        ["check (the guard)", 1, "1.2", "0.2", "6.00"],
+        ["SFT", 5, "125.5", "117.4", "1.07"],
+        ["GRPO, every variant", 14, "129.1", "116.3", "1.11"],
+        ["total", 20, "255.8", "233.9", "1.09"],
+    ]
+
+
 def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
     from bench.suite import compare_outputs
 

@@ -880,6 +880,60 @@ def peer_blocks(bench: dict) -> list:
     ]
 
 
+FLOOR_KINDS = {  # stage kind -> how the floor table names it, in pipeline order
+    "check": "check (the guard)",
+    "data": "data",
+    "warmup": "SFT warm-ups",
+    "sft": "SFT",
+    "grpo": "GRPO, every variant",
+    "passk": "pass@k",
+    "hack": "hack",
+    "worked": "worked examples",
+    "report": "report",
+}
+
+
+def floor_rows(pipeline: dict) -> list[list]:
+    """`rlvr bench --only pipeline` by stage kind, then in total: stages, wall, floor, their ratio."""
+    ratio = lambda w, f: f"{w / f:.2f}" if f else "–"  # noqa: E731
+    rows = [
+        [
+            FLOOR_KINDS.get(kind, kind),
+            k["stages"],
+            f"{k['wall_seconds']:.1f}",
+            f"{k['floor_seconds']:.1f}",
+            ratio(k["wall_seconds"], k["floor_seconds"]),
+        ]
+        for kind, k in sorted(
+            pipeline["by_kind"].items(),
+            key=lambda kv: list(FLOOR_KINDS).index(kv[0]) if kv[0] in FLOOR_KINDS else 99,
+        )
+    ]
+    total = [
+        "total",
+        sum(k["stages"] for k in pipeline["by_kind"].values()),
+        f"{pipeline['wall_seconds']:.1f}",
+        f"{pipeline['floor_seconds']:.1f}",
+        ratio(pipeline["wall_seconds"], pipeline["floor_seconds"]),
+    ]
+    return rows + [total]
+
+
+def floor_blocks(bench: dict) -> list:
+    """The pipeline against its compute floor, by stage kind; nothing when it was not measured."""
+    pipeline = bench.get("pipeline") or {}
+    if "by_kind" not in pipeline:
+        return []
+    return [
+        Heading("The pipeline against its compute floor", 3, "floor"),
+        Para(
+            f"{pipeline['method']} Commit {pipeline['commit'][:10]}; target: wall / floor <= "
+            f"{pipeline['target_ratio']} in total. Per stage: `reports/benchmarks.json` (`pipeline.stages`)."
+        ),
+        Table(["stages", "count", "wall, s", "floor, s", "wall / floor"], floor_rows(pipeline), "floor"),
+    ]
+
+
 def machine_line(bench: dict) -> str:
     """Where the benchmarks ran: CPU, cores, torch threads, load average around the run."""
     m = bench.get("machine", {})
@@ -1170,6 +1224,7 @@ def build(
             ),
             Table(["benchmark", "measured", "target", "met"], btable, "benchmarks"),
             *peer_blocks(bench),
+            *floor_blocks(bench),
         ]
         if bench_figure is not None:
             blocks += _figure_blocks([bench_figure])
