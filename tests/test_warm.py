@@ -99,6 +99,25 @@ def test_a_zygote_that_never_answers_means_a_cold_start_with_a_warning(tmp_path,
     assert warm.run_warm(["check"]) is None
 
 
+def test_a_zygote_that_accepts_but_never_forks_means_a_cold_start(fake_dvc, monkeypatch, capsys):
+    """A zygote stuck (in its imports, say) takes the connection and never answers: the client
+    gives up after REPLY_SECONDS and the stage runs cold, with one warning line."""
+    import socket
+    import threading
+
+    stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stuck.bind(warm.address(fake_dvc))
+    stuck.listen(1)
+    threading.Thread(target=lambda: (stuck.accept(), time.sleep(30)), daemon=True).start()
+    monkeypatch.setattr(warm, "REPLY_SECONDS", 0.5)
+    monkeypatch.setattr("rlvr.pipeline.guard.dvc_ancestor", lambda pid=None: fake_dvc)
+    try:
+        assert warm.run_warm(["check"]) is None
+    finally:
+        stuck.close()
+    assert "no warm start" in capsys.readouterr().err
+
+
 def test_warm_starts_only_under_dvc_and_not_when_turned_off(monkeypatch):
     monkeypatch.setattr("rlvr.pipeline.guard.dvc_ancestor", lambda pid=None: None)
     assert not warm.enabled()  # `rlvr sft`, tests: cold as before

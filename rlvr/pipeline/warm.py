@@ -33,7 +33,8 @@ import threading
 import time
 
 IDLE_SECONDS = 30.0  # the zygote leaves after this long without a stage running or asked for
-CONNECT_SECONDS = 20.0  # how long a client waits for a zygote that is still importing
+CONNECT_SECONDS = 20.0  # how long a client waits for a zygote to listen
+REPLY_SECONDS = 60.0  # and then for it to have forked the stage (it may still be importing)
 STREAMS = (0, 1, 2)  # stdin, stdout, stderr: the child's are the client's own
 STAGE_PID = "RLVR_STAGE_PID"  # set in the child: the pid DVC sees (the client's), for the guards
 IMPORTS = ("torch", "mlflow", "mlflow.tracking")  # what the zygote loads once for every stage
@@ -79,12 +80,18 @@ def run_warm(argv: list[str]) -> int | None:
         "env": dict(os.environ, **{STAGE_PID: str(os.getpid())}),
         "umask": _umask(),
     }
+    conn = replies = None
     try:
         conn = connect(address(dvc_pid), dvc_pid)
+        conn.settimeout(REPLY_SECONDS)  # a zygote stuck in its imports must not hang the stage
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], list(STREAMS))
         replies = conn.makefile("r")
         child = int(json.loads(replies.readline())["pid"])
+        conn.settimeout(None)  # the stage itself may take as long as it takes
     except (OSError, ValueError, KeyError, WarmStartError) as exc:
+        for end in (replies, conn):  # closed: a zygote that answers later sees it and forks nothing
+            if end is not None:
+                end.close()
         print(f"rlvr: warning: no warm start ({exc or type(exc).__name__}); running cold", file=sys.stderr)
         return None
     relay = lambda signum, _frame: _signal(child, signum)  # noqa: E731
@@ -221,6 +228,9 @@ def _fork_stage(server: socket.socket, conn: socket.socket) -> int | None:
     except (OSError, ValueError):
         conn.close()
         return None
+    if _client_gone(conn):  # it gave up waiting (REPLY_SECONDS) and runs the stage cold itself
+        conn.close()
+        return None
     pid = os.fork()
     if pid == 0:
         server.close()
@@ -229,6 +239,15 @@ def _fork_stage(server: socket.socket, conn: socket.socket) -> int | None:
         os.close(fd)
     conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     return pid
+
+
+def _client_gone(conn: socket.socket) -> bool:
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:  # connected, nothing to read: the client waits
+        return False
+    except OSError:
+        return True
 
 
 def _report_exit(pid: int, conn: socket.socket, running: set[int]) -> None:
