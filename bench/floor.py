@@ -114,6 +114,7 @@ def bench_pipeline(params) -> dict:  # noqa: ARG001 (every benchmark takes the p
         clone = Path(tmp) / "fresh"
         subprocess.run(["git", "clone", "--quiet", str(root), str(clone)], check=True)
         env = clone_env(clone)
+        commit = git_commit(clone)  # what ran: this checkout may move on meanwhile
         repro = timed_repro(clone, env)
         floor = in_process_floor(clone, env, list(repro["stage_walls"]))
     rows = ratio_rows(repro["stage_walls"], floor)
@@ -125,7 +126,7 @@ def bench_pipeline(params) -> dict:  # noqa: ARG001 (every benchmark takes the p
             "with torch, MLflow and the stage modules already imported (inputs read, training, outputs "
             "written, MLflow logged; no process start-up, no imports, no DVC)."
         ),
-        "commit": git_commit(root),
+        "commit": commit,
         "wall_seconds": round(repro["wall_seconds"], 1),
         "floor_seconds": round(floor_total, 1),
         "ratio": round(repro["wall_seconds"] / floor_total, 3),

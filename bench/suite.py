@@ -751,12 +751,13 @@ def clone_env(clone: Path) -> dict[str, str]:
 
 def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
     """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
-    per-stage profile, the outputs that differ from this checkout's and both report.json files.
+    per-stage profile, the outputs that differ from those its commit holds, and both report.json files.
 
     The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
     store is its own. Forced, because a plain `dvc repro` there skips a stage whose outputs git holds
     and whose inputs come out identical (passk and worked, when the code they read has not changed
     since dvc.lock was written): that would time less than the pipeline and check less of it."""
+    import shutil
     import subprocess
     import sys
     import tempfile
@@ -775,6 +776,8 @@ def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict
     with tempfile.TemporaryDirectory(prefix="rlvr-fresh-") as tmp:
         fresh = Path(tmp) / "fresh"
         subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
+        committed = Path(tmp) / "committed"  # the clone's commit's results, before its repro replaces them
+        shutil.copytree(fresh / "reports", committed / "reports")
         env = {**clone_env(fresh), **extra_env}
         t0 = time.perf_counter()
         run = subprocess.run(
@@ -793,16 +796,14 @@ def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict
         out = {
             "wall_seconds": round(wall, 1),
             "stages_run": run.stdout.count("Running stage"),
-            "commit": git_commit(root),
+            "commit": git_commit(fresh),  # the clone's: this checkout may have moved on meanwhile
             "working_tree_differs_from_commit": bool(dirty),
             "profile": stage_profile(f"sqlite:///{fresh / 'mlflow.db'}"),
-            "differ": compare_outputs(root, fresh),
-            "committed": json.loads((root / report).read_text()),
+            "differ": compare_outputs(committed, fresh),
+            "committed": json.loads((committed / report).read_text()),
             "fresh": json.loads((fresh / report).read_text()),
         }
         if keep is not None:
-            import shutil
-
             shutil.move(str(fresh), str(keep))
     return out
 
