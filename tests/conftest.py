@@ -159,3 +159,12 @@ def tiny_checkout(d: Path, env: dict) -> None:
     subprocess.run(
         [sys.executable, "-m", "rlvr", "pipeline", "--write"], cwd=d, env=env, check=True, capture_output=True
     )
+
+
+def ctrl_c_as_at_a_terminal() -> None:
+    """In the child before exec: SIGINT back to its default. A test suite started in the background
+    (`cmd &` in a script) passes SIGINT on ignored, and an ignored SIGINT stays ignored across exec;
+    a user's foreground `rlvr ui` has the default, which the test's Ctrl-C needs."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

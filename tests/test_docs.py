@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tiny_checkout
+from conftest import ROOT, ctrl_c_as_at_a_terminal, tiny_checkout
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
@@ -126,6 +126,7 @@ def _serve_and_fetch(cmd: str, cwd: Path, env: dict) -> str:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own group: stopping it stops the MLflow server it started
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
     seen = ""
     try:

@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, ctrl_c_as_at_a_terminal
 from mlflow.tracking import MlflowClient
 
 from rlvr.cli import main
@@ -86,6 +86,7 @@ def test_rlvr_ui_serves_the_store_and_prints_the_runs_url(tmp_path):
         env=env,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
     try:
         proc.stdout.readline()  # "MLflow UI on ..."
