@@ -37,23 +37,27 @@ def stage_walls(lines: list[tuple[float, str]], t0: float, t_end: float) -> tupl
 
 
 def timed_repro(clone: Path, env: dict[str, str]) -> dict:
-    """`dvc repro --force` in `clone`, its output timestamped line by line as it arrives."""
+    """`dvc repro --force` in `clone`, its output timestamped line by line as it arrives: the wall,
+    DVC's start, each stage's wall (`stage_walls`). A failure raises with the tail of its stderr."""
+    import tempfile
+
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dvc", "repro", "--force"],
-        cwd=clone,
-        env={**env, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,  # progress bars
-        text=True,
-        bufsize=1,
-    )
-    lines = [(time.perf_counter(), line) for line in proc.stdout]
-    code = proc.wait()
-    t_end = time.perf_counter()
-    if code != 0:
-        tail = "".join(line for _, line in lines[-20:])
-        raise RuntimeError(f"dvc repro failed in the fresh clone (exit {code}):\n{tail}")
+    with tempfile.TemporaryFile("w+") as err:  # progress bars and errors: a file, never a full pipe
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dvc", "repro", "--force"],
+            cwd=clone,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            bufsize=1,
+        )
+        lines = [(time.perf_counter(), line) for line in proc.stdout]
+        code = proc.wait()
+        t_end = time.perf_counter()
+        if code != 0:
+            err.seek(0)
+            raise RuntimeError(f"dvc repro failed in the fresh clone (exit {code}):\n{err.read()[-2000:]}")
     dvc_start, walls = stage_walls(lines, t0, t_end)
     return {"wall_seconds": t_end - t0, "dvc_start_seconds": dvc_start, "stage_walls": walls}
 

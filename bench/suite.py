@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from bench import fair
-from bench.floor import bench_pipeline
+from bench.floor import bench_pipeline, timed_repro
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.noise import sft_rows
@@ -759,7 +759,6 @@ def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict
     since dvc.lock was written): that would time less than the pipeline and check less of it."""
     import shutil
     import subprocess
-    import sys
     import tempfile
 
     from rlvr.pipeline.gitinfo import git_commit
@@ -778,24 +777,11 @@ def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict
         subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
         committed = Path(tmp) / "committed"  # the clone's commit's results, before its repro replaces them
         shutil.copytree(fresh / "reports", committed / "reports")
-        env = {**clone_env(fresh), **extra_env}
-        t0 = time.perf_counter()
-        run = subprocess.run(
-            [sys.executable, "-m", "dvc", "repro", "--force"],
-            cwd=fresh,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        wall = time.perf_counter() - t0
-        if run.returncode != 0:
-            raise RuntimeError(
-                f"dvc repro failed in the fresh clone (exit {run.returncode}):\n{run.stderr[-2000:]}"
-            )
+        run = timed_repro(fresh, {**clone_env(fresh), **extra_env})
         report = Path("reports/report.json")
         out = {
-            "wall_seconds": round(wall, 1),
-            "stages_run": run.stdout.count("Running stage"),
+            "wall_seconds": round(run["wall_seconds"], 1),
+            "stages_run": len(run["stage_walls"]),
             "commit": git_commit(fresh),  # the clone's: this checkout may have moved on meanwhile
             "working_tree_differs_from_commit": bool(dirty),
             "profile": stage_profile(f"sqlite:///{fresh / 'mlflow.db'}"),

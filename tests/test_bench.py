@@ -543,3 +543,11 @@ def test_a_repro_without_stages_is_an_error():
 
     with pytest.raises(RuntimeError, match="ran no stage"):
         stage_walls([(1.0, "Stage 'check' didn't change, skipping\n")], 0.0, 2.0)
+
+
+def test_a_failed_repro_says_why_from_its_stderr(tmp_path):
+    from bench.floor import timed_repro
+    from bench.suite import clone_env
+
+    with pytest.raises(RuntimeError, match="(?s)failed in the fresh clone.*not inside of a DVC repository"):
+        timed_repro(tmp_path, clone_env(tmp_path))  # no DVC repository there: DVC says so on stderr
