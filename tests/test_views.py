@@ -6,7 +6,7 @@ import pytest
 
 from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.curves import curve_band, split_curve
-from rlvr.report.claims import Evidence, book_text, reason
+from rlvr.report.claims import book_text
 from rlvr.report.document import (
     Bullets,
     Contents,
@@ -18,6 +18,7 @@ from rlvr.report.document import (
     inline_html,
     markdown,
 )
+from rlvr.report.verdict import Evidence, reason
 
 
 def test_inline_html_escapes_everything_but_bold_code_and_anchor_links():

@@ -2,23 +2,24 @@
 
 Verdicts are computed from the metrics alone (experiments/claims.yaml says which file and key);
 nothing here trains, samples or reads a file: the `report` stage loads the claims, the metrics
-({file name: parsed JSON}), the figures and their provenance, and this module turns them into the
-verdicts and the Markdown and HTML pages.
+({file name: parsed JSON}), the figures and their provenance, and this module finds each claim's
+evidence in the metrics, decides it by the rule of rlvr.report.verdict, and writes the Markdown
+and HTML pages.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import combinations
 from typing import Any
 
 from rlvr.fields import ConfigError
 from rlvr.passk import crossings_text
 from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
-from rlvr.stats import mean_ci, t_quantile
+from rlvr.report.verdict import Evidence, consistency, decide, is_missing, num, reason  # the rule
+from rlvr.stats import mean_ci
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
 VERDICTS = ("reproduced", "differs", "inconclusive", "cited", "missing")
@@ -111,27 +112,6 @@ def lookup(metrics: dict[str, Any], ref: list) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """A measured value and the interval a verdict is decided on.
-
-    Training metrics come with one value per seed: the interval is their 95% Student-t interval.
-    Single-run metrics with a sampling interval beside them (`<key>_ci`, `<key>_ci95`: a bootstrap or
-    t-interval over problems) use that; anything else is a point (lo = hi = value).
-    """
-
-    value: float | None  # the mean over seeds, or the single value (None: undefined)
-    lo: float | None
-    hi: float | None
-    source: str  # "5 seeds", "sampling (95% over problems)", "single value"
-    per_seed: list | None = None  # one value per seed (None entries: undefined for that seed)
-    seeds: list | None = None  # which seeds, where the file says
-
-
-def _is_missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
 def _sibling(metrics: dict[str, Any], ref: list, name: str) -> Any:
     """The value at `ref` with its last key replaced by `name` (None if absent)."""
     head, _, last = str(ref[1]).rpartition(".")
@@ -166,8 +146,10 @@ def _evidence(metrics: dict[str, Any], ref: list) -> Evidence:
     last = str(ref[1]).rpartition(".")[2]
     per_seed = (_sibling(metrics, ref, "per_seed") or {}).get(last)
     seeds = _sibling(metrics, ref, "seeds")
+    variance = (_sibling(metrics, ref, "variance") or {}).get(last)  # {"starts"|"grpo"|"evaluation": SD}
+    variance = variance if isinstance(variance, dict) else None
     if isinstance(per_seed, list) and len(per_seed) >= 2:
-        defined = [float(v) for v in per_seed if not _is_missing(v)]
+        defined = [float(v) for v in per_seed if not is_missing(v)]
         if len(defined) < len(per_seed):  # e.g. a seed whose curves never cross: no crossover k
             mean = float(statistics.fmean(defined)) if defined else None
             return Evidence(
@@ -177,14 +159,15 @@ def _evidence(metrics: dict[str, Any], ref: list) -> Evidence:
                 f"{len(per_seed)} chains, {len(per_seed) - len(defined)} undefined",
                 per_seed,
                 seeds,
+                variance,
             )
         mean, lo, hi = mean_ci(defined)
-        return Evidence(mean, lo, hi, f"{len(per_seed)} chains", per_seed, seeds)
-    if _is_missing(value):
+        return Evidence(mean, lo, hi, f"{len(per_seed)} chains", per_seed, seeds, variance)
+    if is_missing(value):
         return Evidence(None, None, None, "undefined")
     value = float(value)
     ci = _sibling(metrics, ref, f"{last}_ci95") or _sibling(metrics, ref, f"{last}_ci")
-    if isinstance(ci, list) and len(ci) == 2 and not any(_is_missing(c) for c in ci):
+    if isinstance(ci, list) and len(ci) == 2 and not any(is_missing(c) for c in ci):
         return Evidence(
             value, min(float(ci[0]), value), max(float(ci[1]), value), "sampling (95% over problems)"
         )
@@ -206,126 +189,40 @@ def difference(a: Evidence, b: Evidence) -> Evidence:
     return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")
 
 
-def region(claim: dict) -> tuple[float, bool, float, bool]:
-    """The set of values that satisfy the claim, as (low, low open?, high, high open?). For a claim
-    against another metric it is the set of differences ours - other."""
-    kind, m = claim["kind"], float(claim.get("margin", 0.0))
-    c = float(claim.get("other_value", 0.0))
-    if kind == "exact":
-        return (
-            float(claim["book"]) - float(claim["tol"]),
-            False,
-            float(claim["book"]) + float(claim["tol"]),
-            False,
-        )
-    if kind == "range":
-        return float(claim["lo"]), False, float(claim["hi"]), False
-    if kind == "close":
-        return -float(claim["tol"]), False, float(claim["tol"]), False
-    if kind == "greater":
-        return c + m, True, math.inf, True
-    return -math.inf, True, c - m, True  # less
-
-
-def decide(ev: Evidence, claim: dict) -> str:
-    """reproduced when the whole interval satisfies the claim, differs when none of it does,
-    inconclusive when it straddles the boundary (or some seeds are undefined and the others agree)."""
-    if ev.value is None and ev.lo is None:
-        return "differs" if ev.per_seed else "missing"
-    low, low_open, high, high_open = region(claim)
-
-    def inside(x: float) -> bool:
-        return (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
-
-    if ev.lo is None:  # some seeds undefined: the claim cannot hold for them
-        return "inconclusive" if ev.value is not None and inside(ev.value) else "differs"
-    if inside(ev.lo) and inside(ev.hi):
-        return "reproduced"
-    below = ev.hi < low or (low_open and ev.hi <= low)
-    above = ev.lo > high or (high_open and ev.lo >= high)
-    return "differs" if below or above else "inconclusive"
-
-
-def book_as_one_chain(ev: Evidence, claim: dict) -> tuple[Evidence, float] | None:
-    """The book's value seen as what it is: one run (one chain) of the recipe. Its own sampling error
-    is then the spread of one chain, which our chains measure (their SD, s). Where that error (1.96 s)
-    is at least the claim's tolerance, no interval of the chapter's own sample size could ever fit
-    inside the tolerance, so the claim is decided on the difference instead: ours - book with the
-    95% interval of a new chain's difference from our mean, (mean - book) +- t * s * sqrt(1 + 1/n).
-    Returns that difference and the book's error, or None where the tolerance can be decided."""
-    defined = [float(v) for v in ev.per_seed or [] if not _is_missing(v)]
-    if (
-        claim["kind"] != "exact"
-        or "other" in claim
-        or len(defined) < 2
-        or len(defined) < len(ev.per_seed or [])
-    ):
-        return None
-    n, sd = len(defined), statistics.stdev(defined)
-    if 1.96 * sd <= float(claim["tol"]):
-        return None
-    half = t_quantile(n - 1) * sd * math.sqrt(1 + 1 / n)
-    d = statistics.fmean(defined) - float(claim["book"])
-    return Evidence(d, d - half, d + half, f"{n} chains, book as one chain"), 1.96 * sd
-
-
-def one_chain_verdict(tested: Evidence, claim: dict) -> str:
-    """differs when ours - book excludes 0. Otherwise reproduced, unless the values one new chain
-    could take (book + the interval, cut to the metric's `feasible` range) cover that whole range:
-    then our chains are spread too widely for the test to say anything (inconclusive)."""
-    if not tested.lo <= 0 <= tested.hi:
-        return "differs"
-    lo, hi = claim.get("feasible") or (-math.inf, math.inf)
-    book = float(claim["book"])
-    return "inconclusive" if book + tested.lo <= lo and book + tested.hi >= hi else "reproduced"
-
-
 def verdict(claim: dict, metrics: dict[str, Any]) -> dict:
-    """Our evidence and the verdict for one claim."""
+    """Our evidence, the interval the claim is decided on (`tested`: ours, or the paired difference
+    ours - other), the verdict and the consistency of the book's value with one more chain of ours."""
     if claim["kind"] == "cited":
-        return {"ours": None, "verdict": "cited", "evidence": None}
+        return {"ours": None, "verdict": "cited", "evidence": None, "consistency": None}
     try:
         feasible = claim.get("feasible")
         ours = evidence(metrics, claim["metric"], feasible)
         other = evidence(metrics, claim["other"], feasible) if "other" in claim else None
     except (KeyError, IndexError, ValueError) as exc:
-        return {"ours": None, "verdict": "missing", "evidence": None, "error": str(exc)}
+        return {"ours": None, "verdict": "missing", "evidence": None, "error": str(exc), "consistency": None}
     if ours.value is None and not ours.per_seed:
-        return {"ours": None, "verdict": "missing", "evidence": ours, "error": "metric is null"}
-    one_chain = book_as_one_chain(ours, claim) if other is None else None
-    if one_chain is not None:
-        tested, book_error = one_chain
-        if feasible is not None:  # ours - book can take the values feasible - book
-            tested = clip(tested, [float(feasible[0]) - claim["book"], float(feasible[1]) - claim["book"]])
         return {
-            "ours": ours.value,
+            "ours": None,
+            "verdict": "missing",
             "evidence": ours,
-            "other_evidence": None,
-            "tested": tested,
-            "book_error": book_error,
-            "verdict": one_chain_verdict(tested, claim),
+            "error": "metric is null",
+            "consistency": None,
         }
-    tested = clip(difference(ours, other), _span(feasible)) if other is not None else ours
+    cut = _span(feasible) if other is not None else feasible  # what the tested quantity can take
+    tested = clip(difference(ours, other), cut) if other is not None else ours
     return {
         "ours": ours.value,
         "evidence": ours,
         "other_evidence": other,
         "tested": tested,
         "verdict": decide(tested, claim),
+        "consistency": consistency(tested, claim, cut),
     }
 
 
 def rule_text(claim: dict, res: dict) -> str:
     kind = claim["kind"]
-    fmt = _num
-    if kind == "exact" and res.get("book_error") is not None:
-        t = res["tested"]
-        return (
-            f"the book is one run, whose own sampling error (+-{fmt(res['book_error'])}, 1.96 x "
-            "the SD of our "
-            f"chains) exceeds the tolerance {fmt(claim['tol'])}: decided on ours - book = {fmt(t.value)} "
-            f"[{fmt(t.lo)}, {fmt(t.hi)}], the 95% interval for one new chain; reproduced when it holds 0"
-        )
+    fmt = num
     if kind == "exact":
         return f"|ours - {fmt(claim['book'])}| <= {fmt(claim['tol'])}"
     if kind == "range":
@@ -350,32 +247,43 @@ def rule_text(claim: dict, res: dict) -> str:
     return "cited, not measured"
 
 
-def _num(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float):
-        return f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-    return str(x)
-
-
-def ours_text(res: dict) -> str:
-    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 chains)"."""
-    ev = res.get("evidence")
-    if ev is None:
-        return "n/a"
+def interval_text(ev: Evidence) -> str:
+    """A value with its interval and where the interval comes from: "0.912 [0.90, 0.93] (3 chains)"."""
     if ev.value is None:
         return f"undefined ({ev.source})"
     if ev.lo is None and ev.per_seed:  # some chains undefined: show every chain, as figures do
-        return (
-            f"per chain {', '.join('none' if _is_missing(v) else _num(v) for v in ev.per_seed)} ({ev.source})"
-        )
+        chains = ", ".join("none" if is_missing(v) else num(v) for v in ev.per_seed)
+        return f"per chain {chains} ({ev.source})"
     if ev.lo is None or ev.lo == ev.hi:
-        return f"{_num(ev.value)} ({ev.source})"
-    return f"{_num(ev.value)} [{_num(ev.lo)}, {_num(ev.hi)}] ({ev.source})"
+        return f"{num(ev.value)} ({ev.source})"
+    return f"{num(ev.value)} [{num(ev.lo)}, {num(ev.hi)}] ({ev.source})"
+
+
+def ours_text(res: dict) -> str:
+    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 chains)"; for
+    a claim against another metric, our value, then the paired difference the claim was decided on:
+    "0.6 (3 chains); ours − start = 0.2 [0.18, 0.22] (3 chains, paired)"."""
+    ev, tested = res.get("evidence"), res.get("tested")
+    if ev is None:
+        return "n/a"
+    if res.get("other_evidence") is None or tested is None:
+        return interval_text(ev)
+    name = res["other"][1] if "other" in res else "other"
+    ours = "undefined" if ev.value is None else num(ev.value)
+    return f"{ours} ({ev.source}); ours − {name} = {interval_text(tested)}"
+
+
+def consistency_text(row: dict) -> str:
+    """The consistency check in words, for a claim's details ("" where it does not apply)."""
+    c = row.get("consistency")
+    if not c:
+        return ""
+    lo, hi = c["interval"]
+    where = "inside" if c["verdict"] == "consistent" else "outside"
+    return (
+        f"book as one run: {c['verdict']} (the book's {num(row['book'])} lies {where} "
+        f"[{num(lo)}, {num(hi)}], the 95% interval for one new chain of ours; not counted)"
+    )
 
 
 def evaluate_claims(claims: list[dict], metrics: dict[str, Any]) -> list[dict]:
@@ -383,7 +291,9 @@ def evaluate_claims(claims: list[dict], metrics: dict[str, Any]) -> list[dict]:
 
 
 def verdict_record(row: dict) -> dict:
-    """One claim's line in report.json: verdict, book, our value, the interval decided on, its source."""
+    """One claim's line in report.json: verdict, book, our value and its interval, the interval
+    decided on (`decided_on`; `tested_interval` too for a claim against another metric, where it
+    is the paired difference), and the book's consistency with one more chain of ours."""
     ev = row.get("evidence")
     tested = row.get("tested")
     tolerance = row.get("tol", row.get("margin"))
@@ -396,9 +306,10 @@ def verdict_record(row: dict) -> dict:
         "interval": None if ev is None or ev.lo is None else [ev.lo, ev.hi],
         "source": None if ev is None else ev.source,
         "tested_interval": None
-        if tested is None or tested.lo is None or ("other" not in row and row.get("book_error") is None)
+        if tested is None or tested.lo is None or "other" not in row
         else [tested.lo, tested.hi],
-        "book_error": row.get("book_error"),
+        "decided_on": None if tested is None or tested.lo is None else [tested.lo, tested.hi],
+        "consistency": row.get("consistency"),
     }
 
 
@@ -990,14 +901,14 @@ def book_text(claim: dict) -> str:
     """What the book states: a number, a range, a bound, or "—" where it gives only a direction."""
     kind, book = claim["kind"], claim["book"]
     if kind == "range":
-        return f"{_num(claim['lo'])} – {_num(claim['hi'])}"
+        return f"{num(claim['lo'])} – {num(claim['hi'])}"
     if kind in ("greater", "less", "close") and (book == 0 or "other" in claim):
         return "—"
     if kind == "greater":
-        return f"> {_num(book)}"
+        return f"> {num(book)}"
     if kind == "less":
-        return f"< {_num(book)}"
-    return _num(book)
+        return f"< {num(book)}"
+    return num(book)
 
 
 def header_line(run: dict) -> str:
@@ -1046,52 +957,31 @@ def per_chain_text(row: dict) -> str:
         values, what = ev.per_seed, ""
     else:
         return ""
-    return f" Per chain{what}: " + ", ".join("none" if _is_missing(v) else _num(v) for v in values) + "."
+    return f" Per chain{what}: " + ", ".join("none" if is_missing(v) else num(v) for v in values) + "."
 
 
-def reason(row: dict) -> str:
-    """One mechanical line on why a claim differs or is inconclusive: where the interval it was
-    decided on lies against the region the claim allows."""
-    tested, ev = row.get("tested"), row.get("evidence")
-    what = f"Ours − {row['other'][1]}" if "other" in row else "Our interval"
-    if row["verdict"] == "missing":
-        return f"No value: {row.get('error', 'metric missing')}"
-    if tested is None or tested.value is None:
-        return f"Undefined ({ev.source if ev else 'no evidence'})"
-    if tested.lo is None:
-        undefined = sum(_is_missing(v) for v in (tested.per_seed or ev.per_seed or []))
-        return f"{undefined} chain(s) give no value; the other chains' mean {_num(tested.value)}" + (
-            " satisfies the claim" if row["verdict"] == "inconclusive" else " does not satisfy it"
-        )
-    if row.get("book_error") is not None:  # decided on the difference: the book is one chain
-        span = (
-            f"Ours − book [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source}, "
-            f"the book's own error ±{_num(row['book_error'])})"
-        )
-        if row["verdict"] == "inconclusive":
-            return (
-                f"{span} spans every value the metric can take: "
-                "our chains spread too widely, more would decide it"
-            )
-        return f"{span} does not hold 0"
-    low, _, high, _ = region(row)
-    span = f"{what} [{_num(tested.lo)}, {_num(tested.hi)}] ({tested.source})"
-    if row["verdict"] == "differs":
-        side = f"below {_num(low)}" if tested.hi <= low else f"above {_num(high)}"
-        return f"{span} lies wholly {side}"
-    bound = low if tested.lo < low <= tested.hi else high
-    return f"{span} straddles the bound {_num(bound)}: more seeds or problems would decide it"
+OURS_HEADER = "ours [95% interval decided on]"
+ONE_RUN_HEADER = "book as one run"  # the consistency check: shown beside the verdict, never counted
+
+
+def one_run_word(row: dict) -> str:
+    """The consistency check's word for a table cell: consistent, not consistent, or "–"."""
+    return (row.get("consistency") or {}).get("verdict", "–")
 
 
 def _claim_table(rows: list[dict], cls: str) -> Table:
     return Table(
-        ["id", "claim", "kind", "book", "ours [95% interval]", "verdict"],
-        [[r["id"], r["text"], r["class"], book_text(r), ours_text(r), verdict_word(r)] for r in rows],
+        ["id", "claim", "kind", "book", OURS_HEADER, "verdict", ONE_RUN_HEADER],
+        [
+            [r["id"], r["text"], r["class"], book_text(r), ours_text(r), verdict_word(r), one_run_word(r)]
+            for r in rows
+        ],
         cls,
         [r["verdict"] for r in rows],
         [
             f"the chapter: “{r['quote']}” · rule: {rule_text(r, r)} · why: {r['why']} · source: "
             + (f"`{r['metric'][0]}` `{r['metric'][1]}`" if "metric" in r else "the chapter")
+            + (f" · {consistency_text(r)}" if r.get("consistency") else "")
             + (f" · note: {r['note']}" if r.get("note") else "")
             for r in rows
         ],
@@ -1146,19 +1036,27 @@ def build(
         Para(
             "The chapters' headline results. Training and evaluation claims are decided on the 95% "
             "interval over chains (chain s: SFT seed s, then GRPO seed s of each variant, then its pass@k "
-            "counts), so the interval includes the SFT start's own variance. **reproduced**: the whole "
-            "interval satisfies the claim; **differs**: none of it does; **inconclusive**: it straddles the "
-            "claim's bound. One exception: the book's value is itself one run, so where its own sampling "
-            "error (1.96 x the SD of our chains) is at least the claim's tolerance, no interval of the "
-            "chapter's sample size could fit inside that tolerance; such a claim is decided on ours − book, "
-            "with the 95% interval of one new chain's difference from our mean: **reproduced** when it "
-            "holds 0, **differs** when it does not, and **inconclusive** when the values it allows cover "
-            "everything the metric can take (our chains too spread out to test anything)."
+            "counts), so the interval includes the SFT start's own variance; a claim against another "
+            "metric is decided on the interval of the per-chain differences. **reproduced**: the whole "
+            "interval lies inside what the claim allows (the book's value ± its tolerance, its range or "
+            "its bound); **differs**: the whole interval lies outside it; **inconclusive**: it lies across "
+            "a bound (a claim with a chain that gives no value is never reproduced). Beside the verdict "
+            "and never counted, “book as one run” says whether the book's number lies in the 95% "
+            "interval for one new chain of ours "
+            "(mean ± t·s·√(1 + 1/n)): **consistent** or **not consistent**. The book's number is one "
+            "run, and the more our chains spread the more numbers are consistent, so it decides nothing."
         ),
         Table(
-            ["claim", "kind", "book", "ours [95% interval]", "verdict"],
+            ["claim", "kind", "book", OURS_HEADER, "verdict", ONE_RUN_HEADER],
             [
-                [f"**{r['id']}** {r['text']}", r["class"], book_text(r), ours_text(r), verdict_word(r)]
+                [
+                    f"**{r['id']}** {r['text']}",
+                    r["class"],
+                    book_text(r),
+                    ours_text(r),
+                    verdict_word(r),
+                    one_run_word(r),
+                ]
                 for r in sorted(headline, key=lambda r: list(CLASSES).index(r["class"]))
             ],
             "headline",
@@ -1288,7 +1186,7 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
             f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start "
             "over its chains, "
             f"{starts['problems']} held-out problems, n = {starts['n']}. The start: {starts['rule']} (the "
-            f"chapter: never solved {_num(t['never_solved'])}, pass@64 {_num(t['pass_at_n'])}). Chosen: "
+            f"chapter: never solved {num(t['never_solved'])}, pass@64 {num(t['pass_at_n'])}). Chosen: "
             f"`{starts['sft_side_choice']}`; the pipeline's start "
             f"(`passk.sft`) is `{starts['pipeline_start']}`"
             + (", the same." if agree else ": they differ.")
@@ -1316,7 +1214,7 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
 def perturbed_blocks(perturbed: dict) -> list:
     """The verdict-stability check: the pipeline rerun with every chain's start perturbed, and each
     claim whose verdict moved, with the interval it was decided on in both runs."""
-    iv = lambda x: "–" if not x else f"[{_num(x[0])}, {_num(x[1])}]"  # noqa: E731
+    iv = lambda x: "–" if not x else f"[{num(x[0])}, {num(x[1])}]"  # noqa: E731
     moved = perturbed["flips"] + perturbed["moves"]
     counts = lambda c: ", ".join(f"{v} {k}" for k, v in (c or {}).items() if v)  # noqa: E731
     blocks = [

@@ -64,13 +64,19 @@ def verdict_moves(committed: dict, perturbed: dict) -> dict:
             "claim": cid,
             "committed": old["verdict"],
             "perturbed": new["verdict"],
-            "committed_interval": old.get("tested_interval") or old.get("interval"),
-            "perturbed_interval": new.get("tested_interval") or new.get("interval"),
+            "committed_interval": _decided_on(old),
+            "perturbed_interval": _decided_on(new),
             "committed_value": old.get("ours"),
             "perturbed_value": new.get("ours"),
         }
         (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
     return {"flips": flips, "moves": moves, "no_flips": not flips}
+
+
+def _decided_on(record: dict) -> list | None:
+    """The interval a report.json record's verdict was decided on: `decided_on`, else (a record
+    without that key) `tested_interval` for a claim against another metric, else `interval`."""
+    return record.get("decided_on") or record.get("tested_interval") or record.get("interval")
 
 
 def committed_report(root: Path) -> tuple[str, dict] | None:
