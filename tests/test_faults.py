@@ -348,21 +348,36 @@ def test_a_run_left_running_by_a_killed_stage_is_marked_killed(mlflow_store, tmp
 # ------------------------------------------------------------------ orphans and interrupts
 
 
+def _rwlock(root: Path, writes: dict[Path, int]) -> None:
+    """DVC's lock file as `dvc repro` leaves it while a stage's command runs: a write lock on each
+    output (absolute path) naming the pid of the `dvc` running the stage."""
+    (root / ".dvc" / "tmp").mkdir(parents=True, exist_ok=True)
+    lock = {"write": {str(out): {"pid": pid, "cmd": "dvc repro"} for out, pid in writes.items()}}
+    (root / ".dvc" / "tmp" / "rwlock").write_text(json.dumps(lock))
+
+
 @pytest.mark.slow
 def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
-    """A parent named `dvc` starts a stage-like child through a shell, as DVC does, and is killed with
-    SIGKILL: the child stops within seconds and never writes its output."""
-    output = tmp_path / "late-output.txt"
+    """A parent standing in for `dvc` write-locks the stage's output, starts a stage-like child
+    through a shell that stays between them (dash does not exec the command), as DVC does, and is
+    killed with SIGKILL: the child stops within seconds and never writes its output."""
+    output, watching = tmp_path / "late-output.txt", tmp_path / "watching"
     child = (
-        f"import time, pathlib; from rlvr.pipeline import guard; assert guard.watch_dvc(0.2); time.sleep(8); "
-        f"pathlib.Path({str(output)!r}).write_text('written behind dvc')"
+        f"import time, pathlib; from rlvr.pipeline import guard; out = pathlib.Path({str(output)!r}); "
+        f"assert guard.watch_dvc([out], 0.2); pathlib.Path({str(watching)!r}).touch(); time.sleep(8); "
+        "out.write_text('written behind dvc')"
     )
     fake_dvc = tmp_path / "bin" / "dvc"
     fake_dvc.parent.mkdir()
     fake_dvc.write_text(
         textwrap.dedent(f"""
-        import subprocess, sys, time
-        p = subprocess.Popen(["/bin/sh", "-c", {f"{sys.executable} -c {child!r}; echo done"!r}])
+        import json, os, pathlib, subprocess, sys, time
+        tmp = pathlib.Path({str(tmp_path / ".dvc" / "tmp")!r})
+        tmp.mkdir(parents=True)
+        lock = {{"write": {{{str(output)!r}: {{"pid": os.getpid(), "cmd": "dvc repro"}}}}}}
+        (tmp / "rwlock").write_text(json.dumps(lock))
+        env = dict(os.environ, DVC_ROOT={str(tmp_path)!r}, DVC_STAGE="late")
+        p = subprocess.Popen(["/bin/sh", "-c", {f"{sys.executable} -c {child!r}; echo done"!r}], env=env)
         print(p.pid, flush=True)
         time.sleep(60)
     """)
@@ -379,6 +394,7 @@ def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
     parent.kill()
     parent.wait()
     time.sleep(10)  # longer than the child would have slept before writing
+    assert watching.exists(), "the child found no dvc to watch"
     assert not output.exists()
     try:
         os.kill(shell_pid, signal.SIGKILL)
@@ -386,8 +402,24 @@ def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
         pass
 
 
-def test_no_watchdog_without_dvc(tmp_path):
-    assert guard.dvc_ancestor() is None  # pytest was not started by dvc
+def test_no_watchdog_without_dvc(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_STAGE", raising=False)  # pytest was not started by dvc
+    assert guard.watch_dvc([tmp_path / "x.json"]) is None
+
+
+def test_the_dvc_running_a_stage_is_the_one_locking_its_outputs(tmp_path, monkeypatch):
+    out, other = tmp_path / "data" / "out.json", tmp_path / "data" / "other.json"
+    _rwlock(tmp_path, {out: 4242, other: 4343})
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.setenv("DVC_STAGE", "s")
+    monkeypatch.chdir(tmp_path)
+    assert guard.dvc_pid([Path("data/out.json")]) == 4242  # relative to the stage's folder, as in specs
+    assert guard.dvc_pid([tmp_path / "elsewhere.json"]) is None
+    (tmp_path / ".dvc" / "tmp" / "rwlock").write_text('{"write": {')  # DVC rewriting it as we read
+    assert guard.dvc_pid([out]) is None
+    monkeypatch.delenv("DVC_STAGE")
+    _rwlock(tmp_path, {out: 4242})
+    assert guard.dvc_pid([out]) is None  # DVC sets DVC_STAGE for every command it runs
 
 
 def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
@@ -551,29 +583,31 @@ def test_seed_workers_die_with_their_stage_and_write_nothing(tmp_path):
 
 
 def test_a_second_stage_training_in_the_same_workspace_is_warned_about(tmp_path, monkeypatch, capsys):
-    """Two `dvc repro` of disjoint stages in one workspace share the cores: the later stage says so
-    (the other's seed worker, a forked child with the same command, is not counted twice)."""
-    from rlvr.pipeline import guard
-
-    fake = "import os, time; os.fork(); time.sleep(30)"
-    proc = subprocess.Popen([sys.executable, "-c", fake, "-m", "rlvr.pipeline", "grpo", "dapo"], cwd=tmp_path)
+    """Two `dvc repro` of disjoint stages in one workspace share the cores: the later stage says so.
+    Its own dvc's locks are not counted, nor those a killed dvc left behind."""
+    data = tmp_path / "data"
+    ours, theirs, stale = data / "sft", data / "grpo" / "dapo", data / "old"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    own_dvc, other_dvc = (subprocess.Popen(["sleep", "30"]) for _ in range(2))
     try:
-        deadline = time.monotonic() + 10
-        while len(guard.other_stages(tmp_path)) < 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.3)  # its forked worker is up too
-        assert guard.other_stages(tmp_path) == [(proc.pid, "grpo@dapo")]
-        assert guard.other_stages(tmp_path / "elsewhere") == []
+        _rwlock(tmp_path, {ours: own_dvc.pid, theirs: other_dvc.pid, stale: gone.pid})
+        assert guard.other_repros(tmp_path, [ours]) == {other_dvc.pid: os.path.join("data", "grpo", "dapo")}
+        assert guard.other_repros(tmp_path / "elsewhere", [ours]) == {}
         monkeypatch.setattr(os, "cpu_count", lambda: 2)
-        guard.warn_if_sharing(tmp_path, threads=2)
+        guard.warn_if_sharing(tmp_path, threads=2, outputs=[ours])
         err = capsys.readouterr().err
-        assert err.startswith(f"rlvr: warning: grpo@dapo (pid {proc.pid}) also running in {tmp_path}")
+        assert err.startswith(
+            f"rlvr: warning: another dvc repro runs a stage in {tmp_path} (pid {other_dvc.pid} writing "
+            "data/grpo/dapo); 2 stages x 2 threads on 2 cores"
+        )
         assert "RLVR_THREADS=1" in err and len(err.splitlines()) == 1
-        guard.warn_if_sharing(tmp_path, threads=1)  # 2 stages x 1 thread on 2 cores: fine
+        guard.warn_if_sharing(tmp_path, threads=1, outputs=[ours])  # 2 stages x 1 thread on 2 cores: fine
         assert capsys.readouterr().err == ""
     finally:
-        subprocess.run(["pkill", "-9", "-f", "rlvr.pipeline grpo dapo"], check=False)  # it and its fork
-        proc.wait(timeout=10)
+        for proc in (own_dvc, other_dvc):
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 STORE_FULL = """

@@ -8,11 +8,15 @@ A stage process (`python -m rlvr.pipeline ...`) runs under these guards:
 - a failed write (disk full, file-size limit) raises an error naming the file instead of killing
   the process by signal (`SIGXFSZ` is ignored, so the write returns EFBIG);
 - when the `dvc` process that started it dies (killed, or its terminal closed), the stage stops
-  too (`watch_dvc`), so nothing is written behind DVC's back after `dvc` has exited.
+  too (`watch_dvc`), so nothing is written behind DVC's back after `dvc` has exited;
+- when another `dvc repro` runs a stage in the same workspace, it says so if the two together ask
+  for more threads than there are cores (`warn_if_sharing`).
+Both learn which `dvc` runs which stage from DVC's own lock on the outputs its stages write.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -86,116 +90,89 @@ def ignore_file_size_signal() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, parent pid) of a process from /proc, None if it is gone."""
+def _running(pid: int) -> bool:
+    """A process with this pid exists (one that exited but is not yet collected by its parent still
+    counts: an interactive shell, or the program that started `dvc`, collects it at once)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    state, ppid = stat.rsplit(")", 1)[1].split()[:2]  # after "(command name)": state, then ppid
-    return state, int(ppid)
-
-
-def _proc_parent(pid: int) -> int | None:
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def _is_dvc(pid: int) -> bool:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    names = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
-    return any(n == "dvc" for n in names[:2]) or names[1:3] == ["-m", "dvc"]
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
-def stage_pid() -> int:
-    """The pid DVC started for this stage: this process's, or, in a stage forked by the warm-start
-    zygote (`warm.py`), its client's (RLVR_STAGE_PID)."""
-    return int(os.environ.get("RLVR_STAGE_PID") or os.getpid())
-
-
-def dvc_ancestor(pid: int | None = None) -> int | None:
-    """The nearest ancestor process running `dvc` (through the shell DVC starts commands with), or
-    None when the stage was started some other way (`rlvr sft ...`, tests). Linux /proc only."""
-    pid = _proc_parent(pid or stage_pid())
-    while pid and pid > 1:
-        if _is_dvc(pid):
-            return pid
-        pid = _proc_parent(pid)
-    return None
-
-
-def _stage_of(pid: int) -> str | None:
-    """The stage a `python -m rlvr.pipeline <stage> [key]` process runs ("grpo@dapo"), else None."""
-    try:
-        argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
-    except OSError:
-        return None
-    for i in range(len(argv) - 2):
-        if argv[i] == "-m" and argv[i + 1] == "rlvr.pipeline":
-            rest = [a for a in argv[i + 2 :] if a and not a.startswith("-")]
-            return "@".join(rest[:2]) or None
-    return None
-
-
-def other_stages(root: Path) -> list[tuple[int, str]]:
-    """(pid, stage) of every other rlvr stage process working in `root`: not this one, not one of
-    its seed workers (forked children run the same command) and not their own workers. Linux only."""
-    mine = set()
-    for pid in {os.getpid(), stage_pid()}:
-        while pid and pid > 1:  # this process (and its warm-start client) and the stages above them
-            mine.add(pid)
-            pid = _proc_parent(pid)
-    found = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) in mine:
-            continue
-        pid = int(entry.name)
-        stage = _stage_of(pid)
-        if stage is None or _stage_of(_proc_parent(pid) or 0) is not None:  # a worker of a stage
-            continue
+def _dvc_writers(root: Path) -> dict[str, int]:
+    """Resolved path -> pid of the `dvc` process holding DVC's write lock on it in `root`. While DVC
+    runs a stage's command it holds a write lock on each of the stage's outputs and metrics, naming
+    its own pid, in <root>/.dvc/tmp/rwlock; a `dvc` that was killed leaves its entries behind (the
+    pids are checked by the callers). Empty when there is no such file or it cannot be read."""
+    path = root / ".dvc" / "tmp" / "rwlock"
+    for _ in range(5):  # DVC rewrites the file in place when a stage starts or ends: read it again
         try:
-            if Path(f"/proc/{pid}/cwd").resolve() != root.resolve():
-                continue
-        except OSError:
-            continue
-        found.append((pid, stage))
-    return sorted(found)
+            writes = json.loads(path.read_text()).get("write", {})
+            return {os.path.realpath(out): int(info["pid"]) for out, info in writes.items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            time.sleep(0.05)
+    return {}
 
 
-def warn_if_sharing(root: Path, threads: int) -> None:
-    """One line on stderr when another stage trains in this workspace at the same time (two
-    `dvc repro` of disjoint stages): on a few cores both then run up to 10x slower."""
-    others = other_stages(root)
+def dvc_pid(outputs: list[Path]) -> int | None:
+    """The pid of the `dvc` running this stage: the one holding the write lock on its outputs. None
+    when DVC did not start this process (it sets DVC_STAGE and DVC_ROOT for every command it runs;
+    `rlvr sft ...` and the tests have neither)."""
+    root = os.environ.get("DVC_ROOT")
+    if not root or "DVC_STAGE" not in os.environ:
+        return None
+    writers = _dvc_writers(Path(root))
+    return next((writers[o] for o in map(os.path.realpath, outputs) if o in writers), None)
+
+
+def other_repros(root: Path, outputs: list[Path]) -> dict[int, str]:
+    """pid -> an output (relative to `root`) of each other running `dvc` that is running a stage in
+    `root` now: DVC's write locks there, less those on this stage's outputs (its own dvc's) and those
+    left behind by a `dvc` that is gone."""
+    mine = {os.path.realpath(o) for o in outputs}
+    writers = _dvc_writers(root)
+    own = {pid for out, pid in writers.items() if out in mine} | {os.getpid(), os.getppid()}
+    found: dict[int, str] = {}
+    for out, pid in sorted(writers.items()):
+        if pid not in own and pid not in found and _running(pid):
+            found[pid] = os.path.relpath(out, os.path.realpath(root))
+    return found
+
+
+def warn_if_sharing(root: Path, threads: int, outputs: list[Path]) -> None:
+    """One line on stderr when another `dvc repro` runs a stage in this workspace at the same time
+    (DVC allows two repros of disjoint stages): on a few cores both then run up to 10x slower."""
+    others = other_repros(root, outputs)
     if others and threads * (len(others) + 1) > (os.cpu_count() or 1):
-        names = ", ".join(f"{s} (pid {p})" for p, s in others[:3])
+        names = "; ".join(f"pid {p} writing {out}" for p, out in list(others.items())[:3])
         print(
-            f"rlvr: warning: {names} also running in {root}; {len(others) + 1} stages x {threads} threads "
+            f"rlvr: warning: another dvc repro runs a stage in {root} ({names}); "
+            f"{len(others) + 1} stages x {threads} threads "
             f"on {os.cpu_count()} cores run up to 10x slower: give each RLVR_THREADS=1, or wait",
             file=sys.stderr,
         )
 
 
-def _alive(pid: int) -> bool:
-    """Running, not merely a zombie waiting for its parent to collect its exit status."""
-    stat = _proc_stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
-
-
-def watch_dvc(interval: float = 1.0) -> int | None:
+def watch_dvc(outputs: list[Path], interval: float = 1.0) -> int | None:
     """If a `dvc` process started this stage, stop the stage (SIGTERM to itself: the MLflow run is
-    marked KILLED and no output is written) within `interval` seconds of that process dying.
-    Returns dvc's pid (None: no dvc above this process, nothing to watch)."""
-    target = dvc_ancestor()
+    marked KILLED and no output is written) within `interval` seconds of that process, or of the
+    process that started this one (the shell DVC runs the command with), being gone. Returns dvc's
+    pid (None: not started by dvc, nothing to watch)."""
+    target = dvc_pid(outputs)
     if target is None:
         return None
+    parent = os.getppid()
 
     def watch() -> None:
-        while _alive(target):
+        while _running(target) and os.getppid() == parent:  # once its parent is gone, another adopts it
             time.sleep(interval)
-        print(f"rlvr: dvc (pid {target}) is gone; stopping this stage", file=sys.stderr)
+        gone = f"dvc (pid {target})" if not _running(target) else f"its parent (pid {parent})"
+        print(f"rlvr: {gone} is gone; stopping this stage", file=sys.stderr)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="watch-dvc", daemon=True).start()

@@ -29,8 +29,11 @@ from rlvr.pipeline.specs import STAGES, instance_paths, stage
 from rlvr.tasks import check_params
 
 
-def run_stage(name: str, key: str | None, params_file: str = "params.yaml", progress: bool = True) -> dict:
-    """Run one stage instance in this process; returns its summary."""
+def run_stage(
+    name: str, key: str | None, params_file: str = "params.yaml", progress: bool = True, watch: bool = False
+) -> dict:
+    """Run one stage instance in this process; returns its summary. `watch`: stop it when the `dvc`
+    that started it is gone (`guard.watch_dvc`)."""
     spec = stage(name)
     if (spec.foreach is None) != (key is None):
         raise ConfigError(
@@ -47,9 +50,11 @@ def run_stage(name: str, key: str | None, params_file: str = "params.yaml", prog
     module = importlib.import_module(f"rlvr.pipeline.stages.{name}")
     paths = instance_paths(name, key, params)
     outputs = [Path(p) for p in (*spec.outs(paths), *spec.metrics(paths))]
+    if watch:
+        guard.watch_dvc(outputs)
     guard.preflight(outputs)
     if name != "check":  # the guard does no work worth sharing cores over
-        guard.warn_if_sharing(Path.cwd(), thread_budget(params.threads))
+        guard.warn_if_sharing(Path.cwd(), thread_budget(params.threads), outputs)
 
     def call() -> dict:
         with guard.outputs_or_nothing(outputs):
@@ -80,9 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     guard.ignore_file_size_signal()
     signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: runs marked KILLED, outputs cleaned
-    guard.watch_dvc()
     try:
-        result = run_stage(args.stage, args.key, args.params, progress=not args.quiet)
+        result = run_stage(args.stage, args.key, args.params, progress=not args.quiet, watch=True)
     except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}", file=sys.stderr)
         return 2
