@@ -76,7 +76,7 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
     """
     tok = Tokenizer()
     max_new_tokens, n = SAMPLE_TOKENS, SAMPLES
-    _, held = split("two_digit", 300, params.seed)
+    _, held = split("two_digit", 300, params.seed)[:2]
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
     rates = []
@@ -129,7 +129,7 @@ def sampling_work(params: Params) -> tuple[int, dict[int, float]]:
     from rlvr import flops
 
     tok = Tokenizer()
-    _, held = split("two_digit", 300, params.seed)
+    _, held = split("two_digit", 300, params.seed)[:2]
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     work = flops.sampling_flops(
         params.model, len(held), prompts.shape[1], SAMPLES, SAMPLE_TOKENS, len(tok), shared_columns(prompts)
@@ -141,7 +141,7 @@ def sampling_work(params: Params) -> tuple[int, dict[int, float]]:
 def sampling_call(params: Params) -> Callable[[], object]:
     """One run of the sampling workload (300 held-out prompts x 64, 4 tokens, a fresh default model)."""
     tok = Tokenizer()
-    _, held = split("two_digit", 300, params.seed)
+    _, held = split("two_digit", 300, params.seed)[:2]
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
     gen = torch.Generator().manual_seed(0)
@@ -155,7 +155,7 @@ def grpo_step_work(
     from rlvr import flops
 
     tok = Tokenizer()
-    train, _ = split("two_digit", 300, params.seed)
+    train, _ = split("two_digit", 300, params.seed)[:2]
     every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
     work = flops.grpo_step_flops(params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every))
     return work, flops.gemm_rate(params.model, P * G)
@@ -173,7 +173,7 @@ def bench_compiled(params: Params) -> dict:
 
 def _held_prompts(params: Params, form: str) -> torch.Tensor:
     """The sampling workload's 300 held-out prompts in `form` ("chat" or "bare"): (300, Tp)."""
-    _, held = split("two_digit", 300, params.seed)
+    _, held = split("two_digit", 300, params.seed)[:2]
     return prompt_tensor(held, fair.tokenizer(form))
 
 
@@ -232,7 +232,7 @@ def bench_sft(params: Params, steps: int = 30) -> dict:
     """Training throughput of SFT on two_digit at the default batch size (tokens per second)."""
     tok = Tokenizer()
     cfg: SFTConfig = params.sft_run("two_digit")
-    train, _ = split("two_digit", params.task("two_digit").heldout, params.seed)
+    train, _ = split("two_digit", params.task("two_digit").heldout, params.seed)[:2]
     tokens, mask = encode_sft(sft_rows(train[: cfg.batch_size], cfg.noise, 1, params.seed), tok)
     model = TinyLM(params.model, len(tok))
     opt = AdamW(model.parameters(), lr=cfg.lr)
@@ -282,7 +282,7 @@ def grpo_stepper(
     from rlvr.grpo import grpo_update, rollout_groups
 
     tok = fair.tokenizer(form)
-    train, _ = split("two_digit", 300, params.seed)
+    train, _ = split("two_digit", 300, params.seed)[:2]
     cfg = replace(params.variant("grpo"), prompts_per_step=P, group_size=G, beta=beta)
     torch.manual_seed(seed)
     policy = TinyLM(model, len(tok))
@@ -307,7 +307,7 @@ WARMUP = 3  # steps dropped before timing: allocator, kernel selection, TRL's fi
 def _trl_prompts(params: Params, P: int, form: str = "chat") -> list[str]:
     """TRL's P prompts as text in `form`: the same token ids as ours once its tokenizer encodes them."""
     tok = fair.tokenizer(form)
-    train, _ = split("two_digit", 300, params.seed)
+    train, _ = split("two_digit", 300, params.seed)[:2]
     return [tok.decode(tok.prompt_ids(p.prompt)) for p in train[:P]]
 
 
@@ -483,7 +483,7 @@ def bench_passk_model(params: Params, repeats: int = 3) -> dict:
 
     tok = Tokenizer()
     task = params.task("two_digit")
-    _, held = split("two_digit", 300, params.seed)
+    _, held = split("two_digit", 300, params.seed)[:2]
     ckpt = sft("two_digit").checkpoint(params.sft_run("two_digit").seeds[0])
     model = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
     times = []
@@ -578,7 +578,7 @@ def _grpo_seed(params: Params, variant: str) -> tuple[Callable[[GRPOConfig], lis
     cfg = params.variant(variant)
     task = params.task(cfg.task)
     tok = Tokenizer()
-    train, held = split(cfg.task, task.heldout, params.seed)
+    train, held = split(cfg.task, task.heldout, params.seed)[:2]
     ckpt = paths.sft(cfg.sft).checkpoint(params.sft_run(cfg.sft).seeds[0])
     start = str(ckpt) if ckpt.is_file() else "untrained"
 

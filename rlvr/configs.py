@@ -46,6 +46,7 @@ class TaskConfig(Section):
     """One arithmetic task. The problem set is fixed by the name; the split and lengths are params."""
 
     heldout: Annotated[int, AtLeast(0)]  # problems held out of SFT and GRPO (the evaluation set)
+    validation: Annotated[int, AtLeast(0)]  # problems held out of training and test: where starts stop
     max_new_tokens: Count  # response cap when sampling: answer digits + <eos>
 
 
@@ -87,7 +88,7 @@ class SFTConfig(Section):
     repeats: Count  # copies of each training problem, each with its own noise draw
     warmup: str  # the clean warm-up (`warmups`) this run starts from: clean_epochs on the true answers
     clean_epochs: Annotated[int, AtLeast(0)]  # warm-up passes on the true answers, before the noisy ones
-    epochs: Count  # passes over the (repeated) SFT set with its noisy labels
+    epochs: Count  # passes over the (repeated) SFT set with its noisy labels; with a target, the cap
     batch_size: Count  # sequences per optimiser step
     lr: Positive  # AdamW peak learning rate
     schedule: Literal["cosine", "constant"]  # cosine: 5% warm-up, decay to 10%; constant: lr every step
@@ -95,6 +96,11 @@ class SFTConfig(Section):
     grad_clip: Positive  # max global grad norm
     eval_samples: Count  # samples per prompt (T = 1) for sampled accuracy
     eval_max_prompts: Count  # cap on train prompts used for train-set accuracy
+    # The controlled start: the noisy epochs stop where the validation value reaches `target`: the
+    # expected sampled accuracy (pass@1 at T = 1, computed exactly) on the task's validation split,
+    # or on the train prompts where the task has none (chapter A's own measure). null: train all.
+    target: Probability | None
+    check_every: Count  # steps between validation checks
 
     def validate(self, path: str) -> None:
         check_seeds(self.seeds, f"{path}.seeds")
@@ -123,7 +129,8 @@ class GRPOConfig(Section):
 
     task: TaskName  # the task trained and evaluated on (must be the SFT run's task)
     sft: str  # which SFT run (params `sft.<name>`) to start from
-    seeds: list[int]  # the variant trains once per seed, all inside its stage (one process)
+    seeds: list[int]  # the chains: GRPO from each of these SFT seeds' checkpoints
+    grpo_seeds: Count  # GRPO seeds per chain (nested: start variance apart from GRPO's own)
     steps: Count  # optimiser iterations (each: sample, score, mu inner epochs)
     prompts_per_step: Count  # P: distinct prompts per step
     group_size: Annotated[int, AtLeast(2)]  # G: samples per prompt (a group needs siblings)

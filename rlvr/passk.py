@@ -125,6 +125,33 @@ def never_solved(c) -> int:
     return int(np.count_nonzero(np.asarray(c) == 0))
 
 
+def never_solved_in(c, n: int, k: int) -> float:
+    """The expected number of problems that k samples never solve, sum_i C(n - c_i, k) / C(n, k),
+    from n >= k samples: the chapter's "never solved in 64" without the luck of one 64-sample draw.
+    It is P (1 - mean pass@k): the same statistic as pass@k, in problems."""
+    return float(np.sum(1.0 - pass_at_k(c, n, k)))
+
+
+def one_run_sd(c, n: int, k: int, m: int, resamples: int = 200, seed: int = 0) -> float:
+    """The SD of mean pass@k over problems as one run with m samples per problem would measure it,
+    for a model whose per-problem solve rates are c / n: its evaluation noise, by resampling the
+    samples (each problem's count redrawn as Binomial(m, c_i / n), `resamples` times). m = n: the
+    noise of our own estimate; m = 64: one run at the chapter's sample size."""
+    c = _check_counts(c, n)
+    draws = np.random.default_rng(seed).binomial(m, c / n, size=(resamples, c.size))  # (R, P)
+    return float(np.std([pass_at_k(row, m, k).mean() for row in draws]))
+
+
+def thin(c, n: int, m: int, seed: int = 0) -> np.ndarray:
+    """The correct counts among m of each problem's n samples, drawn at random (hypergeometric):
+    what an m-sample run would have counted, so that "solved" means the same for both models of a
+    comparison whatever each was scored with."""
+    c = _check_counts(c, n)
+    if m == n:
+        return c
+    return np.random.default_rng(seed).hypergeometric(c, n - c, m)  # (P,)
+
+
 def solved_by_one_only(c_a, c_b) -> tuple[int, int]:
     """(solved by a and never by b, solved by b and never by a); solved means c > 0."""
     c_a, c_b = _same_problems(c_a, c_b)
@@ -146,27 +173,43 @@ def first_crossing(ks, base, rl) -> int | None:
     return int(ks[below[0]]) if below.size else None
 
 
+NO_CROSSING = {"tie": "tie", "ahead": "RL ahead to k = {k}", "behind": "RL not ahead at k = 1"}
+
+
+def crossing_label(ks, base, rl) -> str:
+    """Why two curves do not cross (`first_crossing` is None): "tie" (never apart: both at 1.0, say),
+    "RL ahead to k = 64" (ahead or level at every k, ahead somewhere) or "RL not ahead at k = 1"."""
+    ks, base, rl = np.asarray(ks), np.asarray(base), np.asarray(rl)
+    if not rl[0] > base[0]:
+        return NO_CROSSING["tie" if np.array_equal(rl, base) else "behind"]
+    return NO_CROSSING["ahead"].format(k=int(ks[-1]))
+
+
 def crossings_text(per_chain: list) -> str:
-    """Per-chain crossovers as a reader sees them everywhere: "16, none, none, 62"."""
-    return ", ".join("none" if k is None else str(int(k)) for k in per_chain)
+    """Per-chain crossovers as a reader sees them everywhere: "16, tie, RL ahead to k = 64, 62" (a
+    k, or why the chain has none; a bare None reads "none")."""
+    return ", ".join("none" if k is None else str(k) for k in per_chain)
 
 
-def crossover_k(c_base, c_rl, n: int) -> int | None:
-    """Smallest k in 1..n at which RL's mean pass@k falls strictly below the base model's
-    (`first_crossing` on the two curves): None when RL is not ahead at k = 1, or stays ahead or
-    level up to k = n; read pass@1 of both models to tell the two apart."""
-    ks, base = pass_at_k_curve(c_base, n)
-    _, rl = pass_at_k_curve(c_rl, n)
-    return first_crossing(ks, base, rl)
+def crossover_k(c_base, c_rl, n: int, n_rl: int | None = None, k_max: int | None = None) -> int | None:
+    """Smallest k in 1..k_max (default n) at which RL's mean pass@k falls strictly below the base
+    model's (`first_crossing` on the two curves): None when RL is not ahead at k = 1, or stays ahead
+    or level up to k_max; `crossing_label` says which. n_rl: RL's samples per problem (default n)."""
+    n_rl = n if n_rl is None else n_rl
+    grid = np.arange(1, (k_max or min(n, n_rl)) + 1)
+    _, base = pass_at_k_curve(c_base, n, grid)
+    _, rl = pass_at_k_curve(c_rl, n_rl, grid)
+    return first_crossing(grid, base, rl)
 
 
-def paired_test(c_a, c_b, n: int, k: int) -> dict:
-    """Wilcoxon signed-rank test of per-problem pass@k, a versus b, on the same problems.
+def paired_test(c_a, c_b, n: int, k: int, n_b: int | None = None) -> dict:
+    """Wilcoxon signed-rank test of per-problem pass@k, a (n samples) versus b (n_b, default n), on
+    the same problems.
 
     Returns statistic, pvalue (two-sided) and mean_diff_a_minus_b (mean pass@k of a minus b's).
     """
     c_a, c_b = _same_problems(c_a, c_b)
-    diff = pass_at_k(c_a, n, k) - pass_at_k(c_b, n, k)  # (P,)
+    diff = pass_at_k(c_a, n, k) - pass_at_k(c_b, n if n_b is None else n_b, k)  # (P,)
     P = diff.size
     if not diff.any():  # scipy may refuse all-zero differences; zsplit's answer is known anyway
         return {"statistic": P * (P + 1) / 4, "pvalue": 1.0, "mean_diff_a_minus_b": 0.0}
@@ -185,9 +228,11 @@ def paired_test(c_a, c_b, n: int, k: int) -> dict:
 
 
 def _model_summary(c, n: int, grid: np.ndarray, resamples: int, seed: int, name: str) -> dict:
-    """pass@k means and 95% bands on the grid, pass@1 / pass@n picked out, never-solved count."""
+    """pass@k means and 95% bands on the grid (ending at k_max), pass@1 / pass@k_max picked out, the
+    expected never-solved count in k_max samples, and one run's evaluation noise at n = k."""
     _, mean = pass_at_k_curve(c, n, grid)  # (K,)
     lo, hi = bootstrap_band(c, n, grid, resamples, seed, level=0.95)  # (K,) each
+    k_max = int(grid[-1])
     return {
         f"pass_at_k_{name}": mean.tolist(),
         f"pass_at_k_{name}_ci": np.stack([lo, hi], axis=1).tolist(),  # (K, 2)
@@ -195,31 +240,51 @@ def _model_summary(c, n: int, grid: np.ndarray, resamples: int, seed: int, name:
         f"pass_at_1_{name}_ci": [float(lo[0]), float(hi[0])],
         f"pass_at_n_{name}": float(mean[-1]),
         f"pass_at_n_{name}_ci": [float(lo[-1]), float(hi[-1])],
-        f"never_solved_{name}": never_solved(c),
+        f"never_solved_{name}": never_solved_in(c, n, k_max),
+        f"eval_sd_pass_at_1_{name}": one_run_sd(c, n, 1, n),
+        f"eval_sd_pass_at_n_{name}": one_run_sd(c, n, k_max, n),
+        f"chapter_sd_pass_at_1_{name}": one_run_sd(c, n, 1, k_max),
+        f"chapter_sd_pass_at_n_{name}": one_run_sd(c, n, k_max, k_max),
     }
 
 
-def compare(c_base, c_rl, n: int, ks=None, resamples: int = 1000, seed: int = 0) -> dict:
-    """Everything the pass@k question needs for a base model and its RL-trained version.
+def compare(
+    c_base,
+    c_rl,
+    n: int,
+    ks=None,
+    resamples: int = 1000,
+    seed: int = 0,
+    n_rl: int | None = None,
+    k_max: int | None = None,
+) -> dict:
+    """Everything the pass@k question needs for a base model (n samples a problem) and its
+    RL-trained version (n_rl, default n).
 
-    ks (default 1..n) is the grid of the reported curves; 1 and n are always added. Both models are
-    bootstrapped with the same seed, hence over the same resampled problem sets. Paired tests are
-    (rl, base), so their mean differences read rl minus base.
+    ks (default 1..k_max) is the grid of the reported curves, k_max (default the smaller n) its end;
+    1 and k_max are always added. Both models are bootstrapped with the same seed, hence over the
+    same resampled problem sets. Paired tests are (rl, base), so their mean differences read rl
+    minus base. `eval_sd_*`: the SD of our estimate from resampling a fixed model's samples;
+    `chapter_sd_*`: one run's at the chapter's n = k_max (what a tolerance may not undercut).
     """
     c_base, c_rl = _same_problems(c_base, c_rl)
-    grid = np.union1d(_ks_or_all(ks, n), [1, n])  # (K,) sorted, starts at 1, ends at n
+    n_rl = n if n_rl is None else n_rl
+    k_max = min(n, n_rl) if k_max is None else k_max
+    grid = np.union1d(_ks_or_all(ks, k_max), [1, k_max])  # (K,) sorted, starts at 1, ends at k_max
     out = {
         "n_problems": int(c_base.size),
-        "samples_per_problem": int(n),
+        "samples_per_problem": int(n_rl),
         "ci_level": 0.95,
         "ks": grid.tolist(),
     }
     out.update(_model_summary(c_base, n, grid, resamples, seed, "base"))
-    out.update(_model_summary(c_rl, n, grid, resamples, seed, "rl"))
-    out["crossover_k"] = crossover_k(c_base, c_rl, n)
-    out["solved_by_base_only"], out["solved_by_rl_only"] = solved_by_one_only(c_base, c_rl)
-    for label, k in (("1", 1), ("n", n)):
-        test = paired_test(c_rl, c_base, n, k)
+    out.update(_model_summary(c_rl, n_rl, grid, resamples, seed, "rl"))
+    out["crossover_k"] = crossover_k(c_base, c_rl, n, n_rl, k_max)
+    out["solved_by_base_only"], out["solved_by_rl_only"] = solved_by_one_only(
+        thin(c_base, n, k_max, seed), thin(c_rl, n_rl, k_max, seed)
+    )
+    for label, k in (("1", 1), ("n", k_max)):
+        test = paired_test(c_rl, c_base, n_rl, k, n)
         out[f"wilcoxon_statistic_at_{label}"] = test["statistic"]
         out[f"wilcoxon_pvalue_at_{label}"] = test["pvalue"]
         out[f"pass_at_{label}_diff_rl_minus_base"] = test["mean_diff_a_minus_b"]
@@ -270,80 +335,140 @@ SEED_KEYS = (
     "pass_at_1_rl",
     "pass_at_n_rl",
     "never_solved_rl",
-    "crossover_k",
     "solved_by_base_only",
     "solved_by_rl_only",
     "wilcoxon_pvalue_at_1",
     "wilcoxon_pvalue_at_n",
+    "chapter_sd_pass_at_1_rl",
+    "chapter_sd_pass_at_n_rl",
 )
 
 
-def _chain_counts(counts: dict, name: str, seeds: list[int]) -> np.ndarray:
-    """The counts of "{name}/seed{s}" for each seed, stacked: (S, P); a ValueError naming a missing key."""
-    missing = [f"{name}/seed{s}" for s in seeds if f"{name}/seed{s}" not in counts]
+def unit_key(name: str, seed: int, rep: int = 0) -> str:
+    """A scored model's key in the counts file: "grpo/seed3", and "grpo/seed3-g1" for GRPO seed 1."""
+    return f"{name}/seed{seed}" if rep == 0 else f"{name}/seed{seed}-g{rep}"
+
+
+def _chain_counts(counts: dict, name: str, seeds: list[int], rep: int = 0) -> np.ndarray:
+    """The counts of GRPO seed `rep` of "{name}/seed{s}" for each seed, stacked: (S, P); a
+    ValueError naming a missing key."""
+    keys = [unit_key(name, s, rep) for s in seeds]
+    missing = [k for k in keys if k not in counts]
     if missing or not seeds:
         raise ValueError(f"no counts for {missing[0]}" if missing else f"{name} has no seeds to score")
-    return np.stack([np.asarray(counts[f"{name}/seed{s}"]) for s in seeds])  # (S, P)
+    return np.stack([np.asarray(counts[k]) for k in keys])  # (S, P)
 
 
-def _start_summary(c: np.ndarray, n: int, seeds: list[int]) -> dict:
-    """One SFT run over its chains, c (S, P): chain means of pass@1, pass@n and never-solved at the
-    top level, then `seeds`, `per_seed` and `ci95` (t-interval over chains, None with one chain)."""
-    from rlvr.stats import seed_metrics
+def _start_summary(c: np.ndarray, n: int, k_max: int, seeds: list[int]) -> dict:
+    """One SFT run over its chains, c (S, P): chain means of pass@1, pass@k_max and the expected
+    never-solved count in k_max samples at the top level, then `seeds`, `per_seed`, `ci95` (t-interval
+    over chains), `variance` (the SD a chain's value owes to its start and to our evaluation) and
+    one run's evaluation noise at the chapter's n = k_max."""
+    from rlvr.stats import seed_metrics, variance_components
 
     per_chain = {
         s: {
             "pass_at_1": float(pass_at_k(row, n, 1).mean()),
-            "pass_at_n": float(pass_at_k(row, n, n).mean()),
-            "never_solved": never_solved(row),
+            "pass_at_n": float(pass_at_k(row, n, k_max).mean()),
+            "never_solved": never_solved_in(row, n, k_max),
+            "chapter_sd_pass_at_1": one_run_sd(row, n, 1, k_max),
+            "chapter_sd_pass_at_n": one_run_sd(row, n, k_max, k_max),
         }
         for s, row in zip(seeds, c)
     }
-    return {**seed_metrics(per_chain), "seeds": list(seeds)}
+    out = {**seed_metrics(per_chain), "seeds": list(seeds), "samples_per_problem": int(n)}
+    sd = {"pass_at_1": lambda r: one_run_sd(r, n, 1, n), "pass_at_n": lambda r: one_run_sd(r, n, k_max, n)}
+
+    out["variance"] = {
+        key: variance_components(
+            [[v] for v in out["per_seed"][key]], float(np.mean([sd[key](row) for row in c]))
+        )
+        for key in sd
+    }
+    P = c.shape[1]
+    out["variance"]["never_solved"] = {k: v * P for k, v in out["variance"]["pass_at_n"].items()}
+    return out
 
 
-def _curves(c: np.ndarray, n: int) -> np.ndarray:
-    """Mean pass@k at every k = 1..n, per row: (S, P) -> (S, n)."""
-    return np.stack([pass_at_k_curve(row, n)[1] for row in c])
+def _curves(c: np.ndarray, n: int, k_max: int) -> np.ndarray:
+    """Mean pass@k at every k = 1..k_max, per row: (S, P) -> (S, k_max)."""
+    return np.stack([pass_at_k_curve(row, n, np.arange(1, k_max + 1))[1] for row in c])
+
+
+def _tables(c: np.ndarray, n: int, k_max: int) -> np.ndarray:
+    """pass@k per problem at every k = 1..k_max, per row: (S, P) -> (S, P, k_max)."""
+    return np.stack([_table(row, n, np.arange(1, k_max + 1)) for row in c])
+
+
+def mean_crossing(diff: np.ndarray) -> int:
+    """The crossover of a mean difference curve RL - SFT at k = 1..K (K,): the first k where it is
+    below 0, with RL ahead at k = 1; 0 when RL is not ahead at k = 1, K + 1 when it never falls
+    below (so that every outcome is a number an interval can hold)."""
+    if not diff[0] > 0:
+        return 0
+    below = np.flatnonzero(diff < 0)
+    return int(below[0]) + 1 if below.size else diff.size + 1
+
+
+def crossing_interval(d: np.ndarray, resamples: int, seed: int) -> tuple[int, list[float]]:
+    """The crossover of the chain-mean curves and its 95% bootstrap interval, resampling chains and
+    problems together. d (C, P, K): per chain, per problem, RL's pass@k minus its own SFT chain's."""
+    C, P, K = d.shape
+    rng = np.random.default_rng(seed)
+    W = rng.multinomial(C, np.full(C, 1 / C), size=resamples)  # (R, C) times each chain is drawn
+    U = rng.multinomial(P, np.full(P, 1 / P), size=resamples)  # (R, P) and each problem
+    curves = np.einsum("rc,cpk,rp->rk", W, d, U) / (C * P)  # (R, K)
+    ks = [mean_crossing(row) for row in curves]
+    lo, hi = np.quantile(ks, [0.025, 0.975])
+    return mean_crossing(d.mean(axis=(0, 1))), [float(lo), float(hi)]
 
 
 def summarise_counts(
     counts: dict[str, list[int]],
     chains: dict[str, list[int]],
-    n: int,
+    n: int | dict[str, int],
     ks,
     resamples: int,
     seed: int,
     contrast: str | None = None,
+    reps: dict[str, int] | None = None,
+    k_max: int | None = None,
 ) -> tuple[dict, dict[str, list[dict]]]:
-    """Per-problem counts of "{name}/seed{s}" -> (metrics, curves). chains: "sft", the `contrast`
-    run (if given) and every variant -> its seeds; a variant's seeds must be SFT seeds, since
-    variant seed s is trained from, and compared with, SFT seed s.
+    """Per-problem counts of "{name}/seed{s}" (and "{name}/seed{s}-g{r}", GRPO seed r of chain s)
+    -> (metrics, curves). chains: "sft", the `contrast` run (if given) and every variant -> its
+    seeds; a variant's seeds must be SFT seeds, since variant seed s is trained from, and compared
+    with, SFT seed s. n: samples per problem, one for all or per name; reps: GRPO seeds per chain of
+    each variant (default 1); k_max: the largest k (default the smallest n).
 
-    metrics: per SFT run ("sft", "contrast"), chain means of pass@1 / pass@n / never-solved with
-    per-chain values and 95% t-intervals over chains; per variant, the seed means (and per-seed
-    values) of `compare` against its own chain's SFT counts on the grid `ks`.
-    curves: model -> one row per k = 1..n: an SFT run's chain-mean pass@k with its t-interval over
-    chains; a variant's seed-mean pass@k with its interval over seeds, and its paired difference
-    from SFT (per seed, pass@k minus its chain's SFT's; mean and interval: it crosses 0 where SFT
-    catches up).
+    metrics: per SFT run ("sft", "contrast"), chain means of pass@1 / pass@k_max / never-solved with
+    per-chain values, 95% t-intervals over chains and variance sources; per variant, each chain's
+    value (the mean over its GRPO seeds) of `compare` against its own chain's SFT counts, their mean,
+    every seed's value (`per_rep`), the variance sources, per-chain crossovers (a k or why none), and
+    the crossover of the chain-mean curves with a bootstrap interval over chains and problems.
+    curves: model -> one row per k = 1..k_max: an SFT run's chain-mean pass@k with its t-interval
+    over chains; a variant's chain-mean pass@k with its interval, and its paired difference from SFT.
     """
+    from rlvr.stats import variance_components
+
+    n_of = (lambda name: n[name]) if isinstance(n, dict) else (lambda name: n)  # noqa: E731
+    reps = reps or {}
     chains = {name: sorted(seeds) for name, seeds in chains.items()}
-    starts = (
-        {"sft": "sft"} if contrast is None else {"sft": "sft", "contrast": contrast}
-    )  # metrics key -> run
+    starts = {"sft": "sft"} if contrast is None else {"sft": "sft", "contrast": contrast}
+    k_max = k_max or min(n_of(name) for name in chains)
     sft = _chain_counts(counts, "sft", chains.get("sft", []))  # (C, P)
-    metrics = {"n": n, "problems": int(sft.shape[1]), "ks": sorted(set(ks) | {1, n})}
+    metrics = {"n": n_of("sft"), "k_max": k_max, "problems": int(sft.shape[1]), "ks": sorted(set(ks) | {1, k_max})}
     curves = {}
     for key, name in starts.items():
         c = _chain_counts(counts, name, chains.get(name, []))  # (C, P)
-        metrics[key] = _start_summary(c, n, chains[name])
+        metrics[key] = _start_summary(c, n_of(name), k_max, chains[name])
         curves[name] = [
-            {"k": k, **_band(col, "pass_at_k", "ci95")} for k, col in enumerate(_curves(c, n).T, 1)
+            {"k": k, **_band(col, "pass_at_k", "ci95")} for k, col in enumerate(_curves(c, n_of(name), k_max).T, 1)
         ]
     if contrast is not None:
         metrics["contrast"]["run"] = contrast
-    sft_curve = dict(zip(chains["sft"], _curves(sft, n)))  # seed -> (n,)
+    n_sft = n_of("sft")
+    sft_curve = dict(zip(chains["sft"], _curves(sft, n_sft, k_max)))  # seed -> (K,)
+    sft_table = dict(zip(chains["sft"], _tables(sft, n_sft, k_max)))  # seed -> (P, K)
     sft = dict(zip(chains["sft"], sft))  # seed -> (P,)
     metrics["variants"] = {}
     for v in (v for v in chains if v not in starts.values()):
@@ -353,23 +478,50 @@ def summarise_counts(
                     f"{v}/seed{s} has no SFT chain to compare with: no counts for sft/seed{s} "
                     f"(SFT seeds {chains['sft']})"
                 )
-        c = _chain_counts(counts, v, chains[v])  # (S_v, P)
-        rows = [compare(sft[s], c_s, n, ks, resamples, seed) for s, c_s in zip(chains[v], c)]
-        entry = {k: _seed_mean(rows, k) for k in SEED_KEYS}
+        R, n_v = reps.get(v, 1), n_of(v)
+        c = [_chain_counts(counts, v, chains[v], r) for r in range(R)]  # R x (S_v, P)
+        rows = [  # per chain, per GRPO seed
+            [compare(sft[s], c[r][i], n_sft, ks, resamples, seed, n_v, k_max) for r in range(R)]
+            for i, s in enumerate(chains[v])
+        ]
+        per_rep = {k: [[row[k] for row in chain] for chain in rows] for k in SEED_KEYS}
+        per_chain = {k: [_seed_mean([{k: x} for x in vals], k) for vals in per_rep[k]] for k in SEED_KEYS}
+        rl_tables = np.mean([_tables(c[r], n_v, k_max) for r in range(R)], axis=0)  # (S_v, P, K)
+        d = rl_tables - np.stack([sft_table[s] for s in chains[v]])  # (S_v, P, K) paired by chain
+        chain_diff = d.mean(axis=1)  # (S_v, K)
+        grid = np.arange(1, k_max + 1)
+        labels = []
+        for i, s in enumerate(chains[v]):  # each chain's own crossover, or why it has none
+            base, rl = sft_curve[s], sft_curve[s] + chain_diff[i]
+            k = first_crossing(grid, base, rl)
+            labels.append(str(k) if k is not None else crossing_label(grid, base, rl))
+        mean_k, mean_k_ci = crossing_interval(d, resamples, seed)
+        entry = {k: _seed_mean([{k: x} for x in per_chain[k]], k) for k in SEED_KEYS}
         entry.update(
             seeds=chains[v],
-            per_seed={k: [r[k] for r in rows] for k in SEED_KEYS},
+            grpo_seeds=R,
+            samples_per_problem=n_v,
+            per_seed=per_chain,
+            per_rep=per_rep,
+            variance={
+                key: variance_components(per_rep[key], float(np.mean([row[f"eval_sd_{key.removesuffix('_rl')}_rl"] for chain in rows for row in chain])) if f"eval_sd_{key.removesuffix('_rl')}_rl" in rows[0][0] else None)
+                for key in ("pass_at_1_rl", "pass_at_n_rl")
+            },
+            crossover_k=mean_k,
+            crossover_k_ci95=mean_k_ci,
+            crossover_per_chain=labels,
             # per chain as one string too: `dvc exp show --json` drops lists, and the sweep reads it
-            crossovers=crossings_text([r["crossover_k"] for r in rows]),
-            pass_at_1_rl_ci_seed0=rows[0]["pass_at_1_rl_ci"],
-            pass_at_n_rl_ci_seed0=rows[0]["pass_at_n_rl_ci"],
+            crossovers=", ".join(labels),
         )
+        entry["variance"]["never_solved_rl"] = {
+            k: x * metrics["problems"] for k, x in entry["variance"]["pass_at_n_rl"].items()
+        }
         metrics["variants"][v] = entry
-        per_seed = _curves(c, n)  # (S_v, n)
-        minus_sft = per_seed - np.stack([sft_curve[s] for s in chains[v]])  # (S_v, n) paired by chain
+        per_seed = np.mean([_curves(c[r], n_v, k_max) for r in range(R)], axis=0)  # (S_v, K)
+        minus_sft = per_seed - np.stack([sft_curve[s] for s in chains[v]])  # (S_v, K) paired by chain
         curves[v] = [
-            {"k": k, **_band(a, "pass_at_k"), **_band(d, "minus_sft")}
-            for k, a, d in zip(range(1, n + 1), per_seed.T, minus_sft.T)
+            {"k": k, **_band(a, "pass_at_k"), **_band(dd, "minus_sft")}
+            for k, a, dd in zip(range(1, k_max + 1), per_seed.T, minus_sft.T)
         ]
     return metrics, curves
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.model import Rollout, TinyLM, sample
+from rlvr.model import Rollout, TinyLM, common_prefix_len, grouped_response_logits, sample
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import answer_targets, exact_match
@@ -53,6 +53,33 @@ def correct_counts(
     """Correct samples out of n for each problem: (P,) ints (pass@k's c_i)."""
     _, correct = sample_scored(model, problems, n, max_new_tokens, temperature, tok, gen)  # (P*n,)
     return correct.view(len(problems), n).sum(dim=1).long()  # (P,)
+
+
+def answer_probability(
+    model: TinyLM, problems: list[Problem], tok: Tokenizer, temperature: float = 1.0
+) -> torch.Tensor:
+    """The chance that one sample at `temperature` is exactly right, per problem: (P,).
+
+    A sample is right iff its tokens are the answer's digits then <eos> (`exact_match`), so the
+    chance is the product of those tokens' probabilities, teacher-forced: one forward pass, and the
+    mean over problems is the expected sampled accuracy (pass@1) with no sampling noise at all.
+    """
+    prompts = [tok.prompt_ids(p.prompt) for p in problems]
+    seqs = [q + tok.response_ids(p.answer) for q, p in zip(prompts, problems)]
+    T = max(len(s) for s in seqs)
+    tokens = torch.full((len(seqs), T), tok.pad_id, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T - 1)
+    for i, (s, q) in enumerate(zip(seqs, prompts)):
+        tokens[i, : len(s)] = torch.tensor(s)
+        mask[i, len(q) - 1 : len(s) - 1] = 1.0  # positions that predict the answer and its <eos>
+    tokens, mask = tokens.to(model.device), mask.to(model.device)
+    # every row opens with the same system prompt: encode it once (the tested fast path)
+    c = max(1, min(common_prefix_len(tokens), min(len(q) for q in prompts)))
+    with torch.no_grad():
+        logits = grouped_response_logits(model, tokens[:1, :c], tokens[:, c:]).float()  # (P, T-c, V)
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        logp = logp.gather(-1, tokens[:, c:].unsqueeze(-1)).squeeze(-1)  # (P, T-c) predicts tokens[:, c:]
+    return torch.exp((logp * mask[:, c - 1 :]).sum(dim=1))  # (P,)
 
 
 def accuracy(

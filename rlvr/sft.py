@@ -11,6 +11,8 @@ one device and a seed gives one run per device.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -105,9 +107,11 @@ def train_sft(
     progress: bool = True,
     clean: tuple[torch.Tensor, torch.Tensor] | None = None,
     shared_prefix: bool = False,
+    stop: StopAtTarget | None = None,
 ) -> list[dict]:
     """AdamW over shuffled mini-batches: `cfg.clean_epochs` passes over `clean` (the same rows with
-    their true answers), then `cfg.epochs` over the noisy `tokens`; one lr schedule spans both.
+    their true answers), then `cfg.epochs` over the noisy `tokens` (or fewer: `stop`, a controlled
+    start, ends them at its target); one lr schedule spans both.
     Returns the per-step curve (`phase` says which data each step saw). `generator` lives on the
     model's device; the rows may be anywhere (they are moved there).
 
@@ -131,7 +135,7 @@ def train_sft(
         progress,
         shared_prefix,
     )
-    return curve + fit_noisy(model, opt, tokens, mask, cfg, generator, on_step, progress, shared_prefix)
+    return curve + fit_noisy(model, opt, tokens, mask, cfg, generator, on_step, progress, shared_prefix, stop)
 
 
 def warm_up(
@@ -161,16 +165,85 @@ def fit_noisy(
     on_step=None,
     progress: bool = True,
     shared_prefix: bool = False,
+    stop: StopAtTarget | None = None,
 ) -> list[dict]:
     """The noisy phase: epochs clean_epochs .. clean_epochs + epochs - 1, continuing `warm_up`'s
-    optimiser and generator. Leaves the model in eval mode."""
+    optimiser and generator, or fewer: with `stop`, the phase ends at the first check that reaches
+    its target (checked before the first step too). Leaves the model in eval mode."""
     first = cfg.clean_epochs
     epochs = range(first, first + cfg.epochs)
+    if stop is not None and stop(model, 0):
+        model.eval()
+        return []
     curve = _epochs(
-        model, opt, tokens, mask, "noisy", epochs, cfg, generator, on_step, progress, shared_prefix
+        model, opt, tokens, mask, "noisy", epochs, cfg, generator, on_step, progress, shared_prefix, stop
     )
     model.eval()
+    if stop is not None:
+        if not stop.stopped:
+            stop.at_cap(model, len(curve))
+        curve = curve[: stop.chosen["step"]]  # the steps behind the start's weights
     return curve
+
+
+@dataclass
+class StopAtTarget:
+    """A controlled start: stop training where the validation value reaches `target`.
+
+    A recipe (under-training, label noise) decides *how* a start is made; where it stops is what the
+    chapters' claims are conditioned on ("GRPO from a start of 42%"), and one fixed step budget lands
+    chains of one recipe far apart (a chain still on the plateau beside one past it). So the value is
+    measured every `every` steps and training stops at the first check that reaches it: from below
+    (the value rises to it: under-training) or from above (it falls to it: fitting noisy labels),
+    whichever side the first check lies on. Of that check and the one before it, the start is the
+    one nearer the target (a step can jump past it). `measure` takes the model and returns the
+    validation value; it must not draw from the training generator, so the checks never change the
+    data order. `checks` keeps every (steps done, value)."""
+
+    target: float
+    every: int
+    measure: Callable[[TinyLM], float]
+    checks: list[dict] = field(default_factory=list)
+    from_below: bool | None = None
+    chosen: dict | None = None  # the check the start is taken at: {"step", "value"}
+    stopped: bool = False  # True once a check reached the target
+    _previous: tuple[dict, dict] | None = None  # the last check before this one, and the weights then
+    _next: int = 0
+
+    def __call__(self, model: TinyLM, steps: int) -> bool:
+        """True when training should stop after `steps` steps of the phase (model: its weights now)."""
+        if steps < self._next:
+            return False
+        was_training = model.training
+        model.eval()
+        check = {"step": steps, "value": self.measure(model)}
+        model.train(was_training)
+        self.checks.append(check)
+        self.chosen = check
+        if self.from_below is None:
+            self.from_below = check["value"] < self.target
+        gap = self.target - check["value"] if self.from_below else check["value"] - self.target
+        if gap <= 0:  # reached: this check or the one before, whichever is nearer
+            before = self._previous
+            if before is not None and abs(before[0]["value"] - self.target) < -gap:
+                self.chosen = before[0]
+                model.load_state_dict(before[1])
+            self.stopped = True
+            return True
+        self._previous = (check, {k: v.detach().clone() for k, v in model.state_dict().items()})
+        self._next = steps + self.every
+        return False
+
+    def at_cap(self, model: TinyLM, steps: int) -> None:
+        """The step cap came first: the start is the model as it is, measured once more."""
+        if not self.checks or self.checks[-1]["step"] != steps:
+            self._next = steps
+            self(model, steps)
+
+    @property
+    def reached(self) -> bool:
+        """Whether training stopped at the target (False: the step cap came first)."""
+        return self.stopped
 
 
 def _epochs(
@@ -185,11 +258,13 @@ def _epochs(
     on_step,
     progress: bool,
     shared_prefix: bool,
+    stop: StopAtTarget | None = None,
 ) -> list[dict]:
     """The given epochs of the run's schedule over tokens (N, T) / mask (N, T-1): one shuffle per epoch
     from `generator`, `ceil(N / batch_size)` steps each, lr from the step's place in the whole run.
     `shared_prefix` takes the loss's fast path (`sft_loss_shared_prefix`). The rows are moved to the
-    model's device once; the shuffle is drawn on the generator's (the same one)."""
+    model's device once; the shuffle is drawn on the generator's (the same one). `stop(model, steps)`
+    is asked after every step; True ends the epochs there."""
     loss_fn = sft_loss_shared_prefix if shared_prefix else sft_loss
     tokens, mask = tokens.to(model.device), mask.to(model.device)  # on the CPU: the tensors themselves
     N = tokens.shape[0]
@@ -221,5 +296,8 @@ def _epochs(
                 on_step(row)
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
+            if stop is not None and stop(model, len(curve)):
+                bar.close()
+                return curve
     bar.close()
     return curve

@@ -54,3 +54,32 @@ def seed_metrics(per_seed: dict[int, dict]) -> dict:
         "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
         "per_seed": {k: v["per_seed"] for k, v in summary.items()},
     }
+
+
+def variance_components(per_rep: list[list[float]], eval_sd: float | None = None) -> dict[str, float]:
+    """Where the spread of a chained metric lives, each as the SD it gives one chain's value.
+
+    per_rep: for each chain (one SFT start), the values of its GRPO seeds (one or more); a chain's
+    value is their mean. eval_sd: the SD of one evaluation of a fixed model (its sampling noise).
+    - evaluation: `eval_sd` over the chain's R seeds, eval_sd / sqrt(R);
+    - grpo: the pooled SD between GRPO seeds of one start, less the evaluation's share, over sqrt(R)
+      (only where some chain has two or more seeds);
+    - starts: what the spread of the chain values leaves after those two (0 where it is all theirs).
+    """
+    chains = [[float(v) for v in reps] for reps in per_rep]
+    R = min(len(reps) for reps in chains)
+    out: dict[str, float] = {}
+    within = 0.0
+    if R >= 2:
+        pooled = statistics.fmean([statistics.variance(reps) for reps in chains])  # one seed's variance
+        grpo_var = max(0.0, pooled - (eval_sd or 0.0) ** 2)
+        out["grpo"] = (grpo_var / R) ** 0.5
+        within = pooled / R
+    if eval_sd is not None:
+        out["evaluation"] = eval_sd / R**0.5
+        if R < 2:
+            within = eval_sd**2 / R
+    if len(chains) >= 2:
+        between = statistics.variance([statistics.fmean(reps) for reps in chains])
+        out["starts"] = max(0.0, between - within) ** 0.5
+    return out

@@ -2,7 +2,8 @@
 
 `single_digit` is chapter A's task: "a + b =" with a, b in 0..9 and a + b <= 9 (55 problems, one
 token answers). `two_digit` is chapter B's: "37+48=" with both operands in 10..99 (8100 problems,
-multi-token answers) and a seeded held-out split that SFT and GRPO never see.
+multi-token answers), a seeded held-out (test) split that SFT and GRPO never see, and a validation
+split, disjoint from both, on which a start's stopping point is chosen.
 """
 
 from __future__ import annotations
@@ -44,16 +45,23 @@ def answer_range(task: str) -> tuple[int, int]:
     return (0, 9) if task == "single_digit" else (20, 198)
 
 
-def split(task: str, heldout: int, seed: int) -> tuple[list[Problem], list[Problem]]:
-    """(train, heldout): a seeded shuffle, the first `heldout` problems held out, both sorted back."""
+def split(
+    task: str, heldout: int, seed: int, validation: int = 0
+) -> tuple[list[Problem], list[Problem], list[Problem]]:
+    """(train, heldout, validation): one seeded shuffle; its first `heldout` problems are the test
+    set, the next `validation` the validation set (where a start's stopping point is chosen), the rest
+    train. Each is sorted back into the task's order. The test set does not depend on `validation`."""
     problems = all_problems(task)
-    if not 0 <= heldout < len(problems):
-        raise ConfigError(f"tasks.{task}.heldout = {heldout}: must lie in [0, {len(problems) - 1}]")
+    if not 0 <= heldout + validation < len(problems):
+        raise ConfigError(
+            f"tasks.{task}: heldout + validation = {heldout + validation}: must lie in "
+            f"[0, {len(problems) - 1}] (task {task} has {len(problems)} problems)"
+        )
     order = list(range(len(problems)))
     random.Random(f"split:{task}:{seed}").shuffle(order)
-    held = sorted(order[:heldout])
-    train = sorted(order[heldout:])
-    return [problems[i] for i in train], [problems[i] for i in held]
+    parts = order[:heldout], order[heldout : heldout + validation], order[heldout + validation :]
+    held, val, train = ([problems[i] for i in sorted(part)] for part in parts)
+    return train, held, val
 
 
 def problem_rows(problems: list[Problem]) -> list[dict]:
@@ -89,10 +97,10 @@ def check_params(params) -> None:
     raw = params.raw
     for name, task in raw["tasks"].items():
         problems = all_problems(name)
-        if not 0 <= task["heldout"] < len(problems):
+        if not 0 <= task["heldout"] + task["validation"] < len(problems):
             raise ConfigError(
-                f"tasks.{name}.heldout = {task['heldout']}: must lie in [0, {len(problems) - 1}] "
-                f"(task {name} has {len(problems)} problems)"
+                f"tasks.{name}.heldout + validation = {task['heldout'] + task['validation']}: must lie "
+                f"in [0, {len(problems) - 1}] (task {name} has {len(problems)} problems)"
             )
         longest = longest_tokens(name)[1]
         if task["max_new_tokens"] < longest:

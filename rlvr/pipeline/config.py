@@ -156,14 +156,21 @@ class PassKConfig(Section):
 
     sft: str  # SFT run whose held-out problems are scored; its variants are compared with it
     contrast: str  # a second SFT run of the same task scored beside it (e.g. the uniform-noise start)
-    n: Count  # samples per problem
-    ks: list[Count]  # k values reported
+    n: Count  # samples per problem for the SFT start and the `headline` variants
+    n_others: Count  # samples per problem for the contrast and every other variant
+    headline: list[str]  # variants scored with n (the claims' own); the rest with n_others
+    ks: list[Count]  # k values reported; the largest is the chapter's k (pass@64, never solved in 64)
     temperature: Positive  # sampling temperature
-    bootstrap: Count  # bootstrap resamples over problems for the 95% band
+    bootstrap: Count  # bootstrap resamples over problems (and chains) for the 95% bands
 
     def validate(self, path: str) -> None:
+        low = min(self.n, self.n_others)
         for i, k in enumerate(self.ks):
-            require(k <= self.n, f"{path}.ks[{i}]", k, f"must satisfy 1 <= k <= {path}.n ({self.n})")
+            require(k <= low, f"{path}.ks[{i}]", k, f"must satisfy 1 <= k <= min(n, n_others) ({low})")
+
+    def samples(self, model: str) -> int:
+        """Samples per problem for `model` ("sft", the contrast's name or a variant's)."""
+        return self.n if model == "sft" or model in self.headline else self.n_others
 
 
 @dataclass(frozen=True)
@@ -331,6 +338,8 @@ def parse_params(raw: Any) -> Params:
     for key in ("sft", "contrast"):
         run = getattr(passk, key)
         require(run in sft, f"passk.{key}", run, f"must name an sft run ({', '.join(sft)})")
+    for i, v in enumerate(passk.headline):
+        require(v in variants, f"passk.headline[{i}]", v, f"must name a variant ({', '.join(variants)})")
     require(
         sft[passk.contrast].task == sft[passk.sft].task,
         "passk.contrast",

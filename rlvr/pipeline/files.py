@@ -91,6 +91,12 @@ def read_heldout(path: str | Path) -> list[dict]:
     return read_json(path)["problems"]
 
 
+def read_validation(path: str | Path) -> list[dict]:
+    """The validation problems the data stage wrote beside the held-out ones (empty where the task
+    has no validation split)."""
+    return read_json(path).get("validation", [])
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():

@@ -44,7 +44,7 @@ class DataPaths:
     """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task."""
 
     rows: Path  # JSONL, one labelled SFT row per line
-    heldout: Path  # JSON {"task", "problems": [...]}: never an empty file, even with no held-out split
+    heldout: Path  # JSON {"task", "problems": [...], "validation": [...]}: test and validation problems
 
 
 def data(run: str) -> DataPaths:
@@ -66,6 +66,16 @@ def data_all(runs: list[str]) -> AllDataPaths:
 def seed_file(folder: Path, seed: int, suffix: str = ".pt") -> Path:
     """A chain's file in a per-seed folder: `folder/seed{n}.pt` (every per-seed output is named so)."""
     return folder / f"seed{seed}{suffix}"
+
+
+def unit_name(seed: int, rep: int = 0) -> str:
+    """A GRPO run's name within its variant: chain `seed`'s GRPO seed `rep`, `seed3` for the first
+    (every variant has one), `seed3-g1` for the next (the headline variants' second GRPO seed)."""
+    return f"seed{seed}" if rep == 0 else f"seed{seed}-g{rep}"
+
+
+def unit_file(folder: Path, seed: int, rep: int = 0, suffix: str = ".pt") -> Path:
+    return folder / f"{unit_name(seed, rep)}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,10 @@ class SFTPaths:
     def curve(self, seed: int) -> Path:
         return seed_file(self.curves, seed, ".tsv")
 
+    def checks(self, seed: int) -> Path:
+        """The validation checks of a controlled start: one row per check (steps done, value)."""
+        return seed_file(self.curves, seed, "-val.tsv")
+
     def warmup_state(self, seed: int) -> Path:
         if self.warmup is None:
             raise ValueError("these SFT paths were built without their warm-up")
@@ -137,14 +151,14 @@ class GRPOPaths:
     curves: Path  # folder: seed{n}.tsv (every training step), seed{n}-eval.tsv (every evaluation)
     eval_mean: Path  # the held-out accuracy curve, seed mean with its 95% band (DVC's overlay plots)
 
-    def checkpoint(self, seed: int) -> Path:
-        return seed_file(self.checkpoints, seed)
+    def checkpoint(self, seed: int, rep: int = 0) -> Path:
+        return unit_file(self.checkpoints, seed, rep)
 
-    def curve(self, seed: int) -> Path:
-        return seed_file(self.curves, seed, ".tsv")
+    def curve(self, seed: int, rep: int = 0) -> Path:
+        return unit_file(self.curves, seed, rep, ".tsv")
 
-    def eval_curve(self, seed: int) -> Path:
-        return seed_file(self.curves, seed, "-eval.tsv")
+    def eval_curve(self, seed: int, rep: int = 0) -> Path:
+        return unit_file(self.curves, seed, rep, "-eval.tsv")
 
 
 GRPO_CHECKPOINTS = DATA / "grpo"
@@ -169,7 +183,7 @@ class PassKPaths:
 
     start: SFTPaths
     contrast: SFTPaths
-    variants: Path  # folder of every variant's checkpoints (GRPOPaths.checkpoints)
+    variants: Path  # the folder of the variants' checkpoint folders (GRPOPaths.checkpoints)
     counts: Path  # per-problem correct counts c_i, committed
     metrics: Path
     curves: Path  # folder: {model}.tsv, pass@k at every k with its bootstrap band
@@ -177,14 +191,20 @@ class PassKPaths:
     figure_scatter: Path
     figure_solve_rates: Path
 
-    def variant_checkpoint(self, variant: str, seed: int) -> Path:
-        return seed_file(self.variants / variant, seed)
+    scored: tuple[str, ...] = ()  # the variants it scores (those trained from `start`)
+
+    def variant_checkpoint(self, variant: str, seed: int, rep: int = 0) -> Path:
+        return unit_file(self.variants / variant, seed, rep)
+
+    def variant_folders(self) -> list[Path]:
+        """The checkpoint folders of the variants it scores: its inputs (no other variant's)."""
+        return [self.variants / v for v in self.scored]
 
 
 PASSK_COUNTS = REPORTS / "passk-counts.json"
 
 
-def passk(sft_run: str, contrast: str) -> PassKPaths:
+def passk(sft_run: str, contrast: str, variants: tuple[str, ...] = ()) -> PassKPaths:
     return PassKPaths(
         sft(sft_run),
         sft(contrast),
@@ -195,6 +215,7 @@ def passk(sft_run: str, contrast: str) -> PassKPaths:
         FIGURES / "passk-curves.png",
         FIGURES / "passk-scatter.png",
         FIGURES / "passk-solve-rates.png",
+        tuple(variants),
     )
 
 

@@ -16,6 +16,7 @@ stage process.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import signal
@@ -34,10 +35,19 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 from rlvr.pipeline.files import write_tsv
+from rlvr.pipeline.paths import unit_name
 from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.settings import effective_params
 from rlvr.pipeline.specs import config_hash, instance_params
 from rlvr.pipeline.tracking import Run, stage_run
+
+
+def stream_seed(chain: int, purpose: str, index: int = 0) -> int:
+    """The seed of one random stream of chain `chain`: its validation checks ("validation", check
+    index) or GRPO seed `index` of a variant ("grpo"). A hash, so no stream shares a seed with the
+    chain's own (initialisation, data order) or with another stream."""
+    digest = hashlib.sha256(f"{purpose}:{chain}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1  # torch seeds take 63 bits
 
 
 def run_name(stage: str, key: str | None) -> str:
@@ -209,7 +219,7 @@ def seed_results(
 
 def over_seeds(
     run: Run,
-    seeds: list[int],
+    seeds: list[int] | list[tuple[int, int]],
     results: Iterator[SeedResult],
     name: str,
     tags: dict,
@@ -220,14 +230,17 @@ def over_seeds(
     """Log every seed's result (`seed_results`, in seed order) to its own nested MLflow run, which
     carries the stage's params and tags and its seed, and spans the seed's training: its curve as
     per-step metrics (the fields in `logged`, or all), then the `key_metrics` of its summary. Yields
-    (seed, result, the open child run: the stage logs the seed's files to it)."""
+    (seed, result, the open child run: the stage logs the seed's files to it). A seed may be a GRPO
+    unit, (chain, GRPO seed): its run is `{name}/seed3-g1`, tagged with both."""
     bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
     for seed, result in zip(seeds, results, strict=True):  # runs the pool to its end
         bar.update(1)
+        chain, rep = seed if isinstance(seed, tuple) else (seed, None)
+        ids = {"seed": chain} if rep is None else {"seed": chain, "grpo_seed": rep}
         with run.child(
-            f"{name}/seed{seed}",
-            {**tags, "seed": seed},
-            {**run.params, "seed": seed},
+            f"{name}/{unit_name(chain, rep or 0)}",
+            {**tags, **ids},
+            {**run.params, **ids},
             start=result.started,
             end=result.ended,
         ) as child:

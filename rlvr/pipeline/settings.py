@@ -35,7 +35,7 @@ def model_settings(model: ModelConfig) -> dict[str, Any]:
 
 
 def task_settings(task: TaskConfig) -> dict[str, Any]:
-    return {"heldout": task.heldout, "max_new_tokens": task.max_new_tokens}
+    return {"heldout": task.heldout, "validation": task.validation, "max_new_tokens": task.max_new_tokens}
 
 
 def sft_settings(name: str, cfg: SFTConfig, params: Params) -> dict[str, Any]:
@@ -131,6 +131,7 @@ def data_run_settings(name: str, params: Params) -> dict[str, Any]:
         "sft_run": name,
         "task": cfg.task,
         "heldout": params.task(cfg.task).heldout,
+        "validation": params.task(cfg.task).validation,
         **_fields(cfg, ("noise", "repeats")),
         "master_seed": params.seed,
     }

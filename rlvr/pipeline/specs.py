@@ -80,7 +80,7 @@ STAGES: dict[str, Stage] = {
             paths=lambda key, item, p: paths.data_all(sft_runs(p)),
             params=lambda key, item, p: [
                 "seed",
-                *sorted({f"tasks.{p.sft[r].task}.heldout" for r in sft_runs(p)}),
+                *sorted({f"tasks.{p.sft[r].task}.{k}" for r in sft_runs(p) for k in ("heldout", "validation")}),
                 *(f"sft.{r}.{k}" for r in sft_runs(p) for k in ("task", "noise", "repeats")),
             ],
             deps=lambda x: [],
@@ -134,20 +134,25 @@ STAGES: dict[str, Stage] = {
             "passk",
             None,
             "pass@k of the SFT policy and of every variant trained from it, n samples per held-out problem",
-            paths=lambda key, item, p: paths.passk(p.passk.sft, p.passk.contrast),
+            paths=lambda key, item, p: paths.passk(p.passk.sft, p.passk.contrast, scored_variants(p)),
             params=lambda key, item, p: [
                 "seed",
                 "threads",
                 "device",
                 "grpo.defaults",
                 "passk",
-                "variants",
-                "tasks",
+                *(f"variants.{v}" for v in scored_variants(p)),
+                f"tasks.{_raw(p)['sft'][_raw(p)['passk']['sft']]['task']}",
                 f"sft.{p.passk.sft}.task",
                 f"sft.{p.passk.sft}.seeds",
                 f"sft.{p.passk.contrast}.seeds",
             ],
-            deps=lambda x: [x.start.checkpoints, x.start.data.heldout, x.contrast.checkpoints, x.variants],
+            deps=lambda x: [
+                x.start.checkpoints,
+                x.start.data.heldout,
+                x.contrast.checkpoints,
+                *x.variant_folders(),
+            ],
             outs=lambda x: {
                 x.counts: {"cache": False},
                 x.figure_curves: {"cache": False},
@@ -156,6 +161,7 @@ STAGES: dict[str, Stage] = {
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],
+            concrete=True,
         ),
         Stage(
             "hack",
@@ -213,6 +219,17 @@ STAGES: dict[str, Stage] = {
         ),
     )
 }
+
+
+def _raw(p) -> dict:
+    """The raw params.yaml mapping behind Params or a raw view (reading it records no stage read)."""
+    return p._raw if isinstance(p, _RawView) else p.raw
+
+
+def scored_variants(p) -> tuple[str, ...]:
+    """The variants `passk` scores: those trained from its SFT start (chapter B's), in params order."""
+    raw = _raw(p)
+    return tuple(v for v, item in raw["variants"].items() if item["sft"] == raw["passk"]["sft"])
 
 
 def sft_runs(p) -> list[str]:

@@ -9,7 +9,9 @@ them. This command trains every
 candidate over its chains in-process (seed workers, one torch thread each, so a chain's numbers are
 the pipeline's own for a run it shares), scores each chain's SFT policy on the held-out problems,
 names the candidate whose SFT-side facts come closest to the chapter's (never-solved count, then
-pass@64) before any GRPO is run, then trains `starts.variant` from every chain and scores it. Not a
+pass@64) before any GRPO is run, then trains `starts.variant` from every chain and scores it. Every
+chain stops at its run's target, as the SFT stage does, and every score is on the task's validation
+split: nothing here looks at the held-out problems the claims are measured on. Not a
 DVC stage: it takes several minutes and decides an input, so it runs on demand; its results
 (`reports/starts/`: a JSON file and a figure) are committed and the report shows them.
 """
@@ -58,12 +60,15 @@ def train_chain(
     device: str,
 ) -> dict:
     """Chain `seed` of one candidate on `device`: SFT (its clean epochs then its epochs, from a model
-    initialised under the seed on the CPU, as the warm-up and SFT stages train it), the SFT policy's
-    correct counts on the held-out problems, then the SFT weights (GRPO is trained from them in a
-    second pass)."""
+    initialised under the seed on the CPU, stopped at its target, as the warm-up and SFT stages train
+    it), the SFT policy's correct counts on `held` (the validation problems), then the SFT weights
+    (GRPO is trained from them in a second pass)."""
+    from rlvr.pipeline.stages.sft import controlled_stop
+
     tok = Tokenizer()
     tokens, mask, clean = data
     model = TinyLM(model_cfg, len(tok)).to(device)
+    stop = controlled_stop(cfg, held, tok)
     train_sft(
         model,
         tokens,
@@ -73,6 +78,7 @@ def train_chain(
         progress=False,
         clean=clean,
         shared_prefix=True,
+        stop=stop,
     )
     counts = correct_counts(
         model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
@@ -118,9 +124,9 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     variant = params.variant(cfg.variant)
     task_name = variant.task
     task = params.task(task_name)
-    n = params.passk.n
-    train_split, held_split = split(task_name, task.heldout, params.seed)
-    held = problems_of(problem_rows(held_split), task_name)
+    n = params.passk.n_others  # the chapter's 64: the facts a start is chosen by are 64-sample ones
+    train_split, _, val_split = split(task_name, task.heldout, params.seed, task.validation)
+    held = problems_of(problem_rows(val_split), task_name)  # validation: never the test problems
     check_device(params.device)  # a missing GPU is refused before any training
     workers, device = thread_budget(params.threads), params.device
     tok = Tokenizer()
@@ -257,7 +263,7 @@ def comparison(r: dict, n: int, params: Params) -> dict:
                 "solved_by_rl_only",
             )
         },
-        "crossover_k_per_chain": g["per_seed"]["crossover_k"],
+        "crossover_k_per_chain": g["crossover_per_chain"],
         "seeds": g["seeds"],
         "per_seed": {k: g["per_seed"][k] for k in ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl")},
         "counts": counts,

@@ -312,13 +312,12 @@ def _k_axis(ax, n: int) -> None:
 
 
 def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
-    """A variant's legend entry: its per-chain crossovers (`rlvr.passk.first_crossing`, the numbers
-    the claim and the sweep report), or "no crossover up to n" when no chain crosses."""
-    from rlvr.passk import crossings_text
-
-    if not per_chain or all(k is None for k in per_chain):
+    """A variant's legend entry: its per-chain crossovers (a k, or why none: `rlvr.passk`'s
+    `first_crossing` and `crossing_label`), or "no crossover up to n" when no chain crosses."""
+    ks = [c for c in per_chain or [] if str(c).isdigit()]
+    if not ks:
         return f"{variant}: no crossover up to {n}"
-    return f"{variant}: crossover k per chain {crossings_text(per_chain)}"
+    return f"{variant}: crosses in {len(ks)} of {len(per_chain)} chains (k = {', '.join(ks)})"
 
 
 def passk_curves(
@@ -333,7 +332,7 @@ def passk_curves(
     fig = new_figure((12, 4.8))
     left, right = fig.subplots(1, 2)
     for name, label, style in (
-        ("sft", "SFT (slip noise), chain mean and 95% band", {"color": "black", "lw": 2}),
+        ("sft", "SFT start, chain mean and 95% band", {"color": "black", "lw": 2}),
         (
             contrast,
             f"SFT ({contrast}), chain mean and 95% band",
@@ -374,7 +373,7 @@ def passk_curves(
             alpha=0.12,
             lw=0,
         )
-        for k in sorted({k for k in per_chain or [] if k is not None}):
+        for k in sorted({int(k) for k in per_chain or [] if str(k).isdigit()}):
             right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
     right.set_yscale("symlog", linthresh=0.01)
     right.set(
@@ -415,31 +414,40 @@ def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Pa
     return save(fig, path)
 
 
-def _chain_mean(counts: dict, name: str, seeds: list[int]) -> tuple[np.ndarray, float]:
-    """Per-problem correct count averaged over a model's seeds (or chains), (P,), and the mean over
-    them of the number of problems never solved."""
-    c = np.stack([np.asarray(counts[f"{name}/seed{s}"]) for s in seeds])  # (S, P)
-    return c.mean(axis=0), float((c == 0).sum(axis=1).mean())
+def _chain_mean(counts: dict, name: str, seeds: list[int], n: int, k: int = 64) -> tuple[np.ndarray, float]:
+    """Per-problem solve rate (correct of n) averaged over a model's scored runs (its chains, every
+    GRPO seed of each), (P,), and the mean over them of the expected number of problems k samples
+    never solve."""
+    from rlvr.passk import never_solved_in
+
+    rows = [np.asarray(c) for key, c in counts.items() if key.split("/seed")[0] == name
+            and int(key.split("/seed")[1].split("-")[0]) in seeds]
+    c = np.stack(rows)  # (S, P)
+    return (c / n).mean(axis=0), float(np.mean([never_solved_in(row, n, k) for row in c]))
 
 
-def passk_scatter(counts: dict, chains: dict[str, list[int]], n: int, path: Path) -> Path:
-    """Per-problem correct counts: SFT (mean over its chains) against GRPO (mean over its seeds).
-    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds. Above the diagonal GRPO
-    solves the problem more often; on the x axis GRPO never solves what SFT sometimes does."""
+def passk_scatter(counts: dict, chains: dict[str, list[int]], samples: dict[str, int], k: int, path: Path) -> Path:
+    """Per-problem solve rates: SFT (mean over its chains) against GRPO (mean over its runs).
+    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n. Above the
+    diagonal GRPO solves the problem more often; on the x axis GRPO never solves what SFT sometimes
+    does."""
     fig = new_figure((5.2, 4.8))
     ax = fig.add_subplot()
     sft_chains, seeds = chains["sft"], chains.get("grpo", [])
     if seeds:
         ax.scatter(
-            _chain_mean(counts, "sft", sft_chains)[0], _chain_mean(counts, "grpo", seeds)[0], s=12, alpha=0.5
+            _chain_mean(counts, "sft", sft_chains, samples["sft"], k)[0],
+            _chain_mean(counts, "grpo", seeds, samples["grpo"], k)[0],
+            s=12,
+            alpha=0.5,
         )
-        ax.plot([0, n], [0, n], color="grey", lw=0.8)
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
     ax.set(
-        xlabel=f"correct of {n}, SFT (mean of {len(sft_chains)} chains)",
-        ylabel=f"correct of {n}, GRPO (mean of {len(seeds)} chains)",
-        title="per-problem correct counts",
-        xlim=(-1, n + 1),
-        ylim=(-1, n + 1),
+        xlabel=f"solve rate, SFT (mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
+        ylabel=f"solve rate, GRPO (mean of {len(seeds)} chains)",
+        title="per-problem solve rates",
+        xlim=(-0.02, 1.02),
+        ylim=(-0.02, 1.02),
     )
     ax.grid(alpha=0.3)
     return save(fig, path)
@@ -450,7 +458,9 @@ def _ecdf(ax, rates, **style) -> None:
     ax.step(np.concatenate([[0.0], x]), np.arange(len(x) + 1) / len(x), where="post", **style)
 
 
-def passk_solve_rates(counts: dict, chains: dict[str, list[int]], n: int, contrast: str, path: Path) -> Path:
+def passk_solve_rates(
+    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], contrast: str, path: Path
+) -> Path:
     """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
     (SFT) or seeds (variants): the two SFT starts (left), SFT against every variant (right). counts:
     "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds. A curve's height
@@ -460,26 +470,26 @@ def passk_solve_rates(counts: dict, chains: dict[str, list[int]], n: int, contra
     left, right = fig.subplots(1, 2, sharey=True)
 
     def draw(ax, name, label, unit, **style):
-        mean, never = _chain_mean(counts, name, chains[name])
+        mean, never = _chain_mean(counts, name, chains[name], samples[name])
         k = len(chains[name])
         _ecdf(
             ax,
-            mean / n,
-            label=f"{label}: {never:.1f} never solved (mean of {k} {unit if k > 1 else unit[:-1]})",
+            mean,
+            label=f"{label}: {never:.1f} never solved in 64 (mean of {k} {unit if k > 1 else unit[:-1]})",
             **style,
         )
 
-    draw(left, "sft", "SFT (slip noise)", "chains", color="black", lw=2)
+    draw(left, "sft", "SFT start", "chains", color="black", lw=2)
     draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
     left.set(
         title="two SFT starts",
-        xlabel=f"per-problem solve rate (correct of {n})",
+        xlabel="per-problem solve rate",
         ylabel="share of held-out problems at or below",
     )
     draw(right, "sft", "SFT", "chains", color="black", lw=2)
     for v in (v for v in chains if v not in ("sft", contrast)):
         draw(right, v, v, "chains", lw=1)
-    right.set(title="SFT and GRPO variants (chain mean)", xlabel=f"per-problem solve rate (correct of {n})")
+    right.set(title="SFT and GRPO variants (chain mean)", xlabel="per-problem solve rate")
     for ax in (left, right):
         ax.set_xlim(-0.02, 1.02)
         ax.grid(alpha=0.3)

@@ -21,15 +21,19 @@ KEY_METRICS = ("noised_fraction", "author_pass_at_1", "author_pass_at_64")  # ea
 def write_run(params: Params, name: str, paths: DataPaths) -> dict:
     """SFT run `name`'s rows and its task's held-out problems; returns their summary."""
     cfg = params.sft_run(name)
-    train, held = split(cfg.task, params.task(cfg.task).heldout, params.seed)
+    task = params.task(cfg.task)
+    train, held, val = split(cfg.task, task.heldout, params.seed, task.validation)
     rows = sft_rows(train, cfg.noise, cfg.repeats, params.seed)
     write_jsonl(paths.rows, rows)
-    write_json(paths.heldout, {"task": cfg.task, "problems": problem_rows(held)})
+    write_json(
+        paths.heldout, {"task": cfg.task, "problems": problem_rows(held), "validation": problem_rows(val)}
+    )
     author = author_solve_rates(held or train, cfg.noise, params.seed)  # what a perfect fit would score
     return {
         "rows": len(rows),
         "train_problems": len(train),
         "heldout_problems": len(held),
+        "validation_problems": len(val),
         "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
         "author_pass_at_1": sum(author) / len(author),
         "author_pass_at_64": sum(1 - (1 - a) ** 64 for a in author) / len(author),

@@ -1,5 +1,6 @@
-"""Stage `grpo@{variant}`: train the variant once per seed in its `seeds`, seed n from SFT seed n's
-checkpoint (chain n), so that every interval over seeds includes the start's own variance."""
+"""Stage `grpo@{variant}`: train the variant from every chain's SFT checkpoint (its `seeds`),
+`grpo_seeds` times each with GRPO seeds of its own, so that an interval over chains includes the
+start's own variance and the table of variance sources can tell the start's share from GRPO's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import read_heldout, read_jsonl, write_tsv
-from rlvr.pipeline.paths import GRPOPaths, SFTPaths
+from rlvr.pipeline.paths import GRPOPaths, SFTPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SeedResult,
@@ -21,11 +22,12 @@ from rlvr.pipeline.seeds import (
     pick,
     run_name,
     seed_results,
+    stream_seed,
     tracked,
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
-from rlvr.stats import seed_metrics
+from rlvr.stats import seed_metrics, variance_components
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
@@ -44,7 +46,8 @@ KEY_METRICS = (
 
 
 def train_seed(
-    seed: int,
+    index: int,
+    units: list[tuple[int, int]],
     cfg: GRPOConfig,
     max_new_tokens: int,
     train: list[Problem],
@@ -53,13 +56,47 @@ def train_seed(
     start_hash: str,
     device: str,
 ) -> SeedResult:
-    """One seed of the variant on `device`, from its chain's SFT checkpoint (SFT seed `seed`)."""
+    """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint, sampling
+    from GRPO seed `rep` of that chain (a stream of its own, the same in every variant, so variants
+    are paired by chain and seed)."""
+    seed, rep = units[index]
     tok = Tokenizer()
     policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
     data = GRPOData(train, evals, tok, max_new_tokens)
-    gen = torch.Generator(device=device).manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", rep))
     curve = train_grpo(policy, cfg, data, gen, shared_prefix=True)
     return SeedResult(seed_summary(curve), curve, policy.state_dict())
+
+
+def chain_metrics(per_unit: dict[tuple[int, int], dict], eval_n: int) -> dict:
+    """The metrics-file layout over chains (`seed_metrics`: each chain's value the mean over its GRPO
+    seeds), plus `per_rep` (every GRPO seed's value, per chain) and `variance` (the SD one chain's
+    value owes to its start, to GRPO and to the evaluation of `eval_n` samples, for the metrics that
+    have all three)."""
+    chains = sorted({s for s, _ in per_unit})
+    keys = sorted(set.intersection(*(set(v) for v in per_unit.values())))
+    reps = {s: [per_unit[u] for u in sorted(per_unit) if u[0] == s] for s in chains}
+    per_chain = {s: {k: _mean([r[k] for r in reps[s]]) for k in keys} for s in chains}
+    per_rep = {k: [[r[k] for r in reps[s]] for s in chains] for k in keys}
+    variance = {}
+    for k in ("eval_acc_final", "eval_acc_gain", "kl_k3_nats_max", "reward_final", "entropy_nats_final"):
+        if k in per_rep:
+            acc = per_chain[chains[0]].get("eval_acc_final") if k == "eval_acc_final" else None
+            eval_sd = None if acc is None else (_binomial_sd(per_rep[k], eval_n))
+            variance[k] = variance_components(per_rep[k], eval_sd)
+    return {**seed_metrics(per_chain), "per_rep": per_rep, "variance": variance}
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if v == v]
+    return sum(finite) / len(finite) if finite else float("nan")
+
+
+def _binomial_sd(per_rep: list[list[float]], n: int) -> float:
+    """An upper bound on one evaluation's SD for an accuracy near the values given, from n samples:
+    sqrt(a (1 - a) / n) at their mean a (problems of unequal difficulty give less)."""
+    a = _mean([v for reps in per_rep for v in reps])
+    return (a * (1 - a) / n) ** 0.5
 
 
 def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
@@ -73,54 +110,43 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
     model = None
     for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
         model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
+    units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
     tags = {"task": cfg.task, "variant": name}
     own_hash = config_hash("grpo", name, params)
-    per_seed, run_ids, eval_curves = {}, {}, {}
+    per_unit, run_ids, eval_curves = {}, {}, []
+    args = (units, cfg, task.max_new_tokens, train, evals, paths.start, start_hash, params.device)
     with (
         seed_results(
-            train_seed,
-            cfg.seeds,
-            (cfg, task.max_new_tokens, train, evals, paths.start, start_hash, params.device),
-            thread_budget(params.threads),
-            params.device,
+            train_seed, list(range(len(units))), args, thread_budget(params.threads), params.device
         ) as results,
         tracked("grpo", name, params, tags, start=results.started) as mlrun,
     ):
-        for seed, result, child in over_seeds(
-            mlrun,
-            cfg.seeds,
-            results,
-            run_name("grpo", name),
-            tags,
-            KEY_METRICS,
-            progress,
+        for (seed, rep), result, child in over_seeds(
+            mlrun, units, results, run_name("grpo", name), tags, KEY_METRICS, progress
         ):
             model.load_state_dict(result.state)
-            checkpoint.save(
-                paths.checkpoint(seed), model, tok, f"{run_name('grpo', name)}/seed{seed}", own_hash
-            )
+            unit = f"{run_name('grpo', name)}/{unit_name(seed, rep)}"
+            checkpoint.save(paths.checkpoint(seed, rep), model, tok, unit, own_hash)
             for path in (
-                *write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve),
-                paths.checkpoint(seed),
+                *write_curves(paths.curve(seed, rep), paths.eval_curve(seed, rep), result.curve),
+                paths.checkpoint(seed, rep),
             ):
                 child.log_artifact(path, "seed")
-            per_seed[seed], run_ids[seed], eval_curves[seed] = (
-                result.summary,
-                child.run_id,
-                split_curve(result.curve)[1],
-            )
+            per_unit[seed, rep], run_ids[unit_name(seed, rep)] = result.summary, child.run_id
+            eval_curves.append(split_curve(result.curve)[1])
         metrics = {
             "variant": name,
             "task": cfg.task,
             "sft": cfg.sft,
             "seeds": cfg.seeds,
-            **seed_metrics(per_seed),
+            "grpo_seeds": cfg.grpo_seeds,
+            **chain_metrics(per_unit, len(evals) * cfg.eval_samples),
             "mlflow_run_id": mlrun.run_id,
-            "mlflow_seed_run_ids": {str(s): r for s, r in run_ids.items()},
+            "mlflow_seed_run_ids": run_ids,
             "params_hash": own_hash,
         }
         write_metrics(paths.metrics, metrics)
-        band = curve_band(list(eval_curves.values()), "eval_acc")
+        band = curve_band(eval_curves, "eval_acc")
         write_tsv(paths.eval_mean, band)
         mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean
         mlrun.log_metrics(pick(metrics, KEY_METRICS))

@@ -10,12 +10,12 @@ from __future__ import annotations
 import torch
 from tqdm import tqdm
 
-from rlvr.passk import summarise_counts
+from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.files import read_heldout, write_json, write_tsv
-from rlvr.pipeline.paths import PassKPaths
+from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash
@@ -29,15 +29,14 @@ def score(
     index: int,
     models: list[tuple],
     problems: list[Problem],
-    n: int,
     max_new_tokens: int,
     temperature: float,
     seed: int,
     device: str,
 ) -> list[int]:
-    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash), sampled
-    on `device`. Every model gets the same draws: its generator starts at the pipeline's seed."""
-    _, path, ckpt_run, ckpt_hash = models[index]
+    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash, n),
+    sampled on `device`. Every model gets the same draws: its generator starts at the pipeline's seed."""
+    _, path, ckpt_run, ckpt_hash, n = models[index]
     tok = Tokenizer()
     model = checkpoint.load(path, tok, ckpt_run, ckpt_hash, device)
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -59,7 +58,7 @@ def key_metrics(metrics: dict, contrast: str, n: int) -> dict[str, dict]:
             "pass_at_1": m["pass_at_1_rl"],
             f"pass_at_{n}": m["pass_at_n_rl"],
             "never_solved": m["never_solved_rl"],
-            "crossover_k": m["crossover_k"],
+            "crossover_k": m["crossover_k"],  # of the chain-mean curves (k_max + 1: none)
         }
     return out
 
@@ -72,30 +71,36 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         cfg.contrast: params.sft_run(cfg.contrast).seeds,
         **{v: params.variant(v).seeds for v in variants},
     }
+    reps = {v: params.variant(v).grpo_seeds for v in variants}
+    samples = {name: cfg.samples(name) for name in chains}
+    k_max = max(cfg.ks)
     task_name = params.sft_run(cfg.sft).task
     task = params.task(task_name)
     problems = problems_of(read_heldout(paths.start.data.heldout), task_name)
     models = [
         (
-            f"{name}/seed{s}",
+            unit_key(name, s),
             start.checkpoint(s),
             f"{run_name('sft', run)}/seed{s}",
             config_hash("sft", run, params),
+            samples[name],
         )
         for name, run, start in (("sft", cfg.sft, paths.start), (cfg.contrast, cfg.contrast, paths.contrast))
         for s in chains[name]
     ]
     models += [
         (
-            f"{v}/seed{s}",
-            paths.variant_checkpoint(v, s),
-            f"{run_name('grpo', v)}/seed{s}",
+            unit_key(v, s, r),
+            paths.variant_checkpoint(v, s, r),
+            f"{run_name('grpo', v)}/{unit_name(s, r)}",
             config_hash("grpo", v, params),
+            samples[v],
         )
         for v in variants
         for s in chains[v]
+        for r in range(reps[v])
     ]
-    args = (models, problems, cfg.n, task.max_new_tokens, cfg.temperature, params.seed, params.device)
+    args = (models, problems, task.max_new_tokens, cfg.temperature, params.seed, params.device)
     workers = thread_budget(params.threads)
     with (
         seed_results(score, list(range(len(models))), args, workers, params.device) as results,
@@ -110,25 +115,34 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         )
         counts = {name: c for (name, *_), c in bar}  # runs the workers to their end
         metrics, curves = summarise_counts(
-            counts, chains, cfg.n, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast
+            counts, chains, samples, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast, reps, k_max
         )
         metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
-        write_json(paths.counts, {"n": cfg.n, "problems": [p.prompt for p in problems], "counts": counts})
+        write_json(
+            paths.counts,
+            {
+                "n": cfg.n,
+                "n_by_model": {m[0]: m[4] for m in models},
+                "k_max": k_max,
+                "problems": [p.prompt for p in problems],
+                "counts": counts,
+            },
+        )
         write_metrics(paths.metrics, metrics)
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
         figures = [
             plots.passk_curves(
                 curves,
-                cfg.n,
+                k_max,
                 cfg.contrast,
                 paths.figure_curves,
-                {v: m["per_seed"]["crossover_k"] for v, m in metrics["variants"].items()},
+                {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()},
             ),
-            plots.passk_scatter(counts, chains, cfg.n, paths.figure_scatter),
-            plots.passk_solve_rates(counts, chains, cfg.n, cfg.contrast, paths.figure_solve_rates),
+            plots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter),
+            plots.passk_solve_rates(counts, chains, samples, cfg.contrast, paths.figure_solve_rates),
         ]
-        for model, numbers in key_metrics(metrics, cfg.contrast, cfg.n).items():
+        for model, numbers in key_metrics(metrics, cfg.contrast, k_max).items():
             variant = {"variant": model} if model in metrics["variants"] else {}
             tags = {"model": model, **variant}
             with mlrun.child(f"passk/{model}", tags, {**mlrun.params, "model": model, **variant}) as child:

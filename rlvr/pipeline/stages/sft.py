@@ -15,19 +15,34 @@ from rlvr.optim import AdamW
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_heldout, read_jsonl, write_tsv
+from rlvr.pipeline.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.pipeline.paths import SFTPaths, seed_file
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
+from rlvr.pipeline.seeds import (
+    SFT_LOGGED,
+    SeedResult,
+    over_seeds,
+    pick,
+    run_name,
+    seed_results,
+    tracked,
+)
 from rlvr.pipeline.specs import config_hash
-from rlvr.rollout import accuracy, correct_counts
-from rlvr.sft import encode_sft, final_loss, fit_noisy
+from rlvr.rollout import accuracy, answer_probability, correct_counts
+from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
 # The final numbers each run shows in MLflow (the stage run's: seed means); the rest is in the JSON
-KEY_METRICS = ("final_loss", "greedy_acc_heldout", "sampled_acc_heldout", "sampled_acc_train")
+KEY_METRICS = (
+    "final_loss",
+    "start_val",
+    "start_steps",
+    "greedy_acc_heldout",
+    "sampled_acc_heldout",
+    "sampled_acc_train",
+)
 
 
 def train_seed(
@@ -36,26 +51,46 @@ def train_seed(
     task: TaskConfig,
     data: tuple,
     warmup: dict,
-    evals: tuple[list[Problem], list[Problem]],
+    evals: tuple[list[Problem], list[Problem], list[Problem]],
     device: str,
 ) -> SeedResult:
-    """Chain `seed` on `device`: its warm-up state, the run's epochs on its labels, then its accuracy
-    numbers. One generator, on the device, continues the warm-up's data order and then samples."""
+    """Chain `seed` on `device`: its warm-up state, the run's noisy epochs on its labels (stopped at
+    the target on the validation problems, when the run has one), then its accuracy numbers. One
+    generator, on the device, continues the warm-up's data order and then samples; the validation
+    checks draw nothing, so they never move it."""
     tokens, mask = data
+    train, held, val = evals
     tok = Tokenizer()
     gen = torch.Generator(device=device)
     model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
+    stop = controlled_stop(cfg, val, tok)
     t0 = time.perf_counter()
-    curve = warm_curve + fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
+    noisy = fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
     train_seconds = time.perf_counter() - t0
+    curve = warm_curve + noisy
     summary = {
         "final_loss": final_loss(curve),
         "steps": len(curve),
+        "start_steps": len(noisy),
         "train_seconds": round(train_seconds, 2),
-        "tokens_per_second": round(tokens.numel() * cfg.epochs / train_seconds),
-        **accuracies(model, cfg, task, *evals, tok, gen),
+        "tokens_per_second": round(tokens.shape[1] * cfg.batch_size * max(1, len(noisy)) / train_seconds),
+        **accuracies(model, cfg, task, train, held, tok, gen),
     }
-    return SeedResult(summary, curve, model.state_dict())
+    if stop is not None:
+        summary.update(start_val=stop.chosen["value"], reached=float(stop.reached))
+    checks = stop.checks if stop is not None else []
+    return SeedResult(summary, curve, model.state_dict(), checks)
+
+
+def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopAtTarget | None:
+    """The run's stopping rule (None without a target): the expected sampled accuracy at T = 1 on
+    `val`, the validation problems, computed exactly (`answer_probability`): no sampling noise, so
+    the stopping point is not chosen on a lucky draw."""
+    if cfg.target is None:
+        return None
+    return StopAtTarget(
+        cfg.target, cfg.check_every, lambda model: float(answer_probability(model, val, tok).mean())
+    )
 
 
 def accuracies(
@@ -93,7 +128,9 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     tok = Tokenizer()
     train_problems = problems_of(rows, cfg.task)
     stride = max(1, len(train_problems) // cfg.eval_max_prompts)
-    evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task))
+    # validation: the task's validation split, or (chapter A: no split) its training prompts
+    val = problems_of(read_validation(paths.data.heldout), cfg.task) or train_problems
+    evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task), val)
     clean = encode_sft(rows, tok, field="answer")[0]  # (N, T)
     warmup = {
         "folder": paths.warmup,
@@ -126,6 +163,9 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
                 paths.checkpoint(seed), model, tok, f"{run_name('sft', name)}/seed{seed}", params_hash
             )
             child.log_artifact(write_tsv(paths.curve(seed), result.curve), "seed")
+            if result.extra:  # the validation checks of a controlled start
+                child.log_steps({"val_acc": [(r["step"], r["value"]) for r in result.extra]})
+                child.log_artifact(write_tsv(paths.checks(seed), result.extra), "seed")
             per_seed[seed] = result.summary
         metrics = {
             "sft_run": name,
