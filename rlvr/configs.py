@@ -100,7 +100,8 @@ class SFTConfig(Section):
     # expected sampled accuracy (pass@1 at T = 1, computed exactly) on the task's validation split,
     # or on the train prompts where the task has none (chapter A's own measure). null: train all.
     target: Probability | None
-    check_every: Count  # steps between validation checks
+    check_every: Count  # steps between validation checks far from the target
+    near: Probability  # within this of the target, every step is checked (a step can jump past it)
 
     def validate(self, path: str) -> None:
         check_seeds(self.seeds, f"{path}.seeds")

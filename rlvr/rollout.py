@@ -9,6 +9,8 @@ counts) is on that device.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from rlvr.model import Rollout, TinyLM, common_prefix_len, grouped_response_logits, sample
@@ -55,15 +57,18 @@ def correct_counts(
     return correct.view(len(problems), n).sum(dim=1).long()  # (P,)
 
 
-def answer_probability(
-    model: TinyLM, problems: list[Problem], tok: Tokenizer, temperature: float = 1.0
-) -> torch.Tensor:
-    """The chance that one sample at `temperature` is exactly right, per problem: (P,).
+@dataclass(frozen=True)
+class AnswerBatch:
+    """Problems with their answers appended, encoded once for `answer_probability`: tokens (P, T)
+    prompt + answer digits + <eos>, right-padded; mask (P, T-1) on the positions that predict the
+    answer and its <eos>; `shared`, the leading columns every row shares (the system prompt)."""
 
-    A sample is right iff its tokens are the answer's digits then <eos> (`exact_match`), so the
-    chance is the product of those tokens' probabilities, teacher-forced: one forward pass, and the
-    mean over problems is the expected sampled accuracy (pass@1) with no sampling noise at all.
-    """
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    shared: int
+
+
+def answer_batch(problems: list[Problem], tok: Tokenizer) -> AnswerBatch:
     prompts = [tok.prompt_ids(p.prompt) for p in problems]
     seqs = [q + tok.response_ids(p.answer) for q, p in zip(prompts, problems)]
     T = max(len(s) for s in seqs)
@@ -72,10 +77,23 @@ def answer_probability(
     for i, (s, q) in enumerate(zip(seqs, prompts)):
         tokens[i, : len(s)] = torch.tensor(s)
         mask[i, len(q) - 1 : len(s) - 1] = 1.0  # positions that predict the answer and its <eos>
-    tokens, mask = tokens.to(model.device), mask.to(model.device)
-    # every row opens with the same system prompt: encode it once (the tested fast path)
-    c = max(1, min(common_prefix_len(tokens), min(len(q) for q in prompts)))
-    with torch.no_grad():
+    shared = max(1, min(common_prefix_len(tokens), min(len(q) for q in prompts)))
+    return AnswerBatch(tokens, mask, shared)
+
+
+def answer_probability(
+    model: TinyLM, problems: list[Problem] | AnswerBatch, tok: Tokenizer, temperature: float = 1.0
+) -> torch.Tensor:
+    """The chance that one sample at `temperature` is exactly right, per problem: (P,).
+
+    A sample is right iff its tokens are the answer's digits then <eos> (`exact_match`), so the
+    chance is the product of those tokens' probabilities, teacher-forced: one forward pass, and the
+    mean over problems is the expected sampled accuracy (pass@1) with no sampling noise at all.
+    `problems` may be an `answer_batch` made once, for a measure taken many times.
+    """
+    batch = problems if isinstance(problems, AnswerBatch) else answer_batch(problems, tok)
+    tokens, mask, c = batch.tokens.to(model.device), batch.mask.to(model.device), batch.shared
+    with torch.no_grad():  # the shared system prompt is encoded once (the tested fast path)
         logits = grouped_response_logits(model, tokens[:1, :c], tokens[:, c:]).float()  # (P, T-c, V)
         logp = torch.log_softmax(logits / temperature, dim=-1)
         logp = logp.gather(-1, tokens[:, c:].unsqueeze(-1)).squeeze(-1)  # (P, T-c) predicts tokens[:, c:]

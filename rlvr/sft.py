@@ -193,7 +193,8 @@ class StopAtTarget:
     A recipe (under-training, label noise) decides *how* a start is made; where it stops is what the
     chapters' claims are conditioned on ("GRPO from a start of 42%"), and one fixed step budget lands
     chains of one recipe far apart (a chain still on the plateau beside one past it). So the value is
-    measured every `every` steps and training stops at the first check that reaches it: from below
+    measured every `every` steps (every step once within `near` of it) and training stops at the
+    first check that reaches it: from below
     (the value rises to it: under-training) or from above (it falls to it: fitting noisy labels),
     whichever side the first check lies on. Of that check and the one before it, the start is the
     one nearer the target (a step can jump past it). `measure` takes the model and returns the
@@ -202,6 +203,7 @@ class StopAtTarget:
 
     target: float
     every: int
+    near: float
     measure: Callable[[TinyLM], float]
     checks: list[dict] = field(default_factory=list)
     from_below: bool | None = None
@@ -231,7 +233,7 @@ class StopAtTarget:
             self.stopped = True
             return True
         self._previous = (check, {k: v.detach().clone() for k, v in model.state_dict().items()})
-        self._next = steps + self.every
+        self._next = steps + (1 if gap <= self.near else self.every)
         return False
 
     def at_cap(self, model: TinyLM, steps: int) -> None:

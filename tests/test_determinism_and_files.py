@@ -47,7 +47,7 @@ def _sample_and_train(fill: bool) -> list:
     set_determinism(0, 1)
     torch.utils.deterministic.fill_uninitialized_memory = fill
     tok = Tokenizer()
-    train, _ = split("two_digit", 300, 0)
+    train = split("two_digit", 300, 0)[0]
     policy = TinyLM(ModelConfig(d_model=32, n_layer=2, n_head=2, max_len=32), len(tok))
     cfg = replace(params.variant("grpo"), prompts_per_step=4, group_size=4, beta=0.04)
     ref, opt = TinyLM(policy.cfg, len(tok)).requires_grad_(False), AdamW(policy.parameters(), lr=1e-2)

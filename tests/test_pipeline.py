@@ -46,6 +46,7 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     assert json.loads((d / "data/single_digit/heldout.json").read_text()) == {
         "task": "single_digit",
         "problems": [],
+        "validation": [],
     }
     lock = yaml.safe_load((d / "dvc.lock").read_text())
     for name, entry in lock["stages"].items():

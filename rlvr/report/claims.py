@@ -17,6 +17,7 @@ from typing import Any
 
 from rlvr.fields import ConfigError
 from rlvr.passk import crossings_text
+from rlvr.report.chains import chain_rows, controlled_rows, variance_rows
 from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
 from rlvr.report.verdict import Evidence, consistency, decide, is_missing, num, reason  # the rule
 from rlvr.stats import mean_ci
@@ -865,15 +866,22 @@ def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, l
     """The per-problem picture: for every variant, how many held-out problems only SFT ever solves
     (c > 0 in some SFT chain, c = 0 in every seed of the variant) and only the variant solves (the
     reverse); and, for each variant, those problems with every SFT chain's count and every seed's.
+    Where the variant was scored with fewer samples than SFT, SFT's counts are thinned to as many
+    (a random subset of its samples), so "solved" means the same on both sides.
     problems: passk-counts.json (keys "{model}/seed{s}"); passk: passk.json."""
-    from rlvr.passk import one_sided_problems
+    import numpy as np
 
-    counts, prompts, n = problems["counts"], problems["problems"], problems["n"]
+    from rlvr.passk import one_sided_problems, thin
+
+    counts, prompts = problems["counts"], problems["problems"]
+    by_model = problems.get("n_by_model") or {}
+    n = lambda name: by_model.get(f"{name}/seed0", problems["n"])  # noqa: E731  samples a model was scored with
     of = lambda name: [c for k, c in counts.items() if k.startswith(f"{name}/seed")]  # noqa: E731
     summary, lists = [], {}
     for v, m in passk.get("variants", {}).items():
         seeds = of(v)
-        sides = one_sided_problems(of("sft"), seeds, prompts)
+        base = [thin(np.asarray(c), n("sft"), min(n("sft"), n(v)), i) for i, c in enumerate(of("sft"))]
+        sides = one_sided_problems(base, seeds, prompts)
         summary.append(
             [v, len(seeds), m.get("never_solved_rl"), len(sides["sft_only"]), len(sides["rl_only"])]
         )
@@ -881,8 +889,8 @@ def problem_tables(problems: dict, passk: dict) -> tuple[list[list], dict[str, l
             [
                 side,
                 r["prompt"],
-                " ".join(str(c) for c in r["c_sft"]) + f" (of {n})",
-                " ".join(str(c) for c in r["c_seeds"]),
+                " ".join(str(c) for c in r["c_sft"]) + f" (of {min(n('sft'), n(v))})",
+                " ".join(str(c) for c in r["c_seeds"]) + f" (of {n(v)})",
             ]
             for side, key in (("SFT only", "sft_only"), (f"{v} only", "rl_only"))
             for r in sides[key]
@@ -1009,6 +1017,7 @@ def build(
     starts_figure: dict | None = None,
     run: dict | None = None,
     against: dict | None = None,
+    targets: dict[str, float | None] | None = None,
 ) -> list:
     """The report as blocks (rlvr.report.document).
 
@@ -1018,7 +1027,8 @@ def build(
     reports/passk-counts.json (or None); bench_figure: the scaling figure drawn from `bench` (a
     figure dict as above, or None); configs: each GRPO variant's settings (`twin_notes`); run: where
     and with what it was made (`header_line`); against: the comparison with the committed results
-    (`rlvr.report.moves.against_committed`, None where there is nothing to compare with).
+    (`rlvr.report.moves.against_committed`, None where there is nothing to compare with); targets:
+    each SFT run's start target (None: trained to its budget), for the controlled-starts table.
     """
     blocks: list = [
         Heading("rlvr-repro report", 1),
@@ -1078,6 +1088,7 @@ def build(
                 ]
             ),
         ]
+    blocks += chain_blocks(rows, metrics, targets or {})
     blocks += [
         Heading("Verdicts", 2, "verdicts"),
         Para(
@@ -1150,6 +1161,61 @@ def build(
             blocks += perturbed_blocks(bench["perturbed"])
         if _get(bench, "seed_profile", "phases"):
             blocks += seed_profile_blocks(bench["seed_profile"])
+    return blocks
+
+
+def chain_blocks(rows: list[dict], metrics: dict[str, Any], targets: dict[str, float | None]) -> list:
+    """The controlled starts (every chain's stop, its validation and test-side values) and where the
+    variance of each claim's metric lives."""
+    blocks: list = []
+    starts = controlled_rows(metrics, targets)
+    if starts:
+        blocks += [
+            Heading("Controlled starts", 2, "controlled-starts"),
+            Para(
+                "Each chain's SFT keeps its run's recipe (under-training on true answers, or fitting noisy "
+                "labels) and stops where its validation value reaches the run's target: the expected "
+                "sampled accuracy at T = 1, computed exactly from the model's answer probabilities "
+                "(no sampling noise), on validation problems disjoint from training and from the 300 "
+                "test problems (chapter A: on its 55 prompts, the chapter's own measure). Of the check "
+                "that reaches the target and the one before it, the nearer is the start. The test-side "
+                "value beside it is measured afterwards with fresh samples. A chain whose step cap came "
+                "first is listed as missed, never dropped."
+            ),
+            Table(
+                ["run", "target", "reached", "validation at the stop", "SFT steps", "test side"],
+                starts,
+                "starts",
+            ),
+            Details(
+                "every chain",
+                [
+                    Table(
+                        ["run", "chain", "steps", "validation", "stop", "test side"],
+                        chain_rows(metrics, targets),
+                        "chains",
+                    )
+                ],
+            ),
+        ]
+    spread = variance_rows(rows)
+    if spread:
+        blocks += [
+            Heading("Where the variance lives", 2, "variance"),
+            Para(
+                "For each measured claim, the SD that one chain's value owes to each source: the spread "
+                "of the SFT starts (what is left between chains after the rest), the GRPO seeds of one "
+                "start (from the headline variants' two seeds per chain) and the evaluation (the model's "
+                "own samples redrawn). The last column is the half-width of the 95% interval the claim "
+                "was decided on: more chains shrink it by the square root of their number, more samples "
+                "only its evaluation share."
+            ),
+            Table(
+                ["claim", "metric", "starts", "GRPO", "evaluation", "largest", "interval ±", "verdict"],
+                spread,
+                "variance",
+            ),
+        ]
     return blocks
 
 
@@ -1343,7 +1409,9 @@ def _problem_blocks(problems: dict, passk: dict) -> list:
     blocks = [
         Heading("Per-problem picture (chapter B)", 2, "problems"),
         Para(
-            f'Held-out problems, {problems["n"]} samples each. "Never" means no correct sample in any seed.'
+            f'Held-out problems, {problems["n"]} samples each for SFT and the headline variants, '
+            f'{min((problems.get("n_by_model") or {"": problems["n"]}).values())} for the others (SFT '
+            'thinned to as many beside them). "Never" means no correct sample in any chain or seed.'
         ),
         Table(
             [

@@ -209,15 +209,22 @@ def passk_per_seed(seed_counts: list[np.ndarray], n: int, k: int) -> list[float]
     return [float(pass_at_k(c, n, k).mean()) for c in seed_counts]  # (P,) -> scalar, per seed
 
 
+def samples_of(counts: dict, m: dict) -> int:
+    """Samples per problem a variant was scored with (the counts file's `n_by_model`, else its `n`)."""
+    by_model = counts.get("n_by_model") or {}
+    return int(by_model.get(f"{m['variant']}/seed{m['seeds'][0]}", counts["n"]))
+
+
 def compare_passk(counts: dict, ma: dict, mb: dict, paired: bool) -> list[dict[str, Any]]:
     """pass@k at k = 1, 8, n for both variants and B - A, over seeds ([] without counts for both)."""
     ca, cb = _seed_counts(counts, ma), _seed_counts(counts, mb)
     if ca is None or cb is None:
         return []
-    n = int(counts["n"])
+    na, nb = samples_of(counts, ma), samples_of(counts, mb)
+    top = int(counts.get("k_max", min(na, nb)))
     rows = []
-    for k in sorted({k for k in (*PASSK_KS, n) if k <= n}):
-        row = compare_metric(f"pass_at_{k}", passk_per_seed(ca, n, k), passk_per_seed(cb, n, k), paired)
+    for k in sorted({k for k in (*PASSK_KS, top) if k <= top}):
+        row = compare_metric(f"pass_at_{k}", passk_per_seed(ca, na, k), passk_per_seed(cb, nb, k), paired)
         rows.append({"k": k, **{s: row[s] for s in ("a", "b", "delta")}})
     return rows
 

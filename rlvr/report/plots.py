@@ -459,7 +459,7 @@ def _ecdf(ax, rates, **style) -> None:
 
 
 def passk_solve_rates(
-    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], contrast: str, path: Path
+    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], contrast: str, path: Path, k: int = 64
 ) -> Path:
     """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
     (SFT) or seeds (variants): the two SFT starts (left), SFT against every variant (right). counts:
@@ -470,12 +470,12 @@ def passk_solve_rates(
     left, right = fig.subplots(1, 2, sharey=True)
 
     def draw(ax, name, label, unit, **style):
-        mean, never = _chain_mean(counts, name, chains[name], samples[name])
-        k = len(chains[name])
+        mean, never = _chain_mean(counts, name, chains[name], samples[name], k)
+        c = len(chains[name])
         _ecdf(
             ax,
             mean,
-            label=f"{label}: {never:.1f} never solved in 64 (mean of {k} {unit if k > 1 else unit[:-1]})",
+            label=f"{label}: {never:.1f} never solved in {k} (mean of {c} {unit if c > 1 else unit[:-1]})",
             **style,
         )
 

@@ -140,7 +140,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()},
             ),
             plots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter),
-            plots.passk_solve_rates(counts, chains, samples, cfg.contrast, paths.figure_solve_rates),
+            plots.passk_solve_rates(counts, chains, samples, cfg.contrast, paths.figure_solve_rates, k_max),
         ]
         for model, numbers in key_metrics(metrics, cfg.contrast, k_max).items():
             variant = {"variant": model} if model in metrics["variants"] else {}

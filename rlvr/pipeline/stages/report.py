@@ -119,6 +119,18 @@ def variant_configs(lock: dict) -> dict[str, dict]:
     return configs
 
 
+def sft_targets(lock: dict) -> dict[str, float | None]:
+    """Each SFT run's start target as its stage ran it (dvc.lock): None for a run trained to its budget."""
+    return {
+        name.split("@", 1)[1]: entry.get("params", {})
+        .get("params.yaml", {})
+        .get(f"sft.{name.split('@', 1)[1]}", {})
+        .get("target")
+        for name, entry in lock.items()
+        if name.startswith("sft@")
+    }
+
+
 def run_info(root: Path, params: Params) -> dict:
     """What the report's header names: commit, uncommitted code, date, machine, versions. Read from
     package metadata, so the stage imports none of torch, DVC or MLflow to say which it ran with."""
@@ -219,6 +231,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             problems=problems,
             bench_figure=bench_figure,
             configs=variant_configs(lock),
+            targets=sft_targets(lock),
             starts=starts,
             starts_figure=starts_figure,
             run=run_info(root, params),

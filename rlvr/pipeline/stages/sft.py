@@ -28,7 +28,7 @@ from rlvr.pipeline.seeds import (
     tracked,
 )
 from rlvr.pipeline.specs import config_hash
-from rlvr.rollout import accuracy, answer_probability, correct_counts
+from rlvr.rollout import accuracy, answer_batch, answer_probability, correct_counts
 from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
@@ -78,6 +78,8 @@ def train_seed(
     }
     if stop is not None:
         summary.update(start_val=stop.chosen["value"], reached=float(stop.reached))
+    else:  # a run fitted to its budget: its validation value where the budget ended
+        summary["start_val"] = float(answer_probability(model, val, tok).mean())
     checks = stop.checks if stop is not None else []
     return SeedResult(summary, curve, model.state_dict(), checks)
 
@@ -88,9 +90,9 @@ def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopA
     the stopping point is not chosen on a lucky draw."""
     if cfg.target is None:
         return None
-    return StopAtTarget(
-        cfg.target, cfg.check_every, lambda model: float(answer_probability(model, val, tok).mean())
-    )
+    batch = answer_batch(val, tok)  # encoded once, measured at every check
+    measure = lambda model: float(answer_probability(model, batch, tok).mean())  # noqa: E731
+    return StopAtTarget(cfg.target, cfg.check_every, cfg.near, measure)
 
 
 def accuracies(

@@ -1,0 +1,124 @@
+"""What the chains are made of: the controlled starts, and where the spread of a result lives.
+
+Two tables the verdicts rest on. *Controlled starts*: every SFT run that stops at a target gives,
+per chain, the steps it took, its validation value at the stop (exact: no sampling noise) and the
+test-side value measured afterwards with fresh samples; a chain whose cap came first is listed as
+missed, never dropped. *Where the variance lives*: for each measured claim whose metric carries
+variance components, the SD one chain's value owes to its start, to its GRPO seeds and to the
+evaluation, beside the half-width of the interval that decided the claim, so a reader sees which
+source keeps an undecided claim undecided. Pure: reads the metrics the report already holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.report.verdict import num
+
+SOURCES = ("starts", "grpo", "evaluation")
+WITHIN = 0.03  # a start counts as on target within this of it (the decidable-claims bar)
+
+# Where each SFT run's test-side value is measured: (metrics file, dotted key of its per-chain list)
+TEST_SIDE = {
+    "two_digit": ("passk.json", "sft.per_seed.pass_at_1", "held-out pass@1 (256 samples)"),
+    "two_digit_uniform": ("passk.json", "contrast.per_seed.pass_at_1", "held-out pass@1 (64 samples)"),
+}
+
+
+def _get(d: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def test_side(metrics: dict[str, Any], run: str) -> tuple[list | None, str]:
+    """A run's per-chain test-side values and what they are: held-out pass@1 for chapter B's runs,
+    sampled accuracy on the train prompts with fresh samples for chapter A's (its own measure)."""
+    if run in TEST_SIDE:
+        file, key, what = TEST_SIDE[run]
+        return _get(metrics.get(file, {}), key), what
+    m = metrics.get(f"sft-{run}.json", {})
+    if _get(m, "per_seed.sampled_acc_heldout"):
+        return _get(m, "per_seed.sampled_acc_heldout"), "held-out sampled accuracy"
+    return _get(m, "per_seed.sampled_acc_train"), "sampled accuracy, fresh samples"
+
+
+def controlled_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -> list[list[str]]:
+    """One row per SFT run: its target (or "budget" for a run fitted to its budget, a contrast), how
+    many chains reached it, the validation values at the stops (range, and how many lie within
+    WITHIN of the target), the steps, and the test-side value (chain mean and range)."""
+    rows = []
+    for run, target in targets.items():
+        m = metrics.get(f"sft-{run}.json")
+        if not m or "start_val" not in m.get("per_seed", {}):
+            continue
+        ps = m["per_seed"]
+        val, steps, reached = ps["start_val"], ps["start_steps"], ps.get("reached", [])
+        on = "" if target is None else f" ({sum(abs(v - target) <= WITHIN for v in val)} of {len(val)} within ±{WITHIN})"
+        test, what = test_side(metrics, run)
+        rows.append(
+            [
+                run,
+                "budget" if target is None else num(target),
+                "–" if target is None else f"{int(sum(reached))} of {len(val)}",
+                f"{num(min(val))}–{num(max(val))}{on}",
+                f"{int(min(steps))}–{int(max(steps))}",
+                f"{num(sum(test) / len(test))} [{num(min(test))}–{num(max(test))}] ({what})" if test else "–",
+            ]
+        )
+    return rows
+
+
+def chain_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -> list[list[str]]:
+    """Every chain of every controlled run: steps, validation value at the stop, reached or missed,
+    and its test-side value beside it."""
+    rows = []
+    for run, target in targets.items():
+        m = metrics.get(f"sft-{run}.json")
+        if not m or "start_val" not in m.get("per_seed", {}):
+            continue
+        ps = m["per_seed"]
+        test, _ = test_side(metrics, run)
+        for i, seed in enumerate(m["seeds"]):
+            rows.append(
+                [
+                    run,
+                    str(seed),
+                    str(int(ps["start_steps"][i])),
+                    num(ps["start_val"][i]),
+                    "budget" if target is None else ("reached" if ps["reached"][i] else "missed (cap)"),
+                    num(test[i]) if test else "–",
+                ]
+            )
+    return rows
+
+
+def variance_rows(rows: list[dict]) -> list[list[str]]:
+    """For each measured or calibrated claim whose evidence carries variance components: the SD one
+    chain's value owes to each source, the largest named, and the half-width of the interval the
+    claim was decided on (for a paired claim, of the difference)."""
+    out = []
+    for r in rows:
+        ev, tested = r.get("evidence"), r.get("tested")
+        if r["class"] not in ("measured", "calibrated") or ev is None or not ev.variance:
+            continue
+        parts = {s: ev.variance[s] for s in SOURCES if ev.variance.get(s) is not None}
+        if not parts:
+            continue
+        largest = max(parts, key=parts.get)
+        half = (
+            "–" if tested is None or tested.lo is None else num((tested.hi - tested.lo) / 2)
+        )
+        out.append(
+            [
+                r["id"],
+                f"`{r['metric'][1]}`",
+                *(num(parts[s]) if s in parts else "–" for s in SOURCES),
+                largest,
+                half,
+                r["verdict"],
+            ]
+        )
+    return out
