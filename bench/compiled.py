@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from bench import fair
+from bench.workloads import grpo_stepper, sampling_call
 
 RUNS = 20  # timed calls after the first, per block
 TARGET_SHARE = {"grpo_step": 0.3, "sampling": 0.75}  # of the fp32 GEMM limit, compiled or not
@@ -37,7 +38,6 @@ def _compile() -> None:
 def block(params, workload: str, compiled: bool) -> list[float]:
     """In a fresh process: the seconds of the first call and of RUNS more of `workload` ("grpo_step":
     16 prompts x G 8, 4 tokens, beta 0; "sampling": 300 prompts x 64, 4 tokens)."""
-    from bench.suite import grpo_stepper, sampling_call
     from rlvr.pipeline.determinism import set_determinism
 
     set_determinism(params.seed, params.threads)

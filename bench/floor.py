@@ -36,6 +36,14 @@ def stage_walls(lines: list[tuple[float, str]], t0: float, t_end: float) -> tupl
     return starts[0][0] - t0, walls
 
 
+def clone_env(clone: Path) -> dict[str, str]:
+    """The environment a command in a fresh clone runs with: the clone's own code (PYTHONPATH), this
+    environment's packages (dvc on PATH) and no store or DVC root of this checkout's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
+    env.update(PYTHONPATH=str(clone), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
 def timed_repro(clone: Path, env: dict[str, str]) -> dict:
     """`dvc repro --force` in `clone`, its output timestamped line by line as it arrives: the wall,
     DVC's start, each stage's wall (`stage_walls`). A failure raises with the tail of its stderr."""
@@ -109,8 +117,7 @@ def bench_pipeline(params) -> dict:  # noqa: ARG001 (every benchmark takes the p
     stages, and their ratio per stage, per kind and in total (target: <= TARGET_RATIO)."""
     import tempfile
 
-    from bench.suite import clone_env
-    from rlvr.pipeline.gitinfo import git_commit
+    from rlvr.gitinfo import git_commit
     from rlvr.pipeline.tracking import repo_root
 
     root = repo_root()

@@ -19,25 +19,20 @@ from pathlib import Path
 import torch
 
 from bench import fair
-from bench.floor import bench_pipeline, timed_repro
+from bench.floor import bench_pipeline, clone_env, timed_repro
+from bench.workloads import SAMPLE_TOKENS, SAMPLES, grpo_step_work, grpo_stepper, sampling_work
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
-from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
+from rlvr.files import write_json
+from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, sample
 from rlvr.noise import sft_rows
 from rlvr.optim import AdamW
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import SEED_THREADS, cpu_model, set_determinism
-from rlvr.pipeline.files import write_json
 from rlvr.report.moves import compare_verdicts, verdict_moves
 from rlvr.rollout import prompt_tensor
 from rlvr.sft import encode_sft, sft_loss_shared_prefix
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
-
-
-def shared_columns(prompts: torch.Tensor) -> int:
-    """How many leading tokens the sampler and the loss encode once for all of `prompts` (P, Tp)."""
-    return prompts.shape[1] - prompt_levels(prompts)[-1].shape[1]
-
 
 _spread = fair.spread  # median, min, max and count of one measurement's runs
 
@@ -58,7 +53,6 @@ def _peer_note(peer: bool) -> str:
     return PEER_MISSING if not peers.available() else "" if peer else PEER_SKIPPED
 
 
-SAMPLES, SAMPLE_TOKENS = 64, 4  # the sampling workload: 300 held-out prompts x 64, up to 4 tokens
 HF_PROMPTS_PER_CALL = (25, 50, 100, 300)  # HF `generate`'s sweep: prompts (x 64 rows) per call
 SAMPLING_BLOCK_RUNS = 2  # timed runs of the whole workload per block, after one warm-up
 
@@ -120,45 +114,6 @@ def bench_sampling(params: Params, repeats: int = 5, peer: bool = False) -> dict
     out["vs_hf_generate"] = {form: sampling_vs_hf(params, form) for form in fair.FORMS}
     out["peer_method"] = fair.METHOD
     return out
-
-
-def sampling_work(params: Params) -> tuple[int, dict[int, float]]:
-    """The sampling workload's FLOPs (`flops.sampling_flops`) and the fp32 GEMM rate on the rows its
-    products see: all 19,200 at once, and one decode block (`model.DECODE_CHUNK_ROWS`), where the
-    GEMM runs faster; the limit is the better of the two."""
-    from rlvr import flops
-
-    tok = Tokenizer()
-    _, held = split("two_digit", 300, params.seed)[:2]
-    prompts = prompt_tensor(held, tok)  # (300, Tp)
-    work = flops.sampling_flops(
-        params.model, len(held), prompts.shape[1], SAMPLES, SAMPLE_TOKENS, len(tok), shared_columns(prompts)
-    )
-    block_rows = max(1, DECODE_CHUNK_ROWS // SAMPLES) * SAMPLES
-    return work, {rows: flops.gemm_rate(params.model, rows) for rows in (len(held) * SAMPLES, block_rows)}
-
-
-def sampling_call(params: Params) -> Callable[[], object]:
-    """One run of the sampling workload (300 held-out prompts x 64, 4 tokens, a fresh default model)."""
-    tok = Tokenizer()
-    _, held = split("two_digit", 300, params.seed)[:2]
-    prompts = prompt_tensor(held, tok)  # (300, Tp)
-    model = TinyLM(params.model, len(tok)).eval()
-    gen = torch.Generator().manual_seed(0)
-    return lambda: sample(model, prompts, SAMPLES, SAMPLE_TOKENS, tok.eos_id, tok.pad_id, 1.0, gen)
-
-
-def grpo_step_work(
-    params: Params, P: int = 16, G: int = 8, m: int = 4, beta: float = 0.0
-) -> tuple[int, float]:
-    """One GRPO step's FLOPs (`flops.grpo_step_flops`) and the fp32 GEMM rate at its batch (P x G rows)."""
-    from rlvr import flops
-
-    tok = Tokenizer()
-    train, _ = split("two_digit", 300, params.seed)[:2]
-    every = prompt_tensor(train, tok)  # (N, Tp): what any batch of them shares, at least
-    work = flops.grpo_step_flops(params.model, P, G, every.shape[1], m, len(tok), beta, shared_columns(every))
-    return work, flops.gemm_rate(params.model, P * G)
 
 
 def bench_compiled(params: Params) -> dict:
@@ -263,42 +218,6 @@ def _require_peer() -> None:
 
         raise ConfigError("rlvr bench --peer trl needs TRL and transformers: pip install -e '.[peer]'")
     peer.quiet()
-
-
-def grpo_stepper(
-    params: Params,
-    model: ModelConfig,
-    P: int,
-    G: int,
-    new_tokens: int,
-    beta: float,
-    seed: int = 0,
-    form: str = "chat",
-) -> Callable[[], float]:
-    """A function that runs one GRPO step (sample P prompts x G, score, one update) of a fresh
-    model of shape `model` and returns its seconds. Rewards are drawn at random so every group is
-    mixed (an untrained model solves nothing); responses run up to `new_tokens`; prompts are in
-    `form` (`fair.FORMS`: the chat template, or the bare question)."""
-    from rlvr.grpo import grpo_update, rollout_groups
-
-    tok = fair.tokenizer(form)
-    train, _ = split("two_digit", 300, params.seed)[:2]
-    cfg = replace(params.variant("grpo"), prompts_per_step=P, group_size=G, beta=beta)
-    torch.manual_seed(seed)
-    policy = TinyLM(model, len(tok))
-    ref = TinyLM(model, len(tok)).requires_grad_(False) if beta > 0 else None
-    opt = AdamW(policy.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(seed)
-
-    def step() -> float:
-        problems = [train[i] for i in torch.randint(len(train), (P,), generator=gen).tolist()]
-        t0 = time.perf_counter()
-        batch = rollout_groups(policy, problems, cfg, new_tokens, tok, gen)
-        batch = replace(batch, rewards=torch.rand(batch.rewards.shape, generator=gen).round())  # mixed groups
-        grpo_update(policy, ref, opt, batch, cfg, new_tokens, shared_prefix=True)
-        return time.perf_counter() - t0
-
-    return step
 
 
 WARMUP = 3  # steps dropped before timing: allocator, kernel selection, TRL's first-step set-up
@@ -739,16 +658,6 @@ def compare_outputs(ours: Path, theirs: Path) -> list[str]:
     return differ
 
 
-def clone_env(clone: Path) -> dict[str, str]:
-    """The environment a command in a fresh clone runs with: the clone's own code (PYTHONPATH), this
-    environment's packages (dvc on PATH) and no store or DVC root of this checkout's."""
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
-    env.update(PYTHONPATH=str(clone), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
-    return env
-
-
 def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
     """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
     per-stage profile, the outputs that differ from those its commit holds, and both report.json files.
@@ -761,7 +670,7 @@ def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict
     import subprocess
     import tempfile
 
-    from rlvr.pipeline.gitinfo import git_commit
+    from rlvr.gitinfo import git_commit
     from rlvr.pipeline.tracking import repo_root
 
     root = repo_root()

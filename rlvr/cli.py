@@ -57,9 +57,10 @@ def _pipeline(args):
 
 
 def _provenance(args):
+    from rlvr.pipeline.tracking import tracking_uri
     from rlvr.report.provenance import explain, format_explain
 
-    info = explain(Path.cwd(), args.path, check_stale=not args.no_status)
+    info = explain(Path.cwd(), args.path, check_stale=not args.no_status, mlflow_uri=tracking_uri())
     return info if args.json else Text(format_explain(info))
 
 
@@ -111,7 +112,7 @@ class VerifyFailed(UserError):
 
 
 def _verify(args) -> Text:
-    from rlvr.report.verify import verify
+    from rlvr.pipeline.verify import verify
 
     results = verify(Path.cwd())
     lines = [f"{'ok  ' if not problems else 'FAIL'}  {name}" for name, problems in results.items()]
@@ -119,8 +120,8 @@ def _verify(args) -> Text:
         lines += [f"rlvr verify: {name}: {p}" for p in problems[:SHOWN]]
         if len(problems) > SHOWN:
             lines.append(f"rlvr verify: {name}: ... and {len(problems) - SHOWN} more")
+    from rlvr.pipeline.verify import against_committed
     from rlvr.report.moves import moved_lines
-    from rlvr.report.verify import against_committed
 
     against = against_committed(Path.cwd())
     if against is not None:
@@ -139,7 +140,7 @@ def _verify(args) -> Text:
 
 def _ui(args) -> Text:
     from rlvr.fields import ConfigError
-    from rlvr.report.ui import serve
+    from rlvr.pipeline.ui import serve
 
     try:
         n = load_params(args.params).passk.n  # the pass@n column the view shows

@@ -78,6 +78,23 @@ def check_seeds(seeds: list[int], path: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Dotted names: a params.yaml key as `variants.grpo.beta`.
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}: a nested mapping under dotted names, as MLflow's flat params and
+    a sweep's axes name them."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Sections, and the record of which keys were read.
 
 _reads: set[str] | None = None  # dotted params keys read while record_reads() is active

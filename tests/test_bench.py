@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench import fair, peer
+from bench import fair, peer, workloads
 from bench import suite as bench
 from rlvr import flops
 from rlvr.configs import ModelConfig
@@ -62,9 +62,9 @@ def test_shared_columns_are_what_the_prefill_encodes_once():
 
     tok = Tokenizer()
     p = prompt_tensor(all_problems("two_digit")[:40], tok)  # (40, Tp)
-    c = bench.shared_columns(p)
+    c = workloads.shared_columns(p)
     assert 0 < c < p.shape[1] and bool((p[:, :c] == p[:1, :c]).all()) and not bool((p[:, c] == p[0, c]).all())
-    assert bench.shared_columns(p[:1]) == 0  # one prompt: nothing shared with another
+    assert workloads.shared_columns(p[:1]) == 0  # one prompt: nothing shared with another
 
 
 def test_phases_time_each_call_less_the_calls_nested_in_it(monkeypatch):
@@ -546,8 +546,7 @@ def test_a_repro_without_stages_is_an_error():
 
 
 def test_a_failed_repro_says_why_from_its_stderr(tmp_path):
-    from bench.floor import timed_repro
-    from bench.suite import clone_env
+    from bench.floor import clone_env, timed_repro
 
     with pytest.raises(RuntimeError, match="(?s)failed in the fresh clone.*not inside of a DVC repository"):
         timed_repro(tmp_path, clone_env(tmp_path))  # no DVC repository there: DVC says so on stderr

@@ -437,7 +437,7 @@ def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
 
 def test_report_json_of_a_failed_stage_is_not_left_half_written(tmp_path):
     """Every stage output goes through an atomic rename: a reader sees the old file or the new one."""
-    from rlvr.pipeline.files import write_json
+    from rlvr.files import write_json
 
     path = tmp_path / "m.json"
     write_json(path, {"a": 1})
@@ -475,7 +475,7 @@ from rlvr.configs import ModelConfig
 from rlvr.fields import UserError
 from rlvr.model import TinyLM
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.files import write_json
+from rlvr.files import write_json
 from rlvr.tokenizer import Tokenizer
 from conftest import make
 

@@ -81,7 +81,7 @@ def repo(tmp_path):
 
 
 def test_upstream_params_are_found_through_a_folder_dep(repo):
-    info = explain(repo, FIGURE, check_stale=False, check_mlflow=False)
+    info = explain(repo, FIGURE, check_stale=False)
     assert info["stage"] == "passk" and info["params"] == {"params.yaml": {"passk": {"n": 64}}}
     assert list(info["upstream"]) == ["sft@x", "data@x"]  # nearest first; rlvr/*.py are no stage's outs
     assert info["upstream"]["sft@x"]["params.yaml"]["sft.x"] == {"epochs": 12, "lr": 0.003}
@@ -89,28 +89,26 @@ def test_upstream_params_are_found_through_a_folder_dep(repo):
     assert info["mlflow_runs"] == {"stage": "run123"}
     # the keys the report stage reads are still there
     assert {"path", "stage", "cmd", "params", "deps", "out", "mlflow_runs", "git_commit"} <= set(info)
-    assert explain(repo, "data/x/sft.jsonl", check_stale=False, check_mlflow=False)["upstream"] == {}
+    assert explain(repo, "data/x/sft.jsonl", check_stale=False)["upstream"] == {}
 
 
 def test_dirty_flags_follow_git_and_dvc_hashes(repo):
-    info = explain(repo, FIGURE, check_stale=False, check_mlflow=False)
+    info = explain(repo, FIGURE, check_stale=False)
     assert info["dirty"] == {"file": False, "code": False, "code_changes": []}
-    assert explain(repo, CKPT, check_stale=False, check_mlflow=False)["dirty"]["file"] is False
+    assert explain(repo, CKPT, check_stale=False)["dirty"]["file"] is False
 
     (repo / FIGURE).write_text("other png bytes")
     (repo / CKPT).write_text("other weights")
     (repo / "rlvr/passk.py").write_text("# passk, edited\n")
-    dirty = explain(repo, FIGURE, check_stale=False, check_mlflow=False)["dirty"]
+    dirty = explain(repo, FIGURE, check_stale=False)["dirty"]
     assert dirty["file"] is True and dirty["code"] is True
     assert [c[3:] for c in dirty["code_changes"]] == ["rlvr/passk.py"]
-    assert (
-        explain(repo, CKPT, check_stale=False, check_mlflow=False)["dirty"]["file"] is True
-    )  # md5 vs dvc.lock
-    assert explain(repo, "data/x/sft.jsonl", check_stale=False, check_mlflow=False)["dirty"]["file"] is False
+    assert explain(repo, CKPT, check_stale=False)["dirty"]["file"] is True  # md5 vs dvc.lock
+    assert explain(repo, "data/x/sft.jsonl", check_stale=False)["dirty"]["file"] is False
 
 
 def test_text_output_names_the_upstream_stages_and_params(repo):
-    text = format_explain(explain(repo, FIGURE, check_stale=False, check_mlflow=False))
+    text = format_explain(explain(repo, FIGURE, check_stale=False))
     assert "stage     passk" in text and 'passk={"n": 64}' in text
     assert "  sft@x: " in text and "  data@x: " in text
     assert 'sft.x={"epochs": 12, "lr": 0.003}' in text
@@ -120,7 +118,9 @@ def test_text_output_names_the_upstream_stages_and_params(repo):
 
 def test_cli_prints_text_by_default_and_json_on_request(repo, monkeypatch, capsys):
     monkeypatch.chdir(repo)
-    monkeypatch.setattr("rlvr.report.provenance._mlflow_status", lambda ids: {k: "FINISHED" for k in ids})
+    monkeypatch.setattr(
+        "rlvr.report.provenance._mlflow_status", lambda uri, ids: {k: "FINISHED" for k in ids}
+    )
     assert main(["provenance", FIGURE, "--no-status"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"path      {FIGURE}") and "stage=run123 (FINISHED)" in out and "sft@x" in out
@@ -135,7 +135,7 @@ def test_an_unknown_path_is_a_one_line_error(repo, capsys, monkeypatch):
     with pytest.raises(
         ProvenanceError, match=r"reports/figures/nope\.png: not an output of any stage"
     ) as err:
-        explain(repo, "reports/figures/nope.png", check_stale=False, check_mlflow=False)
+        explain(repo, "reports/figures/nope.png", check_stale=False)
     assert "\n" not in str(err.value) and FIGURE in str(err.value)
     monkeypatch.chdir(repo)
     assert main(["provenance", "reports/figures/nope.png", "--no-status"]) == 2

@@ -103,8 +103,8 @@ def test_an_error_while_seed_workers_run_stops_them(tmp_path):
 def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     """pass@k scores its models in the seed workers, one torch thread each: the counts of one worker
     and of two are the same, and every model gets the same draws (one checkpoint listed three times)."""
+    from rlvr.files import read_heldout
     from rlvr.pipeline.config import load_params
-    from rlvr.pipeline.files import read_heldout
     from rlvr.pipeline.seeds import seed_results
     from rlvr.pipeline.specs import config_hash
     from rlvr.pipeline.stages.passk import score

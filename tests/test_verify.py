@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from rlvr.report import verify
+from rlvr.pipeline import verify
 
 
 @pytest.fixture

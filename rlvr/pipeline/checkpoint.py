@@ -29,9 +29,9 @@ import torch
 
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError, UserError
+from rlvr.files import atomic_write
 from rlvr.model import TinyLM
 from rlvr.pipeline.config import build
-from rlvr.pipeline.files import atomic_write
 from rlvr.tokenizer import Tokenizer
 
 FORMAT = "rlvr-checkpoint/1"

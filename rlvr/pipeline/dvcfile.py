@@ -144,7 +144,7 @@ def render(params_path: Path = ROOT / "params.yaml") -> str:
 
 
 def write(path: Path = ROOT / "dvc.yaml") -> Path:
-    from rlvr.pipeline.files import write_text
+    from rlvr.files import write_text
 
     return write_text(path, render())
 

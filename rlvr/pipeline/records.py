@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvr.pipeline.files import read_json, write_json
+from rlvr.files import read_json, write_json
 
 RUNS = Path("reports/runs")
 VOLATILE = (

@@ -31,10 +31,10 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from rlvr.fields import recording
+from rlvr.files import write_tsv
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
-from rlvr.pipeline.files import write_tsv
 from rlvr.pipeline.paths import unit_name
 from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.settings import effective_params

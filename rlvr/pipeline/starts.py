@@ -25,13 +25,13 @@ import numpy as np
 import torch
 
 from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
+from rlvr.files import write_json
 from rlvr.grpo import GRPOData, train_grpo
 from rlvr.model import TinyLM
 from rlvr.noise import sft_rows
 from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
-from rlvr.pipeline.files import write_json
 from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.seeds import seed_results
 from rlvr.report import plots
@@ -215,8 +215,8 @@ def made() -> str:
     import datetime
     import subprocess
 
+    from rlvr.gitinfo import git_commit
     from rlvr.pipeline.determinism import cpu_model
-    from rlvr.pipeline.gitinfo import git_commit
 
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no", "--", "rlvr", "params.yaml"],

@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rlvr.fields import UserError
-from rlvr.pipeline.gitinfo import git_commit
+from rlvr.fields import UserError, flatten
+from rlvr.gitinfo import git_commit
 
 EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
@@ -104,18 +104,6 @@ def check_store(uri: str) -> None:
             con.execute("ROLLBACK")
     except sqlite3.Error as exc:
         raise TrackingError(f"MLflow tracking store {uri}: {db} cannot be written ({exc})") from None
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}: MLflow params are flat."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
 
 
 def param_value(v: Any) -> str:
@@ -311,7 +299,7 @@ def _run(
 
 KIND_TAG = "mlflow.experimentKind"
 # A model-training experiment. MLflow 3.17's UI picks its view from its GenAI / Model training toggle
-# rather than from this tag: `rlvr ui`'s URL sets the toggle (rlvr.report.ui).
+# rather than from this tag: `rlvr ui`'s URL sets the toggle (rlvr.pipeline.ui).
 KIND = "custom_model_development"
 
 

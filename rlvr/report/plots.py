@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr.pipeline.files import atomic_write
+from rlvr.files import atomic_write
 
 
 def new_figure(figsize: tuple[float, float]):
@@ -420,13 +420,18 @@ def _chain_mean(counts: dict, name: str, seeds: list[int], n: int, k: int = 64) 
     never solve."""
     from rlvr.passk import never_solved_in
 
-    rows = [np.asarray(c) for key, c in counts.items() if key.split("/seed")[0] == name
-            and int(key.split("/seed")[1].split("-")[0]) in seeds]
+    rows = [
+        np.asarray(c)
+        for key, c in counts.items()
+        if key.split("/seed")[0] == name and int(key.split("/seed")[1].split("-")[0]) in seeds
+    ]
     c = np.stack(rows)  # (S, P)
     return (c / n).mean(axis=0), float(np.mean([never_solved_in(row, n, k) for row in c]))
 
 
-def passk_scatter(counts: dict, chains: dict[str, list[int]], samples: dict[str, int], k: int, path: Path) -> Path:
+def passk_scatter(
+    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], k: int, path: Path
+) -> Path:
     """Per-problem solve rates: SFT (mean over its chains) against GRPO (mean over its runs).
     counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n. Above the
     diagonal GRPO solves the problem more often; on the x axis GRPO never solves what SFT sometimes

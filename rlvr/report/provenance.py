@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from rlvr.fields import UserError
-from rlvr.pipeline.gitinfo import differs_from_commit, git_commit
+from rlvr.gitinfo import differs_from_commit, git_commit
 
 CODE_PATHS = ("rlvr", "params.yaml", "dvc.yaml", "dvc.lock")  # what decides how an output is made
 
@@ -173,13 +173,14 @@ def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
 
 
 def explain(
-    root: Path, path: str, check_stale: bool = True, check_mlflow: bool = True, lock: dict | None = None
+    root: Path, path: str, check_stale: bool = True, mlflow_uri: str | None = None, lock: dict | None = None
 ) -> dict[str, Any]:
     """Everything that produced `path`: stage, cmd, params, dep/out hashes, the stages upstream with
     their params, run ids, commit, whether the file or the code differ from it, staleness.
 
     Keys: path, stage, cmd, params, deps, out, upstream, mlflow_runs, git_commit, dirty; with
-    check_mlflow mlflow_status (when there are runs), with check_stale stale and dvc_status."""
+    `mlflow_uri` (the tracking store to look the runs up in) mlflow_status (when there are runs),
+    with check_stale stale and dvc_status."""
     lock = lock if lock is not None else load_lock(root)  # parsed once by callers that explain many files
     p = Path(path)
     if p.is_absolute():
@@ -200,8 +201,8 @@ def explain(
         "git_commit": git_commit(root, "dvc.lock"),
         "dirty": dirty_flags(root, p.as_posix(), out),
     }
-    if check_mlflow and info["mlflow_runs"]:
-        info["mlflow_status"] = _mlflow_status(info["mlflow_runs"])
+    if mlflow_uri is not None and info["mlflow_runs"]:
+        info["mlflow_status"] = _mlflow_status(mlflow_uri, info["mlflow_runs"])
     if check_stale:
         info["stale"], info["dvc_status"] = dvc_status(root, name)
     return info
@@ -226,13 +227,11 @@ def dvc_status(root: Path, name: str) -> tuple[bool | None, str]:
     return not (out == "" or "up to date" in out), out
 
 
-def _mlflow_status(ids: dict[str, str]) -> dict[str, str]:
-    """Look the runs up in the tracking store (FINISHED, FAILED...), 'missing' if absent."""
+def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
+    """Look the runs up in the tracking store at `uri` (FINISHED, FAILED...), 'missing' if absent."""
     from mlflow.tracking import MlflowClient
 
-    from rlvr.pipeline.tracking import tracking_uri
-
-    client = MlflowClient(tracking_uri())
+    client = MlflowClient(uri)
     out = {}
     for k, rid in ids.items():
         try:

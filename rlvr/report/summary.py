@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.pipeline.files import read_json_dir
+from rlvr.files import read_json_dir
 
 COLUMNS = (
     ("variant", 13),

@@ -17,8 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlvr.fields import ConfigError
-from rlvr.pipeline.tracking import flatten
+from rlvr.fields import ConfigError, flatten
 
 PASSK = "reports/metrics/passk.json"
 FOOTNOTE = (
@@ -164,7 +163,7 @@ def sweep_report(show: list[dict], out: Path) -> dict:
         ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         + ["| " + " | ".join(r) + " |" for r in rows]
     )
-    from rlvr.pipeline.files import write_text
+    from rlvr.files import write_text
 
     write_text(out / "sweep.md", "# Sweep: where GRPO narrows\n\n" + table + "\n\n" + FOOTNOTE)
     figure = sweep_figure(exps, out / "sweep.png")

@@ -14,9 +14,9 @@ It logs no MLflow run: it runs on every `dvc repro`, and would add one run each 
 
 from __future__ import annotations
 
+from rlvr.files import write_text
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import write_text
 from rlvr.pipeline.paths import CheckPaths
 from rlvr.pipeline.tracking import check_store, tracking_uri
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
+from rlvr.files import read_heldout, read_jsonl, write_tsv
 from rlvr.grpo import GRPOData, seed_summary, train_grpo
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_heldout, read_jsonl, write_tsv
 from rlvr.pipeline.paths import GRPOPaths, SFTPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (

@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
+from rlvr.files import read_jsonl, write_json
 from rlvr.grpo import GRPOData, Hooks, train_grpo
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import HackConfig, Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_jsonl, write_json
 from rlvr.pipeline.paths import HackPaths, SFTPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (

@@ -10,11 +10,11 @@ from __future__ import annotations
 import torch
 from tqdm import tqdm
 
+from rlvr.files import read_heldout, write_json, write_tsv
 from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_heldout, write_json, write_tsv
 from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked

@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 
 from rlvr.fields import ConfigError
+from rlvr.files import atomic_write, read_json_dir, write_text
+from rlvr.gitinfo import git_commit, short_commit
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
-from rlvr.pipeline.files import atomic_write, read_json_dir, write_text
-from rlvr.pipeline.gitinfo import git_commit, short_commit
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
@@ -172,10 +172,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             png = plots.learning_curves(
                 runs, f"Chapter {chapter}: GRPO learning curves ({task})", paths.figure_copies / name
             )
-            infos = [
-                explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, check_mlflow=False, lock=lock)
-                for v in runs
-            ]
+            infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, lock=lock) for v in runs]
             prov = (
                 f"drawn by stage `report` from `{GRPO_CURVES.as_posix()}/<variant>/seed<n>.tsv` and "
                 f"`seed<n>-eval.tsv`; " + " | ".join(footer(i) for i in infos)
@@ -192,7 +189,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 }
             )
         for png in sorted(paths.figures.glob("*.png")):
-            info = explain(root, png.as_posix(), check_stale=False, check_mlflow=False, lock=lock)
+            info = explain(root, png.as_posix(), check_stale=False, lock=lock)
             copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
             chapter, text = caption(png.name)
             figures.append(

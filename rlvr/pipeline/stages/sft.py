@@ -10,12 +10,12 @@ import torch
 
 from rlvr.configs import SFTConfig, TaskConfig
 from rlvr.fields import UserError
+from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
 from rlvr.optim import AdamW
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.pipeline.paths import SFTPaths, seed_file
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (

@@ -16,11 +16,11 @@ import torch
 
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import ConfigError
+from rlvr.files import read_jsonl
 from rlvr.model import TinyLM
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.files import read_jsonl
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr.pipeline.files import read_json_dir
+from rlvr.files import read_json_dir
 
 
 def dvc_yaml_problems(root: Path) -> list[str]:
@@ -193,7 +193,7 @@ def provenance_problems(root: Path) -> list[str]:
     problems = []
     for f in sorted((root / "reports" / "metrics").glob("*.json")):
         try:
-            info = explain(root, f.relative_to(root).as_posix(), check_stale=False, check_mlflow=False)
+            info = explain(root, f.relative_to(root).as_posix(), check_stale=False)
         except ProvenanceError as exc:
             problems.append(str(exc))
             continue

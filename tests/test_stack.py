@@ -1,0 +1,231 @@
+"""The package is a stack: maths <- report <- pipeline <- CLI and benchmarks.
+
+`a <- b`: b may import a, never the reverse. The maths is `rlvr/*.py` (the top-level modules), the
+report `rlvr/report/`, the pipeline `rlvr/pipeline/` (its stages too), the top the CLI
+(`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`bench/`). Every import of `rlvr...` or
+`bench...` is read from the source with `ast`, inside functions too (a lazy import is still an
+import). No modules import each other in a loop either, counting the imports inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import ROOT
+
+STACK = ("maths", "report", "pipeline", "cli and benchmarks")  # bottom first
+PACKAGES = ("rlvr", "bench")
+
+
+def layer(module: str) -> int:
+    """The floor of the stack a dotted name stands on (a module, or a name inside one)."""
+
+    def within(pkg: str) -> bool:
+        return module == pkg or module.startswith(pkg + ".")
+
+    if within("bench") or within("rlvr.cli") or within("rlvr.__main__"):
+        return 3
+    if within("rlvr.pipeline"):
+        return 2
+    if within("rlvr.report"):
+        return 1
+    return 0
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    source: str  # its file, repository-relative
+    line: int
+    text: str  # the statement as written
+    target: str  # the module imported (or the package, when the name is not a module of its own)
+    local: bool  # inside a function
+
+
+def module_name(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module of the two packages under `root`: {dotted name: file}."""
+    files = [p for pkg in PACKAGES if (root / pkg).is_dir() for p in sorted((root / pkg).rglob("*.py"))]
+    return {module_name(p, root): p for p in files}
+
+
+def imports(path: Path, module: str, known: dict[str, Path], root: Path) -> list[Import]:
+    """The imports of `rlvr...` and `bench...` in one file, at module level and inside functions."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    source = path.relative_to(root).as_posix()
+    found = []
+
+    def visit(node: ast.AST, local: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            targets = []
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:  # relative: from . import x, from ..pipeline import y
+                    parts = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join(parts + ([child.module] if child.module else []))
+                # `from rlvr.pipeline import paths` imports the module rlvr.pipeline.paths
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in child.names]
+            for target in dict.fromkeys(targets):
+                if target.split(".")[0] in PACKAGES:
+                    found.append(Import(module, source, child.lineno, ast.unparse(child), target, inside))
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def all_imports(root: Path) -> list[Import]:
+    known = modules(root)
+    return [i for name, path in known.items() for i in imports(path, name, known, root)]
+
+
+def against_the_stack(root: Path) -> list[str]:
+    """One line per import from a lower floor of the stack to a higher one, naming file and import."""
+    out = []
+    for i in all_imports(root):
+        src, dst = layer(i.module), layer(i.target)
+        if dst > src:
+            where = " (inside a function)" if i.local else ""
+            out.append(f"{i.source}:{i.line}: `{i.text}`{where}: {STACK[src]} imports {STACK[dst]}")
+    return out
+
+
+def cycles(root: Path) -> list[str]:
+    """Every set of modules that import each other in a loop: its files, and the shortest loop through
+    the first, `a.py:LINE -> b.py:LINE -> a.py`, each arrow at the import that makes it."""
+    known = modules(root)
+    edges: dict[str, dict[str, Import]] = {m: {} for m in known}
+    for i in all_imports(root):
+        if i.target in known and i.target != i.module:
+            edges[i.module].setdefault(i.target, i)
+    return sorted(
+        f"{', '.join(known[m].relative_to(root).as_posix() for m in sorted(c))}: {_loop(min(c), edges, c)}"
+        for c in _strongly_connected(edges)
+    )
+
+
+def _strongly_connected(edges: dict[str, dict[str, Import]]) -> list[set[str]]:
+    """Tarjan's components of more than one module (an import of itself is no module loop)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(edges):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def _loop(start: str, edges: dict[str, dict[str, Import]], component: set[str]) -> str:
+    """A shortest loop from `start` back to it inside `component`, as text."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(edges[v]):
+                if w == start:
+                    path = paths[v] + [start]
+                    hops = [f"{edges[a][b].source}:{edges[a][b].line}" for a, b in zip(path, path[1:])]
+                    return " -> ".join([*hops, edges[start][path[1]].source])
+                if w in component and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no loop through {start}")  # a component always holds one
+
+
+def test_every_import_runs_down_the_stack():
+    problems = against_the_stack(ROOT)
+    head = f"{len(problems)} import(s) against the stack {' <- '.join(STACK)}:"
+    assert not problems, "\n".join([head, *problems])
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    loops = cycles(ROOT)
+    assert not loops, "\n".join([f"{len(loops)} set(s) of modules that import each other:", *loops])
+
+
+def test_every_module_stands_on_one_floor():
+    """Each module of rlvr/ and bench/ is on the floor its folder says."""
+    floors = {m: STACK[layer(m)] for m in modules(ROOT)}
+    assert floors["rlvr.grpo"] == floors["rlvr"] == "maths"
+    assert floors["rlvr.report.claims"] == "report"
+    assert floors["rlvr.pipeline.stages.grpo"] == floors["rlvr.pipeline.__main__"] == "pipeline"
+    assert floors["rlvr.cli"] == floors["rlvr.__main__"] == floors["bench.suite"] == "cli and benchmarks"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+def test_an_import_up_the_stack_is_named_even_inside_a_function(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "rlvr/__init__.py": "",
+            "rlvr/stats.py": "def f():\n    from rlvr.report import plots\n",
+            "rlvr/report/__init__.py": "",
+            "rlvr/report/plots.py": "from rlvr.pipeline.tracking import EXPERIMENT\n"
+            "from rlvr import stats\n"
+            "from ..pipeline import seeds\n",
+            "rlvr/pipeline/__init__.py": "",
+            "rlvr/pipeline/seeds.py": "",
+            "rlvr/pipeline/tracking.py": "from ..report import plots\n",  # down the stack: allowed
+        },
+    )
+    assert against_the_stack(root) == [
+        "rlvr/report/plots.py:1: `from rlvr.pipeline.tracking import EXPERIMENT`: report imports pipeline",
+        "rlvr/report/plots.py:3: `from ..pipeline import seeds`: report imports pipeline",
+        "rlvr/stats.py:2: `from rlvr.report import plots` (inside a function): maths imports report",
+    ]
+
+
+def test_a_loop_through_a_function_level_import_is_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "bench/__init__.py": "",
+            "bench/suite.py": "from bench.floor import run\n",
+            "bench/floor.py": "def run():\n    from bench import suite\n",
+            "bench/fair.py": "from bench import floor\n",
+        },
+    )
+    assert cycles(root) == [
+        "bench/floor.py, bench/suite.py: bench/floor.py:2 -> bench/suite.py:1 -> bench/floor.py"
+    ]
