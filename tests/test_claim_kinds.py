@@ -64,7 +64,7 @@ def test_every_claim_has_a_class_and_the_calibrated_ones_are_matched_not_reprodu
     claims = yaml.safe_load((ROOT / "experiments/claims.yaml").read_text())
     classes = {c["id"]: claim_class(c) for c in claims}
     assert classes["A1-mean"] == "closed-form" and classes["C-distill"] == "cited"
-    assert classes["B-grpo-80"] == "measured" and classes["A-sft-start"] == "calibrated"
+    assert classes["B-grpo-pass1"] == "measured" and classes["A-sft-start"] == "calibrated"
     row = {"class": "calibrated", "verdict": "reproduced"}
     assert verdict_word(row) == "matched" and verdict_word({**row, "verdict": "differs"}) == "not matched"
     assert verdict_word({"class": "measured", "verdict": "reproduced"}) == "reproduced"
@@ -122,33 +122,34 @@ def test_per_chain_values_show_the_differences_a_paired_claim_was_decided_on():
 
 
 def test_the_crossover_is_the_same_number_in_claim_figure_and_sweep():
-    from rlvr.passk import crossings_text, summarise_counts
+    from rlvr.passk import summarise_counts
     from rlvr.report.plots import crossover_label
     from rlvr.report.sweep import sweep_rows
 
     n = 8
     counts = {
-        # chain 0: RL ahead at k = 1 and below SFT by k = 8 (crosses); chain 1: level at the end (a tie)
+        # chain 0: RL ahead at k = 1 and below SFT by k = 4 (crosses); chain 1: ahead, then level at k = 8
         "sft/seed0": [2, 2, 2, 2],
         "v/seed0": [8, 8, 8, 0],
         "sft/seed1": [2, 2, 2, 2],
         "v/seed1": [6, 6, 6, 6],
     }
     metrics, _ = summarise_counts(counts, {"sft": [0, 1], "v": [0, 1]}, n, [1, 8], 20, 0)
-    per_chain = metrics["variants"]["v"]["per_seed"]["crossover_k"]
-    assert per_chain == [4, None]  # the tie at k = 7..8 in chain 1 is no crossing
-    text = crossings_text(per_chain)
-    assert text in crossover_label("v", per_chain, n)
+    v = metrics["variants"]["v"]
+    assert v["crossover_per_chain"] == ["4", "RL ahead to k = 8"]  # a level end is no crossing
+    assert v["crossover_k"] == 5  # the chain-mean curves: mean(RL - SFT) first below 0 at k = 5
+    text = v["crossovers"]
+    assert text == "4, RL ahead to k = 8" and "k = 4" in crossover_label("v", v["crossover_per_chain"], n)
     shown = json.loads(json.dumps(metrics))  # as `dvc exp show --json` gives it: lists dropped
     shown["variants"]["v"] = {
-        k: v for k, v in shown["variants"]["v"].items() if not isinstance(v, (list, dict))
+        k: x for k, x in shown["variants"]["v"].items() if not isinstance(x, (list, dict))
     }
     exp = {"name": "e", "params": {"x": 1}, "passk": {"sft": metrics["sft"], "variants": shown["variants"]}}
     _, rows = sweep_rows([exp, {**exp, "name": "f", "params": {"x": 2}}], variant="v")
     assert rows[0][-2] == text
     c = claim(kind="range", lo=8, hi=16, book=12, metric=["passk.json", "variants.v.crossover_k"])
-    assert text in ours_text(evaluate_claims([c], {"passk.json": metrics})[0])
-    assert crossover_label("v", [None, None], n) == "v: no crossover up to 8"
+    assert ours_text(evaluate_claims([c], {"passk.json": metrics})[0]).startswith("5 ")
+    assert crossover_label("v", ["tie", "RL not ahead at k = 1"], n) == "v: no crossover up to 8"
 
 
 def test_the_header_names_commit_state_machine_and_versions():
@@ -194,6 +195,6 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
     out.write_text(json.dumps(old))
     rescore_starts(tiny_params, out, tmp_path / "f.png")
     new = json.loads(out.read_text())
-    assert new["starts"]["c"]["crossover_k_per_chain"] == [4, None]
+    assert new["starts"]["c"]["crossover_k_per_chain"] == ["4", "RL ahead to k = 8"]
     assert new["starts"]["c"]["counts"] == counts and (tmp_path / "f.png").is_file()
     assert new["made"].startswith(old["made"] + "; rescored from its counts by `rlvr starts --rescore`")

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import make
+
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import ConfigError
 from rlvr.model import TinyLM
@@ -97,7 +97,9 @@ def test_a_start_that_never_reaches_its_target_is_reported_missed_at_the_cap():
     model = TinyLM(make(ModelConfig, d_model=16, n_layer=1, n_head=2), len(tok))
     opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     stop = StopAtTarget(1.0, 1, 0.0, lambda m: 0.0)  # unreachable
-    curve = fit_noisy(model, opt, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, stop=stop)
+    curve = fit_noisy(
+        model, opt, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, stop=stop
+    )
     assert not stop.reached
     assert stop.chosen["step"] == len(curve) == 1  # 55 rows, batch 64: one step, measured at the cap
 
@@ -224,7 +226,10 @@ def test_thinning_keeps_counts_in_range_and_is_the_identity_at_equal_n():
 def test_crossing_labels_name_why_curves_do_not_cross():
     ks = np.arange(1, 5)
     assert crossing_label(ks, np.ones(4), np.ones(4)) == "tie"
-    assert crossing_label(ks, np.array([0.2, 0.5, 0.7, 0.8]), np.array([0.5, 0.6, 0.7, 0.9])) == "RL ahead to k = 4"
+    assert (
+        crossing_label(ks, np.array([0.2, 0.5, 0.7, 0.8]), np.array([0.5, 0.6, 0.7, 0.9]))
+        == "RL ahead to k = 4"
+    )
     assert crossing_label(ks, np.array([0.5, 0.6, 0.7, 0.8]), np.array([0.4, 0.6, 0.8, 0.9])) == (
         "RL not ahead at k = 1"
     )

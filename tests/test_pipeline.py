@@ -67,9 +67,13 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     assert grpo["seeds"] == [0, 1] and len(grpo["per_seed"]["eval_acc_final"]) == 2
     assert (d / "data/grpo/dapo/seed1.pt").exists() and (d / "reports/curves/grpo/a_grpo/seed0.tsv").exists()
     passk = json.loads((d / "reports/metrics/passk.json").read_text())
-    assert set(passk["variants"]) == {"grpo", "dapo"} and passk["n"] == 4  # two_digit variants only
+    assert set(passk["variants"]) == {"grpo", "dapo"} and passk["n"] == 8  # two_digit variants only
+    assert passk["variants"]["dapo"]["samples_per_problem"] == 4  # not a headline variant: n_others
     counts = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
-    assert set(counts) == {f"{m}/seed{s}" for m in ("sft", "two_digit", "grpo", "dapo") for s in (0, 1)}
+    assert set(counts) == {f"{m}/seed{s}" for m in ("sft", "two_digit", "grpo", "dapo") for s in (0, 1)} | {
+        f"grpo/seed{s}-g1"
+        for s in (0, 1)  # the headline variant's second GRPO seed per chain
+    }
     assert passk["sft"]["seeds"] == [0, 1] and len(passk["sft"]["per_seed"]["pass_at_1"]) == 2  # over chains
     sft = json.loads((d / "reports/metrics/sft-two_digit.json").read_text())
     assert sft["seeds"] == [0, 1] and len(sft["per_seed"]["sampled_acc_heldout"]) == 2
@@ -127,22 +131,24 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     assert not [k for r in top for k in r.data.params if "." in k]  # no raw dotted keys
     assert "params.json" in {a.path for a in client.list_artifacts(grpo.info.run_id)}
     seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == grpo.info.run_id]
-    assert sorted(r.data.tags["seed"] for r in seeds) == ["0", "1"]
+    units = sorted((r.data.tags["seed"], r.data.tags["grpo_seed"]) for r in seeds)
+    assert units == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]  # chains x GRPO seeds
     for r in seeds:
         assert r.data.tags["dvc.stage"] == "grpo@grpo" and len(r.data.tags["git.commit"]) >= 7
         assert r.data.tags["params.raw_hash"] == grpo.data.tags["params.raw_hash"]
-        assert r.data.params == {**grpo.data.params, "seed": r.data.tags["seed"]}
+        ids = {"seed": r.data.tags["seed"], "grpo_seed": r.data.tags["grpo_seed"]}
+        assert r.data.params == {**grpo.data.params, **ids}
         assert grpo.info.start_time <= r.info.start_time < r.info.end_time <= grpo.info.end_time
         files = {a.path for a in client.list_artifacts(r.info.run_id, "seed")}
-        s = r.data.tags["seed"]
-        assert files == {f"seed/seed{s}.tsv", f"seed/seed{s}-eval.tsv", f"seed/seed{s}.pt"}
+        u = f"seed{ids['seed']}" + ("" if ids["grpo_seed"] == "0" else f"-g{ids['grpo_seed']}")
+        assert files == {f"seed/{u}.tsv", f"seed/{u}-eval.tsv", f"seed/{u}.pt"}
     passk = next(r for r in top if r.data.tags["dvc.stage"] == "passk")
     models = {
         r.data.tags["model"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == passk.info.run_id
     }
     assert set(models) == {"sft", "two_digit", "grpo", "dapo"}
     history = client.get_metric_history(models["sft"].info.run_id, "pass_at_k")
-    assert sorted(m.step for m in history) == [1, 2, 3, 4]  # n = 4
+    assert sorted(m.step for m in history) == [1, 2, 3, 4]  # k up to max(ks) = 4
     assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
 
 

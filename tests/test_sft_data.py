@@ -11,7 +11,7 @@ ALPHA = 0.001  # two-sided binomial test level; seed fixed, so the test is deter
 
 @pytest.mark.parametrize("rate", [0.1, 0.45, 0.64])
 def test_corrupted_fraction_is_consistent_with_noise_rate(rate):
-    train, _ = split("two_digit", 300, seed=0)
+    train = split("two_digit", 300, seed=0)[0]
     rows = noisy_rows(train, rate, repeats=1, seed=0)
     k = sum(r["noised"] for r in rows)
     assert binomtest(k, len(rows), rate).pvalue > ALPHA
@@ -21,7 +21,7 @@ def test_corrupted_fraction_is_consistent_with_noise_rate(rate):
 
 
 def test_noise_zero_keeps_every_label_and_is_deterministic():
-    train, _ = split("single_digit", 0, seed=0)
+    train = split("single_digit", 0, seed=0)[0]
     rows = noisy_rows(train, 0.0, repeats=3, seed=0)
     assert all(r["label"] == r["answer"] and not r["noised"] for r in rows)
     assert len(rows) == 3 * 55
@@ -58,7 +58,7 @@ def test_slip_rates_are_the_beta_quantiles_and_each_slip_digit_is_wrong():
 def test_a_slip_changes_only_the_last_digit_and_follows_its_facts_rate():
     from rlvr.noise import fact, slip_rows, slip_table
 
-    train, _ = split("two_digit", 300, seed=0)
+    train = split("two_digit", 300, seed=0)[0]
     table = slip_table(1.4, 1.9, seed=0)
     rows = slip_rows(train, 1.4, 1.9, repeats=2, seed=0)
     assert len(rows) == 2 * len(train)
@@ -83,7 +83,7 @@ def test_author_solve_rate_is_one_minus_the_facts_slip_rate():
     from rlvr.configs import SlipNoise, UniformNoise
     from rlvr.noise import author_solve_rates, slip_table
 
-    train, held = split("two_digit", 300, seed=0)
+    train, held, _ = split("two_digit", 300, seed=0)
     rates = author_solve_rates(held, SlipNoise(kind="slips", alpha=1.4, beta=1.9), seed=0)
     table = slip_table(1.4, 1.9, seed=0)
     assert rates == [1 - table[(p.a % 10, p.b % 10)][0] for p in held]

@@ -142,11 +142,12 @@ def test_passk_figures_draw_from_chain_counts(tmp_path):
     counts.update({f"grpo/seed{s}": counts[f"v/seed{s}"] for s in (0, 1)})
     chains = {"sft": seeds, "base2": seeds, "v": seeds, "grpo": [0, 1]}
     metrics, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0, contrast="base2")
-    crossovers = {v: m["per_seed"]["crossover_k"] for v, m in metrics["variants"].items()}
+    crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
+    samples = {name: n for name in chains}
     for path in (
         plots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers),
-        plots.passk_scatter(counts, chains, n, tmp_path / "s.png"),
-        plots.passk_solve_rates(counts, chains, n, "base2", tmp_path / "r.png"),
+        plots.passk_scatter(counts, chains, samples, n, tmp_path / "s.png"),
+        plots.passk_solve_rates(counts, chains, samples, "base2", tmp_path / "r.png", n),
     ):
         assert path.read_bytes().startswith(b"\x89PNG")
 
@@ -164,9 +165,9 @@ def test_problem_tables_count_a_problem_as_sft_solved_if_any_chain_solves_it():
     summary, lists = problem_tables(problems, {"variants": {"v": {"never_solved_rl": 3.5}}})
     assert summary == [["v", 2, 3.5, 2, 1]]
     assert lists["v"] == [
-        ["SFT only", "p0", "0 2 (of 4)", "0 0"],
-        ["SFT only", "p1", "3 0 (of 4)", "0 0"],
-        ["v only", "p3", "0 0 (of 4)", "1 0"],
+        ["SFT only", "p0", "0 2 (of 4)", "0 0 (of 4)"],
+        ["SFT only", "p1", "3 0 (of 4)", "0 0 (of 4)"],
+        ["v only", "p3", "0 0 (of 4)", "1 0 (of 4)"],
     ]
 
 

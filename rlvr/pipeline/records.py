@@ -37,13 +37,13 @@ def record_path(metrics_path: str | Path) -> Path:
 
 
 def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(results, run record): the VOLATILE keys moved out, at the top level and in the per-seed and
-    interval tables (`per_seed`, `ci95`), where each seed's timings sit."""
+    """(results, run record): the VOLATILE keys moved out, at the top level and in the per-seed,
+    per-GRPO-seed and interval tables (`per_seed`, `per_rep`, `ci95`), where each seed's timings sit."""
     stable, volatile = {}, {}
     for key, value in metrics.items():
         if key in VOLATILE:
             volatile[key] = value
-        elif key in ("per_seed", "ci95") and isinstance(value, dict):
+        elif key in ("per_seed", "ci95", "per_rep") and isinstance(value, dict):
             stable[key] = {k: v for k, v in value.items() if k not in VOLATILE}
             moved = {k: v for k, v in value.items() if k in VOLATILE}
             if moved:

@@ -14,6 +14,7 @@ from typing import Any
 
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig, TaskConfig
 from rlvr.pipeline.config import GRPO_SETTINGS, WARMUP_KEYS, Params
+from rlvr.pipeline.specs import scored_variants
 
 
 def _fields(section, names: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -109,8 +110,10 @@ def _settings(stage: str, key: str | None, params: Params) -> dict[str, Any]:
             "sft_run": p.sft,
             "contrast": p.contrast,
             "task": task,
-            "variants": [v for v, c in params.variants.items() if c.sft == p.sft],
+            "variants": list(scored_variants(params)),
             "n": p.n,
+            "n_others": p.n_others,
+            "headline": p.headline,
             "ks": p.ks,
             "temperature": p.temperature,
             "bootstrap": p.bootstrap,

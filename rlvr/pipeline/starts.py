@@ -33,7 +33,7 @@ from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
-from rlvr.pipeline.seeds import seed_results
+from rlvr.pipeline.seeds import seed_results, stream_seed
 from rlvr.report import plots
 from rlvr.rollout import correct_counts
 from rlvr.sft import encode_sft, train_sft
@@ -104,7 +104,8 @@ def train_grpo_chain(
     policy.load_state_dict(starts[seed]["state"])
     policy.to(device).eval()
     data = GRPOData(train, held, tok, task.max_new_tokens)
-    train_grpo(policy, cfg, data, torch.Generator(device=device).manual_seed(seed), shared_prefix=True)
+    gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", 0))  # the grpo stage's stream
+    train_grpo(policy, cfg, data, gen, shared_prefix=True)
     return correct_counts(
         policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     ).tolist()

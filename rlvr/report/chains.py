@@ -56,7 +56,11 @@ def controlled_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -
             continue
         ps = m["per_seed"]
         val, steps, reached = ps["start_val"], ps["start_steps"], ps.get("reached", [])
-        on = "" if target is None else f" ({sum(abs(v - target) <= WITHIN for v in val)} of {len(val)} within ±{WITHIN})"
+        on = (
+            ""
+            if target is None
+            else f" ({sum(abs(v - target) <= WITHIN for v in val)} of {len(val)} within ±{WITHIN})"
+        )
         test, what = test_side(metrics, run)
         rows.append(
             [
@@ -108,9 +112,7 @@ def variance_rows(rows: list[dict]) -> list[list[str]]:
         if not parts:
             continue
         largest = max(parts, key=parts.get)
-        half = (
-            "–" if tested is None or tested.lo is None else num((tested.hi - tested.lo) / 2)
-        )
+        half = "–" if tested is None or tested.lo is None else num((tested.hi - tested.lo) / 2)
         out.append(
             [
                 r["id"],

@@ -1409,8 +1409,8 @@ def _problem_blocks(problems: dict, passk: dict) -> list:
     blocks = [
         Heading("Per-problem picture (chapter B)", 2, "problems"),
         Para(
-            f'Held-out problems, {problems["n"]} samples each for SFT and the headline variants, '
-            f'{min((problems.get("n_by_model") or {"": problems["n"]}).values())} for the others (SFT '
+            f"Held-out problems, {problems['n']} samples each for SFT and the headline variants, "
+            f"{min((problems.get('n_by_model') or {'': problems['n']}).values())} for the others (SFT "
             'thinned to as many beside them). "Never" means no correct sample in any chain or seed.'
         ),
         Table(

@@ -464,7 +464,12 @@ def _ecdf(ax, rates, **style) -> None:
 
 
 def passk_solve_rates(
-    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], contrast: str, path: Path, k: int = 64
+    counts: dict,
+    chains: dict[str, list[int]],
+    samples: dict[str, int],
+    contrast: str,
+    path: Path,
+    k: int = 64,
 ) -> Path:
     """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
     (SFT) or seeds (variants): the two SFT starts (left), SFT against every variant (right). counts:

@@ -18,7 +18,7 @@ from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
-from rlvr.pipeline.specs import config_hash
+from rlvr.pipeline.specs import config_hash, scored_variants
 from rlvr.report import plots
 from rlvr.rollout import correct_counts
 from rlvr.tasks import Problem, problems_of
@@ -65,7 +65,7 @@ def key_metrics(metrics: dict, contrast: str, n: int) -> dict[str, dict]:
 
 def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     cfg = params.passk
-    variants = [v for v, c in params.variants.items() if c.sft == cfg.sft]
+    variants = list(scored_variants(params))  # chapter B's, read without touching the others' params
     chains = {
         "sft": params.sft_run(cfg.sft).seeds,
         cfg.contrast: params.sft_run(cfg.contrast).seeds,
