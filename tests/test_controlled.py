@@ -269,3 +269,43 @@ def test_summarise_counts_averages_grpo_seeds_within_a_chain_and_scores_with_eac
     assert len(curves["grpo"]) == 16 and len(g["crossover_per_chain"]) == 3
     with pytest.raises(ValueError, match="no counts for grpo/seed0-g2"):
         summarise_counts(counts, chains, n, [1], 10, 0, reps={"grpo": 3}, k_max=16)
+
+
+# ------------------------------------------------------------------ the report's tables
+
+
+def test_the_starts_table_counts_chains_on_target_and_lists_a_missed_one():
+    from rlvr.report.chains import chain_rows, controlled_rows
+
+    metrics = {
+        "sft-a.json": {
+            "seeds": [0, 1, 2],
+            "per_seed": {
+                "start_val": [0.42, 0.47, 0.2],
+                "start_steps": [10, 30, 99],
+                "reached": [1.0, 1.0, 0.0],
+                "sampled_acc_train": [0.41, 0.46, 0.21],
+            },
+        }
+    }
+    (row,) = controlled_rows(metrics, {"a": 0.42})
+    assert row[:3] == ["a", "0.42", "2 of 3"] and "(1 of 3 within ±0.03)" in row[3]
+    assert [r[4] for r in chain_rows(metrics, {"a": 0.42})] == ["reached", "reached", "missed (cap)"]
+    assert controlled_rows(metrics, {"a": None})[0][1:3] == ["budget", "–"]  # a contrast fitted to its budget
+
+
+def test_the_variance_table_names_the_largest_source_and_the_deciding_half_width():
+    from rlvr.report.chains import variance_rows
+    from rlvr.report.verdict import Evidence
+
+    ev = Evidence(0.5, 0.4, 0.6, "8 chains", [0.5] * 8, list(range(8)), {"starts": 0.1, "grpo": 0.02})
+    row = {
+        "id": "X",
+        "class": "measured",
+        "metric": ["f.json", "k"],
+        "evidence": ev,
+        "tested": ev,
+        "verdict": "inconclusive",
+    }
+    (out,) = variance_rows([row, {**row, "class": "closed-form"}])
+    assert out[2:8] == ["0.1", "0.02", "–", "starts", "0.1", "inconclusive"]
