@@ -1045,8 +1045,9 @@ def build(
     blocks += [
         Para(
             "The chapters' headline results. Training and evaluation claims are decided on the 95% "
-            "interval over chains (chain s: SFT seed s, then GRPO seed s of each variant, then its pass@k "
-            "counts), so the interval includes the SFT start's own variance; a claim against another "
+            "interval over chains (chain s: SFT seed s, stopped at its start's target on validation "
+            "problems, then every variant trained from it, then its pass@k counts), so the interval "
+            "includes what is left of the start's variance; a claim against another "
             "metric is decided on the interval of the per-chain differences. **reproduced**: the whole "
             "interval lies inside what the claim allows (the book's value ± its tolerance, its range or "
             "its bound); **differs**: the whole interval lies outside it; **inconclusive**: it lies across "
