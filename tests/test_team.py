@@ -293,7 +293,7 @@ def test_repro_logs_every_stage_to_the_server_and_its_artifact_root(clone_a, mlf
     assert {r.info.status for r in runs} == {"FINISHED"}
 
     seed0 = json.loads((d / "reports/runs/grpo-grpo.json").read_text())["mlflow_seed_run_ids"][
-        "0"
+        "seed0"
     ]  # run record
     report = next(r.info.run_id for r in top if r.data.tags["dvc.stage"] == "report")
     for run_id, name, local in (

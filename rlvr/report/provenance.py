@@ -168,7 +168,7 @@ def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
                 if "mlflow_run_id" in data:
                     ids["stage"] = data["mlflow_run_id"]
                 for seed, rid in (data.get("mlflow_seed_run_ids") or {}).items():
-                    ids[f"seed{seed}"] = rid
+                    ids[seed if str(seed).startswith("seed") else f"seed{seed}"] = rid  # seed3, seed3-g1
     return ids
 
 
