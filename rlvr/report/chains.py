@@ -45,16 +45,20 @@ def test_side(metrics: dict[str, Any], run: str) -> tuple[list | None, str]:
     return _get(m, "per_seed.sampled_acc_train"), "sampled accuracy, fresh samples"
 
 
+def _runs(metrics: dict[str, Any], targets: dict[str, float | None]):
+    """(run, target, its metrics, its per-chain values) of every SFT run whose metrics record starts."""
+    for run, target in targets.items():
+        m = metrics.get(f"sft-{run}.json")
+        if m and "start_val" in m.get("per_seed", {}):
+            yield run, target, m, m["per_seed"]
+
+
 def controlled_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -> list[list[str]]:
     """One row per SFT run: its target (or "budget" for a run fitted to its budget, a contrast), how
     many chains reached it, the validation values at the stops (range, and how many lie within
     WITHIN of the target), the steps, and the test-side value (chain mean and range)."""
     rows = []
-    for run, target in targets.items():
-        m = metrics.get(f"sft-{run}.json")
-        if not m or "start_val" not in m.get("per_seed", {}):
-            continue
-        ps = m["per_seed"]
+    for run, target, _, ps in _runs(metrics, targets):
         val, steps, reached = ps["start_val"], ps["start_steps"], ps.get("reached", [])
         on = (
             ""
@@ -79,11 +83,7 @@ def chain_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -> lis
     """Every chain of every controlled run: steps, validation value at the stop, reached or missed,
     and its test-side value beside it."""
     rows = []
-    for run, target in targets.items():
-        m = metrics.get(f"sft-{run}.json")
-        if not m or "start_val" not in m.get("per_seed", {}):
-            continue
-        ps = m["per_seed"]
+    for run, target, m, ps in _runs(metrics, targets):
         test, _ = test_side(metrics, run)
         for i, seed in enumerate(m["seeds"]):
             rows.append(
