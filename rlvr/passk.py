@@ -456,13 +456,19 @@ def summarise_counts(
     starts = {"sft": "sft"} if contrast is None else {"sft": "sft", "contrast": contrast}
     k_max = k_max or min(n_of(name) for name in chains)
     sft = _chain_counts(counts, "sft", chains.get("sft", []))  # (C, P)
-    metrics = {"n": n_of("sft"), "k_max": k_max, "problems": int(sft.shape[1]), "ks": sorted(set(ks) | {1, k_max})}
+    metrics = {
+        "n": n_of("sft"),
+        "k_max": k_max,
+        "problems": int(sft.shape[1]),
+        "ks": sorted(set(ks) | {1, k_max}),
+    }
     curves = {}
     for key, name in starts.items():
         c = _chain_counts(counts, name, chains.get(name, []))  # (C, P)
         metrics[key] = _start_summary(c, n_of(name), k_max, chains[name])
         curves[name] = [
-            {"k": k, **_band(col, "pass_at_k", "ci95")} for k, col in enumerate(_curves(c, n_of(name), k_max).T, 1)
+            {"k": k, **_band(col, "pass_at_k", "ci95")}
+            for k, col in enumerate(_curves(c, n_of(name), k_max).T, 1)
         ]
     if contrast is not None:
         metrics["contrast"]["run"] = contrast
@@ -504,7 +510,16 @@ def summarise_counts(
             per_seed=per_chain,
             per_rep=per_rep,
             variance={
-                key: variance_components(per_rep[key], float(np.mean([row[f"eval_sd_{key.removesuffix('_rl')}_rl"] for chain in rows for row in chain])) if f"eval_sd_{key.removesuffix('_rl')}_rl" in rows[0][0] else None)
+                key: variance_components(
+                    per_rep[key],
+                    float(
+                        np.mean(
+                            [row[f"eval_sd_{key.removesuffix('_rl')}_rl"] for chain in rows for row in chain]
+                        )
+                    )
+                    if f"eval_sd_{key.removesuffix('_rl')}_rl" in rows[0][0]
+                    else None,
+                )
                 for key in ("pass_at_1_rl", "pass_at_n_rl")
             },
             crossover_k=mean_k,

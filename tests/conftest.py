@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # dataclasses): the values the unit tests were written against, independent of params.yaml.
 TEST_SETTINGS = {
     ModelConfig: {"d_model": 128, "n_layer": 2, "n_head": 4, "max_len": 32},
-    TaskConfig: {"heldout": 0, "max_new_tokens": 2},
+    TaskConfig: {"heldout": 0, "validation": 0, "max_new_tokens": 2},
     SFTConfig: {
         "task": "single_digit",
         "seeds": [0],
@@ -31,11 +31,14 @@ TEST_SETTINGS = {
         "grad_clip": 1.0,
         "eval_samples": 16,
         "eval_max_prompts": 300,
+        "target": None,
+        "check_every": 8,
     },
     GRPOConfig: {
         "task": "single_digit",
         "sft": "single_digit",
         "seeds": [0],
+        "grpo_seeds": 1,
         "steps": 25,
         "prompts_per_step": 16,
         "group_size": 8,
@@ -102,7 +105,7 @@ def tiny_raw() -> dict:
     )  # the contrast: two_digit stands in
     raw["passk"]["contrast"] = "two_digit"
     raw["worked"].update(kl_samples=500, demo_iters=20)
-    raw["passk"].update(n=4, ks=[1, 2, 4], bootstrap=20)
+    raw["passk"].update(n=4, n_others=4, ks=[1, 2, 4], bootstrap=20)
     raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
     raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # the uniform contrast is dropped above
     raw["starts"]["runs"]["two_digit_slips"].update(

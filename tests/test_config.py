@@ -73,8 +73,8 @@ def with_grpo(raw, variant=None, **defaults):
         ),
         (lambda r: with_grpo(r, lr=-1.0), "grpo.defaults.lr = -1.0: must be > 0"),
         (
-            lambda r: r["passk"].update(n=8, ks=[1, 16]),
-            "passk.ks[1] = 16: must satisfy 1 <= k <= passk.n (8)",
+            lambda r: r["passk"].update(n=8, n_others=8, ks=[1, 16]),
+            "passk.ks[1] = 16: must satisfy 1 <= k <= min(n, n_others) (8)",
         ),
         (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
         (lambda r: r["hack"].update(temperature=0), "hack.temperature = 0.0: must be > 0"),

@@ -47,7 +47,7 @@ def _checked(path: Path):
     [
         (
             lambda r: r["tasks"]["two_digit"].update(heldout=9000),
-            r"tasks.two_digit.heldout = 9000: must lie in \[0, 8099\]",
+            r"tasks.two_digit.heldout \+ validation = 9300: must lie in \[0, 8099\]",
         ),
         (lambda r: r["model"].update(max_len=8), r"model.max_len = 8: run two_digit needs \d+ positions"),
         (

@@ -15,7 +15,7 @@ def test_clean_sft_learns_single_digit_addition():
     tok = Tokenizer()
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig), len(tok))
-    train, _ = split("single_digit", 0, seed=0)
+    train, _, _ = split("single_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train, 0.0, repeats=8, seed=0), tok)
     cfg = make(
         SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003
@@ -41,7 +41,7 @@ def test_shared_prefix_loss_equals_the_full_forward_in_value_and_gradient():
     tok = Tokenizer()
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=2, n_head=2), len(tok))
-    train, _ = split("two_digit", 0, seed=0)
+    train, _, _ = split("two_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train[::300], 0.5, repeats=1, seed=0), tok)
     assert shared_prefix_len(tokens, mask) == len(tok.prompt_ids("")) - 1  # up to <user>, not the operands
     ours, g_ours = _grads(model, lambda: sft_loss_shared_prefix(model, tokens, mask))
@@ -67,7 +67,7 @@ def test_shared_prefix_of_one_row_stops_at_its_first_target():
 
 def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
     tok = Tokenizer()
-    train, _ = split("single_digit", 0, seed=0)
+    train, _, _ = split("single_digit", 0, seed=0)
     rows = noisy_rows(train, 1.0, repeats=1, seed=0)
     tokens, mask = encode_sft(rows, tok)
     clean = encode_sft(rows, tok, field="answer")
@@ -86,7 +86,7 @@ def test_clean_warmup_without_clean_tensors_is_an_error():
     import pytest
 
     tok = Tokenizer()
-    train, _ = split("single_digit", 0, seed=0)
+    train, _, _ = split("single_digit", 0, seed=0)
     tokens, mask = encode_sft(noisy_rows(train, 0.5, repeats=1, seed=0), tok)
     cfg = make(SFTConfig, clean_epochs=1, epochs=1)
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
@@ -97,7 +97,7 @@ def test_clean_warmup_without_clean_tensors_is_an_error():
 def _warmup_case(clean_epochs: int):
     """A small run with slip-free uniform noise: its rows, clean tensors and config."""
     tok = Tokenizer()
-    train, _ = split("single_digit", 0, seed=0)
+    train, _, _ = split("single_digit", 0, seed=0)
     rows = noisy_rows(train, 0.5, repeats=2, seed=0)
     cfg = make(SFTConfig, repeats=2, clean_epochs=clean_epochs, epochs=2, batch_size=32)
     return tok, encode_sft(rows, tok), encode_sft(rows, tok, field="answer"), cfg

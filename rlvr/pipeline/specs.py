@@ -80,7 +80,9 @@ STAGES: dict[str, Stage] = {
             paths=lambda key, item, p: paths.data_all(sft_runs(p)),
             params=lambda key, item, p: [
                 "seed",
-                *sorted({f"tasks.{p.sft[r].task}.{k}" for r in sft_runs(p) for k in ("heldout", "validation")}),
+                *sorted(
+                    {f"tasks.{p.sft[r].task}.{k}" for r in sft_runs(p) for k in ("heldout", "validation")}
+                ),
                 *(f"sft.{r}.{k}" for r in sft_runs(p) for k in ("task", "noise", "repeats")),
             ],
             deps=lambda x: [],
