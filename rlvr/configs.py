@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
-from rlvr.fields import AtLeast, Count, NonNegative, Positive, Probability, Section, check_seeds, require
+from rlvr.fields import AtLeast, Count, NonNegative, Positive, Probability, Section, Seed, Seeds, require
 
 TaskName = Literal["single_digit", "two_digit"]
 Advantage = Literal["group", "mean_only", "rloo", "batch_std"]
@@ -82,7 +82,7 @@ class SFTConfig(Section):
     """
 
     task: TaskName  # which task's training split to fit
-    seeds: list[int]  # one SFT run per seed: the chains every variant starting here is paired with
+    seeds: Seeds  # one SFT run per seed: the chains every variant starting here is paired with
     model: ModelConfig | None  # this run's TinyLM shape; null: the top-level `model`
     noise: UniformNoise | SlipNoise  # how training labels are corrupted (`kind` picks the model)
     repeats: Count  # copies of each training problem, each with its own noise draw
@@ -102,9 +102,6 @@ class SFTConfig(Section):
     target: Probability | None
     check_every: Count  # steps between validation checks far from the target
     near: Probability  # within this of the target, every step is checked (a step can jump past it)
-
-    def validate(self, path: str) -> None:
-        check_seeds(self.seeds, f"{path}.seeds")
 
 
 @dataclass(frozen=True)
@@ -130,7 +127,7 @@ class GRPOConfig(Section):
 
     task: TaskName  # the task trained and evaluated on (must be the SFT run's task)
     sft: str  # which SFT run (params `sft.<name>`) to start from
-    seeds: list[int]  # the chains: GRPO from each of these SFT seeds' checkpoints
+    seeds: Seeds  # the chains: GRPO from each of these SFT seeds' checkpoints
     grpo_seeds: Count  # GRPO seeds per chain (nested: start variance apart from GRPO's own)
     steps: Count  # optimiser iterations (each: sample, score, mu inner epochs)
     prompts_per_step: Count  # P: distinct prompts per step
@@ -153,15 +150,12 @@ class GRPOConfig(Section):
     eval_every: Count  # steps between held-out evaluations (and always the last step)
     eval_samples: Count  # samples per held-out prompt at each evaluation
 
-    def validate(self, path: str) -> None:
-        check_seeds(self.seeds, f"{path}.seeds")
-
 
 @dataclass(frozen=True)
 class WorkedConfig(Section):
     """The chapters' worked examples (`rlvr.worked`): sampling sizes and the 24-prompt demo's knobs."""
 
-    seed: int  # seeds every draw: the k3 samples, the Monte Carlo check, the demo's rewards
+    seed: Seed  # seeds every draw: the k3 samples, the Monte Carlo check, the demo's rewards
     kl_samples: Count  # tokens sampled from pi for the k3 check (chapter A's test size)
     kl_vocab: Annotated[int, AtLeast(2)]  # toy vocabulary of pi and pi_ref (one token has no KL)
     demo_prompts: Annotated[int, AtLeast(3)]  # chapter B's demo pool: easy, mid, hard thirds

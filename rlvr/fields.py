@@ -5,8 +5,10 @@ says everything a value must satisfy:
 
 - `Literal[...]` for a choice;
 - `Annotated[int | float, AtLeast(x) / Above(x) / Between(lo, hi)]` for a range, declared once,
-  beside the field (`Count`, `Positive`, `NonNegative`, `Probability` name the common ones);
-- `list[x]`, `bool`, `int`, `float`, `str` as usual.
+  beside the field (`Count`, `Positive`, `NonNegative`, `Probability`, `Seed` name the common ones;
+  a range refuses NaN and infinities);
+- `Seeds` for a list of chains' seeds: at least one, each a `Seed`, none repeated;
+- `list[x]`, `bool`, `int`, `float` (finite: NaN and infinities are refused), `str` as usual.
 Rules that tie two fields together (d_model % n_head) are the section's `validate`.
 
 Nothing here reads a file: `rlvr.pipeline.config` builds sections from params.yaml and checks each
@@ -16,6 +18,7 @@ under its dotted params.yaml name, so a stage's declared params can be checked a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +41,20 @@ def require(cond: bool, path: str, value: Any, rule: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Ranges, declared in a field's annotation: `lr: Annotated[float, Above(0)]`.
+# Ranges, declared in a field's annotation: `lr: Annotated[float, Above(0)]`. A range refuses NaN and
+# +-inf before comparing: `inf >= 0` holds and every comparison with NaN is False, so a bound alone
+# would let an infinite learning rate through and refuse or pass a NaN by the way it is written.
+
+
+def _bound(x: float) -> str:
+    """A bound as params.yaml would write it: an int exactly (a seed's 4294967295), a float by %g."""
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def _not_finite(v) -> str | None:
+    if isinstance(v, int):  # exact, however large (math.isfinite would overflow converting 10**400)
+        return None
+    return None if math.isfinite(v) else "must be a finite number"
 
 
 @dataclass(frozen=True)
@@ -46,7 +62,7 @@ class AtLeast:
     lo: float
 
     def check(self, v) -> str | None:
-        return None if v >= self.lo else f"must be >= {self.lo:g}"
+        return _not_finite(v) or (None if v >= self.lo else f"must be >= {_bound(self.lo)}")
 
 
 @dataclass(frozen=True)
@@ -54,27 +70,46 @@ class Above:
     lo: float
 
     def check(self, v) -> str | None:
-        return None if v > self.lo else f"must be > {self.lo:g}"
+        return _not_finite(v) or (None if v > self.lo else f"must be > {_bound(self.lo)}")
 
 
 @dataclass(frozen=True)
 class Between:
     lo: float
     hi: float
+    what: str = ""  # what the range is, said after it: "a 32-bit seed"
 
     def check(self, v) -> str | None:
-        return None if self.lo <= v <= self.hi else f"must lie in [{self.lo:g}, {self.hi:g}]"
+        if (problem := _not_finite(v)) or self.lo <= v <= self.hi:
+            return problem
+        return f"must lie in [{_bound(self.lo)}, {_bound(self.hi)}]" + (
+            f" ({self.what})" if self.what else ""
+        )
+
+
+@dataclass(frozen=True)
+class DistinctSeeds:
+    """A list of seeds (chains): at least one, no two alike (a repeated seed would train one chain
+    twice and count it as two)."""
+
+    def check(self, seeds: list) -> str | None:
+        if not seeds:
+            return "list at least one seed"
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        if repeated:
+            return f"seeds must differ ({', '.join(map(str, repeated))} repeated)"
+        return None
 
 
 Count = Annotated[int, AtLeast(1)]  # a size or a number of steps: at least one
 Positive = Annotated[float, Above(0)]
 NonNegative = Annotated[float, AtLeast(0)]
 Probability = Annotated[float, Between(0, 1)]
-
-
-def check_seeds(seeds: list[int], path: str) -> None:
-    require(len(seeds) > 0, path, seeds, "list at least one seed")
-    require(len(set(seeds)) == len(seeds), path, seeds, "seeds must differ")
+# A seed: a non-negative 32-bit integer, which every generator here takes (numpy's refuses a negative
+# seed, torch's one past 2**64 - 1, numpy's legacy one past 2**32 - 1).
+SEED_MAX = 2**32 - 1
+Seed = Annotated[int, Between(0, SEED_MAX, "a 32-bit seed")]
+Seeds = Annotated[list[Seed], DistinctSeeds()]  # a run's chains: one or more distinct seeds
 
 
 # --------------------------------------------------------------------------------------------

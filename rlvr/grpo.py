@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
 from rlvr.model import TinyLM, grouped_response_logits
-from rlvr.optim import AdamW
+from rlvr.optim import AdamW, Diverged, check_step, check_weights
 from rlvr.rollout import sample_scored
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
@@ -398,7 +398,8 @@ def grpo_update(
 
     pi_old is the policy that sampled the batch, i.e. the policy before the first inner step, so
     its log-probs are the first epoch's own (detached): with mu = 1 the ratio is exactly 1.
-    `shared_prefix` picks `response_logits`' fast path.
+    `shared_prefix` picks `response_logits`' fast path. A NaN or infinite loss or gradient raises
+    `Diverged` before the optimiser steps on it (`train_grpo` adds the step).
     """
     targets = batch.tokens[:, batch.prompt_len :]  # (B, T)
     mask = batch.mask  # (B, T)
@@ -437,9 +438,11 @@ def grpo_update(
         )
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        value = loss.item()
+        check_step(value, norm, None, diverge_settings(cfg))  # before the step: never trained on
         opt.step()
-        for k, v in {"loss": loss.item(), **stats}.items():
+        for k, v in {"loss": value, **stats}.items():
             stats_sum[k] = stats_sum.get(k, 0.0) + v / cfg.inner_epochs
     out = {k: v for k, v in stats_sum.items() if k != "kl_nats"}
     live = mask > 0
@@ -539,6 +542,9 @@ def train_grpo(
     we evaluate never changes the training trajectory. `shared_prefix` takes the fast forward
     (`response_logits`), as the pipeline does.
 
+    A NaN or infinite loss, gradient or weight stops training at its step with `Diverged` (a
+    UserError naming the variant's lr, grad_clip and temperature): nothing is sampled from it.
+
     `gen` lives on the policy's device (a CUDA generator on a GPU) and drives the whole step there:
     the prompt draws are made on it too, then read back as indices into `data.train`, so one
     generator and one seed still decide a run on each device.
@@ -567,11 +573,16 @@ def train_grpo(
         t0 = time.perf_counter()
         batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
         has_groups = batch.rewards.numel() > 0
-        stats = (
-            grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, n_new, shared_prefix)
-            if has_groups
-            else {"grad_tokens": 0}
-        )
+        try:
+            stats = (
+                grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, n_new, shared_prefix)
+                if has_groups
+                else {"grad_tokens": 0}
+            )
+            if has_groups:  # the next rollout samples from these weights: never from NaN ones
+                check_weights(policy.parameters(), None, diverge_settings(cfg))
+        except Diverged as exc:
+            raise exc.at(step=step) from None
         row = {"step": step, **step_metrics(batch, stats), "step_seconds": time.perf_counter() - t0}
         if hooks.batch_metrics is not None:
             row.update(hooks.batch_metrics(batch, step))
@@ -581,6 +592,11 @@ def train_grpo(
         if hooks.on_step is not None:
             hooks.on_step(row)
     return curve
+
+
+def diverge_settings(cfg: GRPOConfig) -> dict[str, float]:
+    """The settings a diverged GRPO run names: what sets the size of its steps and its logits."""
+    return {"lr": cfg.lr, "grad_clip": cfg.grad_clip, "temperature": cfg.temperature}
 
 
 def step_metrics(batch: Groups, stats: dict) -> dict:

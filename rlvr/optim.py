@@ -10,9 +10,13 @@ bit-identical to torch.optim's (tests/test_optim.py checks that against torch.op
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import torch
+
+from rlvr.fields import UserError
 
 
 class AdamW:
@@ -73,7 +77,14 @@ class AdamW:
 
     @torch.no_grad()
     def step(self) -> None:
+        """One update of every parameter with a gradient. An lr so large that the first update's
+        step size (lr / (1 - beta1)) is beyond the weights' float range raises `Diverged`, before
+        anything changes (torch would fail converting it, mid-update)."""
         beta1, beta2 = self.betas
+        dtype = self.params[0].dtype
+        if not self.lr / (1 - beta1) <= torch.finfo(dtype).max:
+            what = f"Adam's step size lr / (1 - beta1) = {self.lr / (1 - beta1):g} (beyond {dtype})"
+            raise Diverged(what, self.lr, None, {"lr": self.lr})
         for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq)):
             if p.grad is None:
                 continue
@@ -86,3 +97,93 @@ class AdamW:
             step_size = self.lr / (1 - beta1**t)  # bias corrections, in Python floats as torch does
             denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)
             p.addcdiv_(m, denom, value=-step_size)
+
+
+# --------------------------------------------------------------------------------------------
+# A run that diverges stops at once: a NaN or infinite loss, gradient or weight is never trained on,
+# saved or scored.
+
+
+class Diverged(UserError):
+    """Training met a NaN or an infinity (the loss, the gradient norm, the weights after an update,
+    or an Adam step beyond the float range). One line: where (the params section and chain, once
+    the stage has said them), the step, the value, and the settings to look at with their values.
+    A UserError: the stage stops with status 2, and its outputs are never written (or removed, if
+    other chains' were).
+
+    Pickled whole (its args), so a seed worker's reaches the stage process as it was raised."""
+
+    def __init__(
+        self,
+        what: str,  # what was not finite, as said: "loss = nan"
+        value: float,
+        step: int | None,
+        settings: dict[str, float],
+        where: str = "",
+        chain: int | None = None,
+        paths: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(what, value, step, settings, where, chain, paths)
+        self.what, self.value, self.step, self.settings = what, value, step, settings
+        self.where, self.chain, self.paths = where, chain, paths or {}
+
+    def at(
+        self,
+        where: str | None = None,
+        chain: int | None = None,
+        step: int | None = None,
+        paths: dict[str, str] | None = None,
+    ) -> Diverged:
+        """The same error, placed: its params section (`sft.two_digit`), chain, step, or the dotted
+        path of a setting that is not `<where>.<name>` (the hack's lr is its variant's)."""
+        return Diverged(
+            self.what,
+            self.value,
+            self.step if step is None else step,
+            self.settings,
+            self.where if where is None else where,
+            self.chain if chain is None else chain,
+            {**self.paths, **(paths or {})},
+        )
+
+    def __str__(self) -> str:
+        place = self.where or "training"
+        if self.chain is not None:
+            place += f" chain {self.chain}"
+        step = "" if self.step is None else f" at step {self.step}"
+        prefix = f"{self.where}." if self.where else ""
+        look = ", ".join(f"{self.paths.get(k, prefix + k)} ({v:g})" for k, v in self.settings.items())
+        return f"{place}: {self.what}{step}: training diverged; lower or check {look}"
+
+
+@contextmanager
+def diverged_at(
+    where: str | None = None,
+    chain: int | None = None,
+    step: int | None = None,
+    paths: dict[str, str] | None = None,
+) -> Iterator[None]:
+    """Place a Diverged raised inside the block (`Diverged.at`): a stage says its params section, a
+    seed worker its chain, a training loop its step."""
+    try:
+        yield
+    except Diverged as exc:
+        raise exc.at(where, chain, step, paths) from None
+
+
+def check_step(loss: float, grad_norm: torch.Tensor, step: int | None, settings: dict[str, float]) -> None:
+    """Raise Diverged if a step's loss (a float) or its gradient norm (the 0-d tensor
+    `clip_grad_norm_` returns, before the optimiser steps on it) is NaN or infinite."""
+    if not math.isfinite(loss):
+        raise Diverged(f"loss = {loss}", loss, step, settings)
+    norm = float(grad_norm)
+    if not math.isfinite(norm):
+        raise Diverged(f"gradient norm = {norm}", norm, step, settings)
+
+
+def check_weights(params: Iterable[torch.Tensor], step: int | None, settings: dict[str, float]) -> None:
+    """Raise Diverged if any weight is NaN or infinite: after an update, whose overflow no loss shows
+    until the next step (after the last, none does; GRPO samples from the weights before that)."""
+    bad = sum(int((~torch.isfinite(p.detach())).sum()) for p in params)
+    if bad:
+        raise Diverged(f"{bad} weights are NaN or infinite", math.nan, step, settings)

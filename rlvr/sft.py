@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from rlvr.configs import SFTConfig
 from rlvr.model import TinyLM, common_prefix_len, grouped_response_logits
-from rlvr.optim import AdamW
+from rlvr.optim import AdamW, check_step, check_weights, diverged_at
 from rlvr.tokenizer import Tokenizer
 
 
@@ -266,13 +266,16 @@ def _epochs(
     from `generator`, `ceil(N / batch_size)` steps each, lr from the step's place in the whole run.
     `shared_prefix` takes the loss's fast path (`sft_loss_shared_prefix`). The rows are moved to the
     model's device once; the shuffle is drawn on the generator's (the same one). `stop(model, steps)`
-    is asked after every step; True ends the epochs there."""
+    is asked after every step; True ends the epochs there. A NaN or infinite loss or gradient
+    stops training with `Diverged` (a UserError naming the step and the run's lr and grad_clip)
+    before the optimiser steps on it, as do NaN or infinite weights after the last step."""
+    settings = {"lr": cfg.lr, "grad_clip": cfg.grad_clip}
     loss_fn = sft_loss_shared_prefix if shared_prefix else sft_loss
     tokens, mask = tokens.to(model.device), mask.to(model.device)  # on the CPU: the tensors themselves
     N = tokens.shape[0]
     per_epoch = math.ceil(N / cfg.batch_size)
     total = per_epoch * (cfg.clean_epochs + cfg.epochs)
-    curve = []
+    curve, done = [], False
     model.train()
     bar = tqdm(
         total=per_epoch * len(epochs),
@@ -290,16 +293,22 @@ def _epochs(
             loss = loss_fn(model, tokens[idx], mask[idx])
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             row = {"step": step, "epoch": epoch, "phase": phase, "loss": loss.item(), "lr": opt.lr}
+            check_step(row["loss"], norm, step, settings)  # before the step: never trained on
+            with diverged_at(step=step):
+                opt.step()
             curve.append(row)
             if on_step is not None:
                 on_step(row)
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
-            if stop is not None and stop(model, len(curve)):
-                bar.close()
-                return curve
+            done = stop is not None and stop(model, len(curve))
+            if done:
+                break
+        if done:
+            break
     bar.close()
+    if curve:  # the last step's update has no loss after it to show it
+        check_weights(model.parameters(), curve[-1]["step"], settings)
     return curve

@@ -5,10 +5,39 @@ from pathlib import Path
 import pytest
 import yaml
 
+# The checkout is not the tests': its store, outputs and dvc.lock are watched over the session.
+from checkout_guard import _checkout_unchanged, pytest_sessionfinish, pytest_terminal_summary  # noqa: F401
+
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig, TaskConfig, WorkedConfig
 from rlvr.pipeline.config import build, parse_params, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+_COMMITTED: dict[str, Path] = {}  # a path of the checkout -> its HEAD version, extracted this session
+
+
+def at_head(rel: str) -> Path:
+    """`rel` (a file or folder of this checkout: "dvc.lock", "reports/metrics") as HEAD has it,
+    extracted once a session into a temporary folder. Tests that need the committed results read
+    these, never the working tree's: those are the user's, which `dvc repro` rewrites (and the
+    session guard, `checkout_guard`, watches)."""
+    import atexit
+    import io
+    import shutil
+    import subprocess
+    import tarfile
+    import tempfile
+
+    if rel not in _COMMITTED:
+        tar = subprocess.run(
+            ["git", "archive", "--format=tar", "HEAD", "--", rel], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        into = Path(tempfile.mkdtemp(prefix="rlvr-committed-"))
+        atexit.register(shutil.rmtree, into, True)
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            archive.extractall(into, filter="data")
+        _COMMITTED[rel] = into / rel
+    return _COMMITTED[rel]
+
 
 # Full settings for configs that tests build by hand (params.yaml has no defaults, so neither do the
 # dataclasses): the values the unit tests were written against, independent of params.yaml.
@@ -126,12 +155,32 @@ def tiny_params():
 
 
 @pytest.fixture
-def mlflow_store(tmp_path, monkeypatch):
-    """A private SQLite MLflow store for one test."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def mlflow_store(tmp_path_factory, monkeypatch):
+    """A private SQLite MLflow store for one test, in a folder of its own (tmp_path stays the
+    test's), with its artifacts beside it: the experiment is made here with that artifact folder (a
+    store without one writes to ./mlruns, in the checkout when the test runs from it)."""
+    import logging
+
+    from mlflow.tracking import MlflowClient
+
+    from rlvr.pipeline.tracking import EXPERIMENT, KIND, KIND_TAG
+
+    folder = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("DVC_STAGE", raising=False)
     monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    loggers = [logging.getLogger(name) for name in ("mlflow", "alembic")]  # "Creating ... tables"
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.WARNING)
+    try:
+        MlflowClient(uri).create_experiment(
+            EXPERIMENT, artifact_location=(folder / "mlartifacts").as_uri(), tags={KIND_TAG: KIND}
+        )
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
     return uri
 
 
@@ -154,7 +203,7 @@ def tiny_checkout(d: Path, env: dict) -> None:
     shutil.copytree(ROOT / "experiments", d / "experiments")
     for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json", "reports/starts/starts.json"):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, d / name)
+        shutil.copy(at_head(name) if name.startswith("reports/") else ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))
     for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
         subprocess.run(cmd, cwd=d, env=env, check=True, capture_output=True)

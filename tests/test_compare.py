@@ -4,10 +4,11 @@ JSON layout does not depend on the variants' names. Metrics files are synthetic,
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, at_head
 from scipy import stats
 
 from rlvr.cli import main
@@ -217,10 +218,15 @@ def test_exact_welch_interval_when_seeds_differ(tmp_path):
     assert d["test"]["pvalue"] == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue)
 
 
-def test_diff_cli_on_the_committed_results(capsys):
-    """The table and the JSON for two chapter-B variants from reports/ (moved from test_report.py)."""
+def test_diff_cli_on_the_committed_results(capsys, tmp_path):
+    """The table and the JSON for two chapter-B variants from reports/ (moved from test_report.py),
+    as committed: in a copy, not the working tree (the user's, which `dvc repro` rewrites)."""
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(at_head("reports/metrics"), tmp_path / "reports/metrics")
+    shutil.copy(at_head("reports/passk-counts.json"), tmp_path / "reports/passk-counts.json")
     cwd = os.getcwd()
-    os.chdir(ROOT)
+    os.chdir(tmp_path)
     try:
         assert main(["diff", "grpo", "dr_grpo"]) == 0
         table = capsys.readouterr().out

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, at_head
 
 from rlvr.pipeline import verify
 
@@ -21,8 +21,8 @@ def results(tmp_path):
         "reports/benchmarks.json",
     ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, tmp_path / rel)
-    shutil.copytree(ROOT / "reports/metrics", tmp_path / "reports/metrics")
+        shutil.copy(at_head(rel) if rel.startswith(("reports/", "dvc.lock")) else ROOT / rel, tmp_path / rel)
+    shutil.copytree(at_head("reports/metrics"), tmp_path / "reports/metrics")
     return tmp_path
 
 

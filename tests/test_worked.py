@@ -198,7 +198,8 @@ def test_b14_demo_is_repeatable_for_a_seed(demo):
 # ---------------------------------------------------------------- stage and config
 
 
-def test_worked_stage_writes_the_json_and_every_figure(tmp_path):
+def test_worked_stage_writes_the_json_and_every_figure(tmp_path, mlflow_store):
+    """Its MLflow run goes to the test's own store (the checkout's mlflow.db is the user's)."""
     from rlvr.pipeline.paths import WorkedPaths
     from rlvr.pipeline.stages.worked import run
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ from rlvr.fields import (
     Positive,
     Probability,
     Section,
+    Seed,
+    Seeds,
     Table,
-    check_seeds,
     require,
     table,
 )
@@ -71,7 +73,12 @@ def check_value(value: Any, tp: Any, path: str) -> Any:
     if tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         require(ok, path, value, "must be a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf
+        require(math.isfinite(number), path, value, "must be a finite number")
+        return number
     if tp is str:
         require(isinstance(value, str), path, value, "must be a string")
         return value
@@ -181,7 +188,7 @@ class HackConfig(Section):
     variant: (
         str  # the GRPO variant whose loop settings are used (seeds, steps, temperature below replace its own)
     )
-    seeds: list[int]  # one substring-reward run per seed
+    seeds: Seeds  # one substring-reward run per seed
     steps: Count  # GRPO steps on the substring reward
     max_new_tokens: Count  # room for several digits: the hack needs it
     temperature: Positive  # rollout temperature (the loss uses the same tempered log-probs)
@@ -189,7 +196,6 @@ class HackConfig(Section):
     window: Count  # steps averaged for the start and end figures
 
     def validate(self, path: str) -> None:
-        check_seeds(self.seeds, f"{path}.seeds")
         require(
             self.window <= self.steps,
             f"{path}.window",
@@ -218,7 +224,7 @@ Device = Literal["cpu", "cuda"]  # where TinyLM trains and samples (`determinism
 class Params(Section):
     """The whole of params.yaml."""
 
-    seed: int  # master seed: splits, noise draws, initialisation, sampling
+    seed: Seed  # master seed: splits, noise draws, initialisation, sampling
     threads: Count  # torch.set_num_threads for every stage
     device: Device  # where the stages that run TinyLM run it; cpu is bit-for-bit repeatable per machine
     model: ModelConfig
@@ -279,7 +285,7 @@ def parse_params(raw: Any) -> Params:
     """Validate a params.yaml mapping into `Params`. Raises ConfigError on the first problem."""
     require(isinstance(raw, dict), "params", type(raw).__name__, "params.yaml must be a mapping")
     _check_keys(raw, TOP_KEYS, "")
-    seed = check_value(raw["seed"], int, "seed")
+    seed = check_value(raw["seed"], Seed, "seed")
     threads = check_value(raw["threads"], Count, "threads")
     device = check_value(raw["device"], Device, "device")
     model = build(ModelConfig, raw["model"], "model")

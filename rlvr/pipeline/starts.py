@@ -29,6 +29,7 @@ from rlvr.files import write_json
 from rlvr.grpo import GRPOData, train_grpo
 from rlvr.model import TinyLM
 from rlvr.noise import sft_rows
+from rlvr.optim import diverged_at
 from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
@@ -69,17 +70,18 @@ def train_chain(
     tokens, mask, clean = data
     model = TinyLM(model_cfg, len(tok)).to(device)
     stop = controlled_stop(cfg, held, tok)
-    train_sft(
-        model,
-        tokens,
-        mask,
-        cfg,
-        torch.Generator(device=device).manual_seed(seed),
-        progress=False,
-        clean=clean,
-        shared_prefix=True,
-        stop=stop,
-    )
+    with diverged_at(chain=seed):
+        train_sft(
+            model,
+            tokens,
+            mask,
+            cfg,
+            torch.Generator(device=device).manual_seed(seed),
+            progress=False,
+            clean=clean,
+            shared_prefix=True,
+            stop=stop,
+        )
     counts = correct_counts(
         model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     )
@@ -105,7 +107,8 @@ def train_grpo_chain(
     policy.to(device).eval()
     data = GRPOData(train, held, tok, task.max_new_tokens)
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", 0))  # the grpo stage's stream
-    train_grpo(policy, cfg, data, gen, shared_prefix=True)
+    with diverged_at(chain=seed):
+        train_grpo(policy, cfg, data, gen, shared_prefix=True)
     return correct_counts(
         policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     ).tolist()
@@ -138,7 +141,8 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         tokens, mask = encode_sft(rows, tok)
         data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
         args = (c, c.model or params.model, task, data, held, n, params.seed, device)
-        with seed_results(train_chain, c.seeds, args, workers, device) as chains:
+        where = f"starts.runs.{name}" if name in dict.keys(cfg.runs) else f"sft.{name}"
+        with diverged_at(where), seed_results(train_chain, c.seeds, args, workers, device) as chains:
             results[name] = {
                 "seeds": c.seeds,
                 "train": problems_of(rows, task_name),  # GRPO's prompts
@@ -151,7 +155,10 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     for name, r in results.items():  # then GRPO from every chain of every candidate
         seeds = [s for s in variant.seeds if s in r["seeds"]]
         args = (r["chains"], variant, task, r["train"], held, n, params.seed, device)
-        with seed_results(train_grpo_chain, seeds, args, workers, device) as grpo:
+        with (
+            diverged_at(f"variants.{cfg.variant}"),
+            seed_results(train_grpo_chain, seeds, args, workers, device) as grpo,
+        ):
             r["grpo"] = dict(zip(seeds, grpo, strict=True))
         if progress:
             print(f"starts: {name} GRPO seeds done", flush=True)

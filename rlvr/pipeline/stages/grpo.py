@@ -9,6 +9,7 @@ import torch
 from rlvr.configs import GRPOConfig
 from rlvr.files import read_heldout, read_jsonl, write_tsv
 from rlvr.grpo import GRPOData, seed_summary, train_grpo
+from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import curve_band, split_curve
@@ -64,7 +65,8 @@ def train_seed(
     policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
     data = GRPOData(train, evals, tok, max_new_tokens)
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", rep))
-    curve = train_grpo(policy, cfg, data, gen, shared_prefix=True)
+    with diverged_at(chain=seed):
+        curve = train_grpo(policy, cfg, data, gen, shared_prefix=True)
     return SeedResult(seed_summary(curve), curve, policy.state_dict())
 
 
@@ -116,6 +118,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
     per_unit, run_ids, eval_curves = {}, {}, []
     args = (units, cfg, task.max_new_tokens, train, evals, paths.start, start_hash, params.device)
     with (
+        diverged_at(f"variants.{name}"),  # a unit that diverges stops the stage: one line, no outputs
         seed_results(
             train_seed, list(range(len(units))), args, thread_budget(params.threads), params.device
         ) as results,

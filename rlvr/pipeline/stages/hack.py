@@ -8,6 +8,7 @@ import torch
 from rlvr.configs import GRPOConfig
 from rlvr.files import read_jsonl, write_json
 from rlvr.grpo import GRPOData, Hooks, train_grpo
+from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import HackConfig, Params
 from rlvr.pipeline.determinism import thread_budget
@@ -65,7 +66,8 @@ def train_seed(
     )
     data = GRPOData(train, train, tok, cfg.max_new_tokens)
     gen = torch.Generator(device=device).manual_seed(seed)
-    curve = train_grpo(policy, grpo_cfg, data, gen, hooks, shared_prefix=True)
+    with diverged_at(chain=seed):
+        curve = train_grpo(policy, grpo_cfg, data, gen, hooks, shared_prefix=True)
     return SeedResult(
         hack_summary(curve, cfg.window),
         curve,
@@ -86,7 +88,9 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
     own_hash = config_hash("hack", None, params)
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
     finals, tables = {}, {}
+    loop = f"variants.{cfg.variant}"  # the hack's lr and grad_clip are its variant's; temperature its own
     with (
+        diverged_at("hack", paths={"lr": f"{loop}.lr", "grad_clip": f"{loop}.grad_clip"}),
         seed_results(
             train_seed,
             cfg.seeds,

@@ -12,7 +12,7 @@ from rlvr.configs import SFTConfig, TaskConfig
 from rlvr.fields import UserError
 from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
-from rlvr.optim import AdamW
+from rlvr.optim import AdamW, diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
@@ -65,7 +65,8 @@ def train_seed(
     model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
     stop = controlled_stop(cfg, val, tok)
     t0 = time.perf_counter()
-    noisy = fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
+    with diverged_at(chain=seed):
+        noisy = fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
     train_seconds = time.perf_counter() - t0
     curve = warm_curve + noisy
     summary = {
@@ -146,6 +147,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     per_seed = {}
     args = (cfg, task, encode_sft(rows, tok), warmup, evals, params.device)
     with (
+        diverged_at(f"sft.{name}"),  # a chain that diverges stops the stage: one line, no outputs
         seed_results(train_seed, cfg.seeds, args, thread_budget(params.threads), params.device) as results,
         tracked("sft", name, params, tags, start=results.started) as mlrun,
     ):

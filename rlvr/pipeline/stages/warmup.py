@@ -18,6 +18,7 @@ from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import ConfigError
 from rlvr.files import read_jsonl
 from rlvr.model import TinyLM
+from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
@@ -67,7 +68,8 @@ def train_seed(
         perturb_(model, eps, seed)
     model.to(device)
     t0 = time.perf_counter()
-    opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
+    with diverged_at(chain=seed):
+        opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
     summary = {"steps": len(curve), "train_seconds": round(time.perf_counter() - t0, 2)}
     if curve:  # a warm-up of no clean epochs (a run that starts from a fresh model) has no loss
         summary["final_loss"] = final_loss(curve)
@@ -88,6 +90,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
     per_seed = {}
     eps = perturbation()
     with (
+        diverged_at(f"sft.{w.run}"),  # its settings are the run's: one line, no outputs
         seed_results(
             train_seed,
             cfg.seeds,
