@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
 from rlvr.model import TinyLM, grouped_response_logits
-from rlvr.optim import AdamW, Diverged, check_step, check_weights
+from rlvr.optim import AdamW, check_step, check_weights, diverged_at
 from rlvr.rollout import sample_scored
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
@@ -573,7 +573,7 @@ def train_grpo(
         t0 = time.perf_counter()
         batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
         has_groups = batch.rewards.numel() > 0
-        try:
+        with diverged_at(step=step):
             stats = (
                 grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, n_new, shared_prefix)
                 if has_groups
@@ -581,8 +581,6 @@ def train_grpo(
             )
             if has_groups:  # the next rollout samples from these weights: never from NaN ones
                 check_weights(policy.parameters(), None, diverge_settings(cfg))
-        except Diverged as exc:
-            raise exc.at(step=step) from None
         row = {"step": step, **step_metrics(batch, stats), "step_seconds": time.perf_counter() - t0}
         if hooks.batch_metrics is not None:
             row.update(hooks.batch_metrics(batch, step))

@@ -129,15 +129,11 @@ def tiny_raw() -> dict:
         for k, v in raw["variants"].items()
         if k in keep
     }
-    del (
-        raw["sft"]["two_digit_uniform"],
-        raw["warmups"]["two_digit_uniform"],
-    )  # the contrast: two_digit stands in
-    raw["passk"]["contrast"] = "two_digit"
+    raw["passk"]["contrast"] = "two_digit"  # params.yaml scores none: two_digit stands in for one
     raw["worked"].update(kl_samples=500, demo_iters=20)
     raw["passk"].update(n=8, n_others=4, ks=[1, 2, 4], bootstrap=20)
     raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
-    raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # the uniform contrast is dropped above
+    raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # two of the three
     raw["starts"]["runs"]["two_digit_slips"].update(
         seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256, eval_samples=2, eval_max_prompts=20
     )

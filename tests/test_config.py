@@ -195,6 +195,23 @@ def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_pa
     assert "\n" not in err
 
 
+def test_passk_may_score_no_contrast(tiny_raw_params):
+    """passk.contrast: null scores the start and its variants only; the stage then neither depends
+    on a second SFT run's checkpoints nor on its seeds."""
+    from rlvr.pipeline.specs import STAGES
+
+    raw = {**tiny_raw_params, "passk": {**tiny_raw_params["passk"], "contrast": None}}
+    params = parse_params(raw)
+    stage = STAGES["passk"]
+    x = stage.paths(None, None, params)
+    assert x.contrast is None
+    assert x.start.checkpoints in stage.deps(x)
+    assert [k for k in stage.params(None, None, params) if k.startswith("sft.")] == [
+        "sft.two_digit.task",
+        "sft.two_digit.seeds",
+    ]
+
+
 def test_unknown_variant_and_run_are_named_with_the_known_ones(tiny_raw_params):
     params = parse_params(with_grpo(tiny_raw_params))
     with pytest.raises(ConfigError, match="variant 'nope': unknown; known variants: grpo"):

@@ -152,6 +152,27 @@ def test_passk_figures_draw_from_chain_counts(tmp_path):
         assert path.read_bytes().startswith(b"\x89PNG")
 
 
+def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
+    """params.yaml scores no contrast (passk.contrast: null): the figures draw the SFT start's own
+    chains instead, and nothing asks for a second start."""
+    from matplotlib.image import imread
+
+    from rlvr.report import plots
+
+    n, seeds = 8, [0, 1, 2]
+    counts = {k: v for k, v in _chain_counts(n, seeds=seeds).items() if not k.startswith("base2/")}
+    chains = {"sft": seeds, "v": seeds}
+    metrics, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0, contrast=None)
+    assert "contrast" not in metrics and set(curves) == {"sft", "v"}
+    samples = {name: n for name in chains}
+    crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
+    with_chains = plots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", n)
+    plots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers)
+    one_chain = plots.passk_solve_rates(counts, {"sft": [0], "v": seeds}, samples, None, tmp_path / "1.png", n)
+    assert imread(with_chains).shape == imread(one_chain).shape
+    assert (imread(with_chains) != imread(one_chain)).any()  # the per-chain lines are drawn
+
+
 def test_problem_tables_count_a_problem_as_sft_solved_if_any_chain_solves_it():
     from rlvr.report.claims import problem_tables
 

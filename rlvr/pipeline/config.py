@@ -162,7 +162,7 @@ class PassKConfig(Section):
     """pass@k evaluation on the held-out problems."""
 
     sft: str  # SFT run whose held-out problems are scored; its variants are compared with it
-    contrast: str  # a second SFT run of the same task scored beside it (e.g. the uniform-noise start)
+    contrast: str | None  # a second SFT run of the same task scored beside it; null: none
     n: Count  # samples per problem for the SFT start and the `headline` variants
     n_others: Count  # samples per problem for the contrast and every other variant
     headline: list[str]  # variants scored with n (the claims' own); the rest with n_others
@@ -343,11 +343,12 @@ def parse_params(raw: Any) -> Params:
     passk = build(PassKConfig, raw["passk"], "passk")
     for key in ("sft", "contrast"):
         run = getattr(passk, key)
-        require(run in sft, f"passk.{key}", run, f"must name an sft run ({', '.join(sft)})")
+        if key == "sft" or run is not None:
+            require(run in sft, f"passk.{key}", run, f"must name an sft run ({', '.join(sft)})")
     for i, v in enumerate(passk.headline):
         require(v in variants, f"passk.headline[{i}]", v, f"must name a variant ({', '.join(variants)})")
     require(
-        sft[passk.contrast].task == sft[passk.sft].task,
+        passk.contrast is None or sft[passk.contrast].task == sft[passk.sft].task,
         "passk.contrast",
         passk.contrast,
         f"must be an sft run of passk.sft's task ({sft[passk.sft].task})",

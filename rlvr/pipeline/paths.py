@@ -178,11 +178,11 @@ def grpo(variant: str, sft_run: str) -> GRPOPaths:
 
 @dataclass(frozen=True)
 class PassKPaths:
-    """`passk`: the SFT run's checkpoints (one per chain) and held-out problems, the contrast run's,
-    every variant's checkpoints."""
+    """`passk`: the SFT run's checkpoints (one per chain) and held-out problems, the contrast run's
+    (if it has one), every variant's checkpoints."""
 
     start: SFTPaths
-    contrast: SFTPaths
+    contrast: SFTPaths | None
     variants: Path  # the folder of the variants' checkpoint folders (GRPOPaths.checkpoints)
     counts: Path  # per-problem correct counts c_i, committed
     metrics: Path
@@ -204,10 +204,10 @@ class PassKPaths:
 PASSK_COUNTS = REPORTS / "passk-counts.json"
 
 
-def passk(sft_run: str, contrast: str, variants: tuple[str, ...] = ()) -> PassKPaths:
+def passk(sft_run: str, contrast: str | None, variants: tuple[str, ...] = ()) -> PassKPaths:
     return PassKPaths(
         sft(sft_run),
-        sft(contrast),
+        None if contrast is None else sft(contrast),
         GRPO_CHECKPOINTS,
         PASSK_COUNTS,
         METRICS / "passk.json",

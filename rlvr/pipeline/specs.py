@@ -147,12 +147,12 @@ STAGES: dict[str, Stage] = {
                 f"tasks.{_raw(p)['sft'][_raw(p)['passk']['sft']]['task']}",
                 f"sft.{p.passk.sft}.task",
                 f"sft.{p.passk.sft}.seeds",
-                f"sft.{p.passk.contrast}.seeds",
+                *([] if p.passk.contrast is None else [f"sft.{p.passk.contrast}.seeds"]),
             ],
             deps=lambda x: [
                 x.start.checkpoints,
                 x.start.data.heldout,
-                x.contrast.checkpoints,
+                *([] if x.contrast is None else [x.contrast.checkpoints]),
                 *x.variant_folders(),
             ],
             outs=lambda x: {
@@ -321,7 +321,7 @@ def plot_views(raw: dict) -> list[dict]:
 
     start, contrast = raw["passk"]["sft"], raw["passk"]["contrast"]
     from_start = [v for v, e in variants.items() if e["sft"] == start]  # their minus_sft is paired
-    models = ["sft", contrast, *from_start]
+    models = ["sft", *([] if contrast is None else [contrast]), *from_start]
     passk_dir = paths.passk(start, contrast).curves
     hack = paths.hack(raw["hack"]["sft"])
     first_seed = raw["hack"]["seeds"][0]
@@ -352,7 +352,8 @@ def plot_views(raw: dict) -> list[dict]:
                 "k",
                 "k (samples per problem)",
                 "pass@k (chain mean, 95% band over chains)",
-                f"Chapter B: pass@k of the SFT start ({start}), its contrast and each variant",
+                f"Chapter B: pass@k of the SFT start ({start}){'' if contrast is None else ', its contrast'} "
+                "and each variant",
                 "overlay-band-log2",
             )
         },

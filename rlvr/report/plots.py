@@ -321,7 +321,7 @@ def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
 
 
 def passk_curves(
-    curves: dict[str, list[dict]], n: int, contrast: str, path: Path, crossovers: dict[str, list]
+    curves: dict[str, list[dict]], n: int, contrast: str | None, path: Path, crossovers: dict[str, list]
 ) -> Path:
     """curves: `passk.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
     metrics' `per_seed.crossover_k`). Left: 1 - pass@k (the share of problems still unsolved
@@ -467,12 +467,13 @@ def passk_solve_rates(
     counts: dict,
     chains: dict[str, list[int]],
     samples: dict[str, int],
-    contrast: str,
+    contrast: str | None,
     path: Path,
     k: int = 64,
 ) -> Path:
     """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
-    (SFT) or seeds (variants): the two SFT starts (left), SFT against every variant (right). counts:
+    (SFT) or seeds (variants): the two SFT starts, or with no contrast the SFT start's chains one by
+    one (left), SFT against every variant (right). counts:
     "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds. A curve's height
     at 0 is the share of problems never solved in any chain or seed; the labels give the mean over
     chains or seeds of the never-solved count. Mass near 0 is what n samples can miss."""
@@ -490,9 +491,14 @@ def passk_solve_rates(
         )
 
     draw(left, "sft", "SFT start", "chains", color="black", lw=2)
-    draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
+    if contrast is None:
+        for i, s in enumerate(chains["sft"]):
+            rates, _ = _chain_mean(counts, "sft", [s], samples["sft"], k)
+            _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one chain each")
+    else:
+        draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
     left.set(
-        title="two SFT starts",
+        title="SFT starts" if contrast is not None else "the SFT start and its chains",
         xlabel="per-problem solve rate",
         ylabel="share of held-out problems at or below",
     )

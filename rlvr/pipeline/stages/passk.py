@@ -43,11 +43,12 @@ def score(
     return correct_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
 
 
-def key_metrics(metrics: dict, contrast: str, n: int) -> dict[str, dict]:
+def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
     """Model -> the numbers its MLflow run shows (chain or seed means): pass@1, pass@n
     (`pass_at_64`), problems never solved in n and, for a variant, the k where SFT catches up."""
     out = {}
-    for model, m in (("sft", metrics["sft"]), (contrast, metrics["contrast"])):
+    starts = [("sft", metrics["sft"])] + ([] if contrast is None else [(contrast, metrics["contrast"])])
+    for model, m in starts:
         out[model] = {
             "pass_at_1": m["pass_at_1"],
             f"pass_at_{n}": m["pass_at_n"],
@@ -66,9 +67,11 @@ def key_metrics(metrics: dict, contrast: str, n: int) -> dict[str, dict]:
 def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     cfg = params.passk
     variants = list(scored_variants(params))  # chapter B's, read without touching the others' params
+    scored_starts = [("sft", cfg.sft, paths.start)]  # (model name, SFT run, its paths)
+    if cfg.contrast is not None:
+        scored_starts.append((cfg.contrast, cfg.contrast, paths.contrast))
     chains = {
-        "sft": params.sft_run(cfg.sft).seeds,
-        cfg.contrast: params.sft_run(cfg.contrast).seeds,
+        **{name: params.sft_run(run).seeds for name, run, _ in scored_starts},
         **{v: params.variant(v).seeds for v in variants},
     }
     reps = {v: params.variant(v).grpo_seeds for v in variants}
@@ -85,7 +88,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             config_hash("sft", run, params),
             samples[name],
         )
-        for name, run, start in (("sft", cfg.sft, paths.start), (cfg.contrast, cfg.contrast, paths.contrast))
+        for name, run, start in scored_starts
         for s in chains[name]
     ]
     models += [
