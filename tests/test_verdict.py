@@ -19,7 +19,8 @@ from rlvr.report.claims import (
     verdict,
     verdict_record,
 )
-from rlvr.report.verdict import Evidence, consistency, decide, num, reason
+from rlvr.report.verdict import MAX_CHAINS, Evidence, chains_to_decide, consistency, decide, num, reason
+from rlvr.stats import t_quantile
 
 BASE = {"chapter": "B", "quote": "q", "text": "The model solves about seven problems in all.", "why": "w"}
 SEVEN = {"kind": "exact", "book": 7, "tol": 2, "feasible": [0, 300]}  # "about 7 never solved, +-2"
@@ -185,7 +186,7 @@ def test_the_reason_names_the_largest_variance_component(variance, named):
     claim = {"kind": "exact", "book": 0.57, "tol": 0.2, "feasible": [0, 1]}
     row = decided([0.6, 0.7, 0.8, 0.7], claim, variance={"k": variance})
     assert row["verdict"] == "inconclusive" and row["evidence"].variance == variance
-    assert reason(row).endswith(f"straddles the bound 0.77: {named}")
+    assert f"straddles the bound 0.77: {named};" in reason(row)
 
 
 def test_variance_components_are_found_beside_a_nested_key_as_per_seed_is():
@@ -224,8 +225,9 @@ def test_an_exact_claim_finer_than_one_runs_spread_says_a_single_run_cannot_be_p
     row = decided(chains, {"kind": "exact", "book": 0.56, "tol": 0.02, "feasible": [0, 1]})
     assert row["verdict"] == "inconclusive" and row["consistency"]["verdict"] == "consistent"
     error = num(1.96 * statistics.stdev(chains))
-    assert reason(row).endswith(
+    assert (
         f"; a single book run cannot be pinned closer than ±{error} (1.96 × the SD of our chains)"
+        in reason(row)
     )
     wide = decided([0.3, 0.5, 0.7], {"kind": "exact", "book": 0.2, "tol": 0.5})  # 1.96 SD = 0.39 < 0.5
     assert wide["verdict"] == "inconclusive" and "single book run" not in reason(wide)
@@ -254,8 +256,33 @@ def test_a_paired_claims_reason_is_about_the_paired_difference():
     assert reason(row).startswith("Ours − b [") and "(3 chains, paired) straddles the bound 0.2" in reason(
         row
     )
-    assert reason(row).endswith(
+    assert (
         f"blocked by the spread of the paired differences between chains (SD {num(sd)} per chain)"
+        in reason(row)
+    )
+
+
+def test_chains_to_decide_is_the_first_count_whose_interval_clears_the_nearest_bound():
+    chains = [0.50, 0.55, 0.60, 0.53]  # mean 0.545, SD 0.0420; band 0.56 +- 0.02: nearest bound 0.54
+    claim = {"kind": "exact", "book": 0.56, "tol": 0.02}
+    n = chains_to_decide(chains, claim)
+    mean, sd = statistics.fmean(chains), statistics.stdev(chains)
+    half = lambda k: t_quantile(k - 1) * sd / k**0.5  # noqa: E731
+    assert half(n) < mean - 0.54 <= half(n - 1)  # the first n, and no earlier one
+    assert n == 274
+    row = decided(chains, {**claim, "feasible": [0, 1]})
+    assert reason(row).endswith(f"; at this mean and spread about {n} chains would decide it (we ran 4)")
+
+
+def test_chains_to_decide_gives_up_on_a_mean_on_the_bound_and_needs_a_spread():
+    on_bound = [0.52, 0.50, 0.54]  # mean 0.52: the bound of 0.57 +- 0.05 itself
+    claim = {"kind": "exact", "book": 0.57, "tol": 0.05}
+    assert chains_to_decide(on_bound, claim) == MAX_CHAINS + 1
+    assert "more than 100,000 chains would be needed" in reason(decided(on_bound, claim))
+    assert chains_to_decide([0.3, 0.3, 0.3], claim) is None  # no spread: the interval is a point
+    one_sided = {"kind": "greater", "other_value": 0.0, "margin": 0.0}  # only the bound 0 is finite
+    assert chains_to_decide([-0.1, 0.3, 0.4], one_sided) == chains_to_decide(
+        [0.1, 0.5, 0.6], {**one_sided, "other_value": 0.2}
     )
 
 

@@ -168,7 +168,8 @@ def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
     with_chains = plots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", n)
     plots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers)
-    one_chain = plots.passk_solve_rates(counts, {"sft": [0], "v": seeds}, samples, None, tmp_path / "1.png", n)
+    one = {"sft": [0], "v": seeds}
+    one_chain = plots.passk_solve_rates(counts, one, samples, None, tmp_path / "1.png", n)
     assert imread(with_chains).shape == imread(one_chain).shape
     assert (imread(with_chains) != imread(one_chain)).any()  # the per-chain lines are drawn
 

@@ -78,7 +78,7 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "passk-curves.png": (
         "B",
-        "pass@k on the 300 held-out problems: the SFT starts and GRPO (left), and every variant's "
+        "pass@k on the 300 held-out problems: the SFT start and GRPO (left), and every variant's "
         "pass@k minus its own chain's SFT's with its 95% band over chains (right); a dot marks "
         "a chain's crossover, the first k where GRPO falls strictly below its SFT start.",
     ),
@@ -325,8 +325,9 @@ def passk_curves(
 ) -> Path:
     """curves: `passk.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
     metrics' `per_seed.crossover_k`). Left: 1 - pass@k (the share of problems still unsolved
-    after k samples) on a log axis for the two SFT starts (chain mean, 95% band over chains) and GRPO
-    (seed mean, band over seeds), so the large-k end, where SFT catches up, is as readable as k = 1.
+    after k samples) on a log axis for the SFT start and a contrast if scored (chain mean, 95% band
+    over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT catches up,
+    is as readable as k = 1.
     Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
     symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
     fig = new_figure((12, 4.8))

@@ -180,6 +180,40 @@ def single_run_clause(row: dict) -> str:
     return f"; a single book run cannot be pinned closer than ±{num(error)} (1.96 × the SD of our chains)"
 
 
+MAX_CHAINS = 100_000  # beyond this, "more than": the mean sits on a bound for any practical purpose
+
+
+def chains_to_decide(chains: list[float], claim: dict) -> int | None:
+    """How many chains would decide a claim if more chains kept this mean and spread: the smallest
+    n with t(n-1) * sd / sqrt(n) below the distance from the mean to the region's nearest bound,
+    so the interval would lie wholly on the mean's side (reproduced inside, differs outside).
+    MAX_CHAINS + 1 for more than MAX_CHAINS; None without a spread or a bound to measure from."""
+    mean, sd = statistics.fmean(chains), statistics.stdev(chains)
+    low, _, high, _ = region(claim)
+    gap = min(abs(mean - b) for b in (low, high) if math.isfinite(b))
+    if sd == 0 or gap == 0:
+        return None if sd == 0 else MAX_CHAINS + 1
+    if t_quantile(MAX_CHAINS - 1) * sd / math.sqrt(MAX_CHAINS) >= gap:
+        return MAX_CHAINS + 1
+    lo, hi = 2, MAX_CHAINS  # half-width falls with n: bisect for the first n below the gap
+    while lo < hi:
+        n = (lo + hi) // 2
+        lo, hi = (lo, n) if t_quantile(n - 1) * sd / math.sqrt(n) < gap else (n + 1, hi)
+    return lo
+
+
+def chains_clause(row: dict) -> str:
+    """For an inconclusive claim over chains: about how many chains would decide it, at its mean
+    and spread (a projection, not a promise: more chains move the mean too)."""
+    chains = _defined_chains(row["tested"])
+    n = None if chains is None else chains_to_decide(chains, row)
+    if n is None:
+        return ""
+    if n > MAX_CHAINS:
+        return f"; the mean lies too near the bound: more than {MAX_CHAINS:,} chains would be needed"
+    return f"; at this mean and spread about {n} chains would decide it (we ran {len(chains)})"
+
+
 def reason(row: dict) -> str:
     """One mechanical line on why a claim differs or is inconclusive: where its deciding interval
     lies against the region the claim allows and, for an inconclusive one, what blocks it."""
@@ -203,4 +237,4 @@ def reason(row: dict) -> str:
         where = f"covers the whole region [{num(low)}, {num(high)}]"
     else:
         where = f"straddles the bound {num(low if tested.lo < low <= tested.hi else high)}"
-    return f"{span} {where}: {blocker(row)}{single_run_clause(row)}"
+    return f"{span} {where}: {blocker(row)}{single_run_clause(row)}{chains_clause(row)}"
