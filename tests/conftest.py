@@ -88,7 +88,6 @@ TEST_SETTINGS = {
         "overlong_buffer": 0,
         "overlong_penalty": 1.0,
         "eval_every": 5,
-        "eval_samples": 8,
     },
     WorkedConfig: {
         "seed": 0,
@@ -121,11 +120,11 @@ def tiny_raw() -> dict:
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)
     raw["grpo"]["defaults"].update(
-        seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1, eval_samples=2
+        seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1
     )
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
     raw["variants"] = {
-        k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
+        k: {**v, "seeds": [0, 1], **({"steps": 2} if "steps" in v else {})}
         for k, v in raw["variants"].items()
         if k in keep
     }
