@@ -138,7 +138,7 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
 
 
 def test_report_shows_where_a_seed_spends_its_time():
-    from rlvr.report.claims import seed_profile_blocks
+    from rlvr.report.benchtables import seed_profile_blocks
     from rlvr.report.document import markdown
 
     profile = {
@@ -221,7 +221,7 @@ def _fair_record(prompts: str, knob: str, ours: float, sweep: dict, work: int | 
 
 
 def test_report_shows_fair_peer_ratios_their_best_setting_and_the_method():
-    from rlvr.report.claims import NOT_ALONE, bench_rows, machine_line, peer_blocks, peer_rows
+    from rlvr.report.benchtables import NOT_ALONE, bench_rows, machine_line, peer_blocks, peer_rows
     from rlvr.report.document import markdown
 
     hf = {25: 9.0, 50: 7.0, 100: 8.0, 300: 11.5}  # seconds of a run by prompts per call
@@ -308,7 +308,7 @@ def test_report_shows_fair_peer_ratios_their_best_setting_and_the_method():
 def test_report_never_shows_peer_figures_measured_inside_the_peers_loop():
     """Figures the older method recorded (our step inside TRL's callback, one 19,200-row `generate`
     call) are not shown: each peer row says they were not measured alone."""
-    from rlvr.report.claims import NOT_ALONE, bench_rows, fair_bench, peer_rows
+    from rlvr.report.benchtables import NOT_ALONE, bench_rows, fair_bench, peer_rows
 
     old = {
         "sampling": {
@@ -455,8 +455,8 @@ def test_trl_generation_batches_keep_every_optimizer_step_whole():
 def test_report_draws_the_scaling_figure_with_its_caption(tmp_path):
     from rlvr.pipeline.stages.report import scaling_figure
     from rlvr.report import plots
-    from rlvr.report.claims import build
     from rlvr.report.document import Figure, Table
+    from rlvr.report.layout import ReportData, build
 
     scaling = {
         "prompts": 16,
@@ -477,9 +477,8 @@ def test_report_draws_the_scaling_figure_with_its_caption(tmp_path):
     assert scaling_figure({}, tmp_path / "x.png") is None
     fig = scaling_figure({"scaling": scaling}, tmp_path / "bench-scaling.png")
     assert fig["png"].startswith(b"\x89PNG") and fig["caption"] == plots.SCALING_CAPTION
-    blocks = build(
-        [], [], {}, None, {"scaling": scaling, "sft": {"tokens_per_second": {"median": 1.0}}}, None, fig
-    )
+    bench_record = {"scaling": scaling, "sft": {"tokens_per_second": {"median": 1.0}}}
+    blocks = build(ReportData([], [], {}, bench=bench_record, bench_figure=fig))
     assert any(isinstance(b, Figure) and b.caption == plots.SCALING_CAPTION for b in blocks)
     table = next(b for b in blocks if isinstance(b, Table) and b.cls == "scaling")
     assert len(table.rows) == sum(len(v) for v in bench.SCALING.values())

@@ -9,13 +9,15 @@ import yaml
 from conftest import ROOT
 
 from rlvr.fields import ConfigError
-from rlvr.report.claims import check_claims, verdict
+from rlvr.report.claims import Claim, load_claims
+from rlvr.report.evidence import judge
 
 CLAIMS = ROOT / "experiments/claims.yaml"
 
 
-def load_claims(path):
-    return check_claims(yaml.safe_load(path.read_text()), str(path))
+def verdict(claim: dict, metrics: dict):
+    """The judged claim of a claims.yaml entry written as a dict (its prose left out)."""
+    return judge(Claim(id="c", **claim), metrics)
 
 
 @pytest.fixture
@@ -77,7 +79,7 @@ def metrics():
     ],
 )
 def test_verdicts_follow_the_rule_of_each_kind(metrics, claim, expected):
-    assert verdict(claim, metrics)["verdict"] == expected
+    assert verdict(claim, metrics).verdict == expected
 
 
 def test_seed_values_that_straddle_a_bound_are_inconclusive():
@@ -85,15 +87,12 @@ def test_seed_values_that_straddle_a_bound_are_inconclusive():
     'reproduced' nor 'differs' can be claimed on this evidence."""
     m = {"f.json": {"seeds": [0, 1, 2], "v": 0.51, "per_seed": {"v": [0.48, 0.51, 0.54]}}}
     res = verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.5}, m)
-    assert res["verdict"] == "inconclusive"
-    assert res["evidence"].lo < 0.5 < res["evidence"].value < res["evidence"].hi
+    assert res.verdict == "inconclusive"
+    assert res.evidence.lo < 0.5 < res.evidence.value < res.evidence.hi
     assert (
-        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m)["verdict"]
-        == "reproduced"
+        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m).verdict == "reproduced"
     )
-    assert (
-        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m)["verdict"] == "differs"
-    )
+    assert verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m).verdict == "differs"
 
 
 def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
@@ -189,7 +188,7 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
 
 
 def test_benchmark_table_states_each_target_and_whether_it_is_met():
-    from rlvr.report.claims import bench_rows
+    from rlvr.report.benchtables import bench_rows
 
     bench = {
         "fresh_clone": {"wall_seconds": 612.0, "target_wall_seconds": 600},
@@ -210,7 +209,7 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
 
 
 def test_benchmark_table_shows_the_floor_ratio_and_compiled_against_eager():
-    from rlvr.report.claims import bench_rows
+    from rlvr.report.benchtables import bench_rows
 
     share = lambda v: {"share_of_gemm_limit": v, "first_call_seconds": 27.0}  # noqa: E731
     bench = {
@@ -239,7 +238,7 @@ def test_benchmark_table_shows_the_floor_ratio_and_compiled_against_eager():
 
 
 def test_the_floor_table_sums_by_kind_in_pipeline_order():
-    from rlvr.report.claims import floor_rows
+    from rlvr.report.benchtables import floor_rows
 
     kind = lambda n, w, f: {"stages": n, "wall_seconds": w, "floor_seconds": f}  # noqa: E731
     pipeline = {
@@ -333,7 +332,7 @@ def _run(variant, acc, kl):
 
 
 def test_variants_that_end_alike_are_named_with_what_they_differ_in():
-    from rlvr.report.claims import twin_notes
+    from rlvr.report.tables import twin_notes
 
     base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
     metrics = {
@@ -364,24 +363,24 @@ def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and
     chains = [0.50, 0.55, 0.60, 0.53]
     m = {"c.json": {"seeds": [0, 1, 2, 3], "acc": statistics.fmean(chains), "per_seed": {"acc": chains}}}
     near = verdict({"kind": "exact", "book": 0.56, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
-    assert near["verdict"] == "inconclusive" and "book_error" not in near
-    assert near["tested"] == near["evidence"]  # decided on our own interval, not on ours - book
-    assert near["consistency"]["verdict"] == "consistent"
+    assert near.verdict == "inconclusive" and not hasattr(near, "book_error")
+    assert near.tested == near.evidence  # decided on our own interval, not on ours - book
+    assert near.consistency["verdict"] == "consistent"
     far = verdict({"kind": "exact", "book": 0.83, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
-    assert far["verdict"] == "differs" and far["consistency"]["verdict"] == "not consistent"
+    assert far.verdict == "differs" and far.consistency["verdict"] == "not consistent"
     spread = {"c.json": {"seeds": [0, 1, 2, 3], "acc": 0.47, "per_seed": {"acc": [0.07, 0.84, 0.83, 0.14]}}}
     vague = verdict(
         {"kind": "exact", "book": 0.53, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]}, spread
     )
-    assert vague["verdict"] == "inconclusive" and vague["consistency"]["interval"] == [0, 1]
+    assert vague.verdict == "inconclusive" and vague.consistency["interval"] == [0, 1]
     wide = verdict({"kind": "exact", "book": 0.56, "tol": 0.2, "metric": ["c.json", "acc"]}, m)
-    assert wide["verdict"] == "reproduced"
+    assert wide.verdict == "reproduced"
 
 
 def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
     """Between reproduced and differs is a flip (the check fails); to or from inconclusive is a move,
     listed with both intervals; an unchanged verdict is neither."""
-    from rlvr.report.claims import perturbed_blocks
+    from rlvr.report.benchtables import perturbed_blocks
     from rlvr.report.document import markdown
     from rlvr.report.moves import verdict_moves
 

@@ -92,25 +92,25 @@ def dvc_status(root: Path) -> dict:
 
 def claims_problems(root: Path) -> list[str]:
     """Every claim points at a metric a stage writes, and the committed verdicts are recomputed."""
-    from rlvr.report.claims import check_claims, evaluate_claims, lookup, verdict_record
+    from rlvr.report.claims import load_claims
+    from rlvr.report.evidence import judge_all, lookup, verdict_record
 
-    path = root / "experiments" / "claims.yaml"
-    claims = check_claims(yaml.safe_load(path.read_text()), str(path))
+    claims = load_claims(root / "experiments" / "claims.yaml")
     produced = produced_paths(root)
     metrics = read_json_dir(root / "reports" / "metrics")
     problems = []
     for c in claims:
-        for ref in [c[k] for k in ("metric", "other") if k in c]:
+        for ref in c.refs:
             if f"reports/metrics/{ref[0]}" not in produced:
-                problems.append(f"claim {c['id']}: {ref[0]} is not a stage output")
+                problems.append(f"claim {c.id}: {ref[0]} is not a stage output")
                 continue
             try:
                 lookup(metrics, ref)
             except KeyError:
-                problems.append(f"claim {c['id']}: {'/'.join(map(str, ref))} is not in the committed metrics")
+                problems.append(f"claim {c.id}: {'/'.join(map(str, ref))} is not in the committed metrics")
     if problems:
         return problems
-    expected = {r["id"]: verdict_record(r) for r in evaluate_claims(claims, metrics)}
+    expected = {r.claim.id: verdict_record(r) for r in judge_all(claims, metrics)}
     committed = json.loads((root / "reports" / "report.json").read_text())["claims"]
     problems += feasible_problems(claims, committed) + note_problems(claims, expected)
     for cid in sorted(set(expected) | set(committed)):
@@ -124,33 +124,29 @@ def claims_problems(root: Path) -> list[str]:
     return problems
 
 
-def feasible_problems(claims: list[dict], records: dict[str, dict]) -> list[str]:
+def feasible_problems(claims: list, records: dict[str, dict]) -> list[str]:
     """A measured or calibrated claim names the values its metric can take, and no interval in
-    report.json leaves them."""
-    from rlvr.report.claims import claim_class
-
+    report.json leaves them. claims: rlvr.report.claims.Claim."""
     problems = []
     for c in claims:
-        if claim_class(c) not in ("measured", "calibrated"):
+        if c.category not in ("measured", "calibrated"):
             continue
-        if "feasible" not in c:
-            problems.append(f"claim {c['id']}: no `feasible` range for its metric")
+        if c.feasible is None:
+            problems.append(f"claim {c.id}: no `feasible` range for its metric")
             continue
-        lo, hi = c["feasible"]
-        interval = (records.get(c["id"]) or {}).get("interval")
+        lo, hi = c.feasible
+        interval = (records.get(c.id) or {}).get("interval")
         if interval and not (lo <= interval[0] <= interval[1] <= hi):
-            problems.append(f"claim {c['id']}: interval {interval} leaves the feasible [{lo}, {hi}]")
+            problems.append(f"claim {c.id}: interval {interval} leaves the feasible [{lo}, {hi}]")
     return problems
 
 
-def note_problems(claims: list[dict], records: dict[str, dict]) -> list[str]:
+def note_problems(claims: list, records: dict[str, dict]) -> list[str]:
     """Every claim that differs or is inconclusive says why, in a note in claims.yaml."""
     return [
-        f"claim {c['id']}: {records[c['id']]['verdict']} but claims.yaml gives no `note` on why"
+        f"claim {c.id}: {records[c.id]['verdict']} but claims.yaml gives no `note` on why"
         for c in claims
-        if c["id"] in records
-        and records[c["id"]]["verdict"] in ("differs", "inconclusive")
-        and not c.get("note")
+        if c.id in records and records[c.id]["verdict"] in ("differs", "inconclusive") and not c.note
     ]
 
 

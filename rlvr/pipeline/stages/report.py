@@ -17,8 +17,6 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
 from rlvr.fields import ConfigError
 from rlvr.files import atomic_write, read_json_dir, write_text
 from rlvr.gitinfo import git_commit, short_commit
@@ -28,7 +26,10 @@ from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
-from rlvr.report.claims import check_claims, class_counts, evaluate_claims, fair_bench, render, verdict_record
+from rlvr.report.benchtables import fair_bench
+from rlvr.report.claims import load_claims
+from rlvr.report.evidence import class_counts, judge_all, verdict_record
+from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import explain, footer, load_lock
 
@@ -158,9 +159,8 @@ def run_info(root: Path, params: Params) -> dict:
 
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
-    claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
     metrics = read_json_dir(paths.metrics)
-    rows = evaluate_claims(claims, metrics)
+    rows = judge_all(load_claims(paths.claims), metrics)
     lock = load_lock(root)
     with tracked("report", None, params, {}) as mlrun:
         figures = []
@@ -218,21 +218,23 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             }
         )
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
-        records = {r["id"]: verdict_record(r) for r in rows}
+        records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(
-            rows,
-            figures,
-            metrics,
-            samples,
-            bench,
-            problems=problems,
-            bench_figure=bench_figure,
-            configs=variant_configs(lock),
-            targets=sft_targets(lock),
-            starts=starts,
-            starts_figure=starts_figure,
-            run=run_info(root, params),
-            against=against_committed(root, {"claims": records}),
+            ReportData(
+                rows,
+                figures,
+                metrics,
+                samples,
+                bench,
+                problems=problems,
+                bench_figure=bench_figure,
+                configs=variant_configs(lock),
+                targets=sft_targets(lock),
+                starts=starts,
+                starts_figure=starts_figure,
+                run=run_info(root, params),
+                against=against_committed(root, {"claims": records}),
+            )
         )
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)
