@@ -1,12 +1,11 @@
 """Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/test_compare.py)."""
 
 import json
-import shutil
-import subprocess
 
 import pytest
 import yaml
 from conftest import ROOT
+from headless import CHROMIUM
 
 from rlvr.fields import ConfigError
 from rlvr.report.claims import Claim, load_claims
@@ -119,9 +118,6 @@ def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
         load_claims(bad)
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it)")
 def test_report_html_renders_in_headless_chromium(tmp_path):
@@ -150,40 +146,13 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     });</script>"""
     page = tmp_path / "report.html"
     page.write_text((ROOT / "reports/report.html").read_text().replace("</body>", probe + "</body>"))
-    out = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-quic",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1280,900",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    dom = out.stdout
-    assert '<pre id="probe">' in dom, out.stderr[-2000:]
-    start = dom.index('<pre id="probe">') + len('<pre id="probe">')
-    result = json.loads(dom[start : dom.index("</pre>", start)].replace("&quot;", '"'))
+    result, console = probe(page, tmp_path / "profile", "1280,900", 5000)
     assert result["rows"] == len(load_claims(CLAIMS))
     assert result["images"] >= 8 and result["decoded"] == result["images"]
     assert result["viewport"] == 1280 and result["width"] <= result["viewport"], result
     assert result["toc"] >= 8 and result["toc_height"] > 0
     assert result["summary_top"] < result["table_top"]
     assert result["figures"] == result["images"] and result["captioned"] == result["figures"]
-    console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console
 
 
