@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from bench import fair
-from bench.floor import bench_pipeline, clone_env, timed_repro
+from bench.floor import bench_pipeline
 from bench.workloads import SAMPLE_TOKENS, SAMPLES, grpo_step_work, grpo_stepper, sampling_work
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.files import write_json
@@ -28,7 +28,6 @@ from rlvr.noise import sft_rows
 from rlvr.optim import AdamW
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import SEED_THREADS, cpu_model, set_determinism
-from rlvr.report.moves import compare_verdicts, verdict_moves
 from rlvr.rollout import prompt_tensor
 from rlvr.sft import encode_sft, sft_loss_shared_prefix
 from rlvr.tasks import split
@@ -585,166 +584,6 @@ def bench_seed_profile(params: Params, variant: str = "grpo", profiled_steps: in
     }
 
 
-def stage_profile(uri: str) -> dict:
-    """Where one `dvc repro` spent its time, from a store that holds only that execution (a fresh
-    clone's): every stage's MLflow run in start order, its seconds (the stage's own work) and the gap
-    before it (the previous process's exit, DVC's bookkeeping, this process's start-up and imports).
-    Totals by stage kind (sft, grpo, ...) and for the gaps: the overhead of one process per stage.
-    A multi-seed stage (grpo, hack) starts its seed workers before it opens its run, so their
-    start-up, and the training they do while the stage imports MLflow, fall in its gap."""
-    from mlflow.tracking import MlflowClient
-
-    from rlvr.pipeline.tracking import EXPERIMENT
-
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(EXPERIMENT)
-    runs = [
-        r
-        for r in client.search_runs(
-            [exp.experiment_id], max_results=5000, order_by=["attributes.start_time ASC"]
-        )
-        if "mlflow.parentRunId" not in r.data.tags
-    ]
-    stages, prev_end = [], None
-    for r in runs:
-        start, end = r.info.start_time / 1000, (r.info.end_time or r.info.start_time) / 1000
-        stages.append(
-            {
-                "stage": r.data.tags.get("dvc.stage", r.info.run_name),
-                "seconds": round(end - start, 1),
-                "gap_before": round(start - prev_end, 1) if prev_end is not None else None,
-            }
-        )
-        prev_end = end
-    by_kind: dict[str, float] = {}
-    for s in stages:
-        kind = s["stage"].split("@")[0]
-        by_kind[kind] = round(by_kind.get(kind, 0.0) + s["seconds"], 1)
-    gaps = [s["gap_before"] for s in stages if s["gap_before"] is not None]
-    return {
-        "stages": stages,
-        "seconds_by_kind": by_kind,
-        "gap_seconds_total": round(sum(gaps), 1),
-        "gap_seconds_median": round(statistics.median(gaps), 1) if gaps else None,
-        "stage_seconds_total": round(sum(s["seconds"] for s in stages), 1),
-    }
-
-
-VOLATILE = ("seconds", "per_second", "mlflow")  # metric keys that name a run or a duration
-
-
-def stable_view(value):
-    """A metrics JSON without the keys that legitimately change between runs (durations, run ids)."""
-    if isinstance(value, dict):
-        return {k: stable_view(v) for k, v in value.items() if not any(w in k for w in VOLATILE)}
-    if isinstance(value, list):
-        return [stable_view(v) for v in value]
-    return value
-
-
-def compare_outputs(ours: Path, theirs: Path) -> list[str]:
-    """Metric files (reports/metrics/*.json, reports/passk-counts.json) whose stable content differs."""
-    names = sorted(
-        {p.relative_to(ours).as_posix() for p in (ours / "reports" / "metrics").glob("*.json")}
-        | {"reports/passk-counts.json"}
-    )
-    differ = []
-    for name in names:
-        a, b = ours / name, theirs / name
-        if not (a.is_file() and b.is_file()) or stable_view(json.loads(a.read_text())) != stable_view(
-            json.loads(b.read_text())
-        ):
-            differ.append(name)
-    return differ
-
-
-def _repro_in_clone(extra_env: dict[str, str], keep: Path | None = None) -> dict:
-    """`dvc repro --force` in a fresh clone of HEAD with `extra_env` added: its wall time, stages run,
-    per-stage profile, the outputs that differ from those its commit holds, and both report.json files.
-
-    The clone's own code runs (PYTHONPATH points at it) with this environment's packages; its MLflow
-    store is its own. Forced, because a plain `dvc repro` there skips a stage whose outputs git holds
-    and whose inputs come out identical (passk and worked, when the code they read has not changed
-    since dvc.lock was written): that would time less than the pipeline and check less of it."""
-    import shutil
-    import subprocess
-    import tempfile
-
-    from rlvr.gitinfo import git_commit
-    from rlvr.pipeline.tracking import repo_root
-
-    root = repo_root()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="rlvr-fresh-") as tmp:
-        fresh = Path(tmp) / "fresh"
-        subprocess.run(["git", "clone", "--quiet", str(root), str(fresh)], check=True)
-        committed = Path(tmp) / "committed"  # the clone's commit's results, before its repro replaces them
-        shutil.copytree(fresh / "reports", committed / "reports")
-        run = timed_repro(fresh, {**clone_env(fresh), **extra_env})
-        report = Path("reports/report.json")
-        out = {
-            "wall_seconds": round(run["wall_seconds"], 1),
-            "stages_run": len(run["stage_walls"]),
-            "commit": git_commit(fresh),  # the clone's: this checkout may have moved on meanwhile
-            "working_tree_differs_from_commit": bool(dirty),
-            "profile": stage_profile(f"sqlite:///{fresh / 'mlflow.db'}"),
-            "differ": compare_outputs(committed, fresh),
-            "committed": json.loads((committed / report).read_text()),
-            "fresh": json.loads((fresh / report).read_text()),
-        }
-        if keep is not None:
-            shutil.move(str(fresh), str(keep))
-    return out
-
-
-def bench_fresh_clone(params: Params, keep: Path | None = None) -> dict:
-    """Wall time of `dvc repro --force` in a fresh clone of HEAD: the whole default pipeline, every
-    stage (`_repro_in_clone`). Afterwards its results are compared with the committed ones twice: bit
-    for bit (durations and run ids aside), which holds on the machine that made them, and by verdicts
-    and tolerances (`compare_verdicts`), which must hold on any CPU. Takes as long as the pipeline."""
-    r = _repro_in_clone({}, keep)
-    return {
-        "wall_seconds": r["wall_seconds"],
-        "target_wall_seconds": 900,
-        "stages_run": r["stages_run"],
-        "commit": r["commit"],
-        "working_tree_differs_from_commit": r["working_tree_differs_from_commit"],
-        "metrics_identical_to_committed": not r["differ"],
-        "metrics_differing": r["differ"],
-        **compare_verdicts(r["committed"], r["fresh"]),
-        "profile": r["profile"],
-    }
-
-
-PERTURBATION = "1e-6"  # RLVR_PERTURB of the perturbed rerun: float32-rounding-sized changes to every start
-
-
-def bench_perturbed(params: Params, keep: Path | None = None) -> dict:
-    """The verdict-stability check that needs no second machine: the whole pipeline rerun in a fresh
-    clone with RLVR_PERTURB set (every chain's initial weights changed by float32-rounding-sized
-    amounts, as another CPU's rounding would change them), then both verdict tables side by side.
-    Required: no claim moves between reproduced and differs."""
-    r = _repro_in_clone({"RLVR_PERTURB": PERTURBATION}, keep)
-    table = lambda rep: {cid: c["verdict"] for cid, c in rep["claims"].items()}  # noqa: E731
-    return {
-        "perturbation": f"RLVR_PERTURB={PERTURBATION}",
-        "wall_seconds": r["wall_seconds"],
-        "commit": r["commit"],
-        "working_tree_differs_from_commit": r["working_tree_differs_from_commit"],
-        "committed_counts": r["committed"].get("counts"),
-        "perturbed_counts": r["fresh"].get("counts"),
-        **verdict_moves(r["committed"], r["fresh"]),
-        "committed_verdicts": table(r["committed"]),
-        "perturbed_verdicts": table(r["fresh"]),
-    }
-
-
 QUEUE_KEY = "variants.a_grpo.lr"  # reruns grpo@a_grpo (6 seeds), hack (hack.variant is a_grpo), passk, report
 
 
@@ -850,8 +689,6 @@ BENCHMARKS: dict[str, Callable[..., dict]] = {
     "grpo_step": bench_grpo_step,
     "passk_model": bench_passk_model,
     "pipeline": bench_pipeline,
-    "fresh_clone": bench_fresh_clone,
-    "perturbed": bench_perturbed,
     "queue": bench_queue,
     "scaling": bench_scaling,
     "seed_profile": bench_seed_profile,
@@ -861,26 +698,29 @@ WITH_PEER = ("sampling", "grpo_step", "scaling")  # the benchmarks `--peer trl` 
 PEERS = ("trl",)
 
 
-def bench_all(
-    params: Params,
-    out: Path,
-    only: list[str] | None = None,
-    peer: str | None = None,
-    keep_clone: Path | None = None,
-) -> dict:
+RERUNS = {
+    "fresh_clone": "rlvr verify --rerun",
+    "perturbed": "rlvr verify --rerun --perturb",
+}  # not benchmarks
+
+
+def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: str | None = None) -> dict:
     """Run the named benchmarks (default all) and merge their figures into `out`. With peer="trl",
     the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, each side
     alone and at its best (`bench.fair`)."""
     from rlvr.fields import ConfigError
 
     names = only or list(BENCHMARKS)
+    moved = [n for n in names if n in RERUNS]
+    if moved:
+        raise ConfigError(
+            f"bench {moved[0]!r}: a rerun of the pipeline, not a benchmark: run `{RERUNS[moved[0]]}`"
+        )
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         raise ConfigError(f"bench {unknown[0]!r}: unknown; known benchmarks: {', '.join(BENCHMARKS)}")
     if peer is not None and peer not in PEERS:
         raise ConfigError(f"--peer {peer!r}: unknown; known peers: {', '.join(PEERS)}")
-    if keep_clone is not None and keep_clone.exists():
-        raise ConfigError(f"--keep-clone {keep_clone}: already exists; name a new folder")
     if peer is not None:
         _require_peer()  # missing extra: one clear error before any benchmark runs
     set_determinism(params.seed, params.threads)
@@ -890,8 +730,6 @@ def bench_all(
         names, key=list(BENCHMARKS).index
     ):  # one fixed order, whatever order they were named in
         kwargs = {"peer": peer is not None} if name in WITH_PEER else {}
-        if name in ("fresh_clone", "perturbed") and keep_clone is not None:
-            kwargs["keep"] = keep_clone
         before = os.getloadavg()[0]
         results[name] = {
             **BENCHMARKS[name](params, **kwargs),

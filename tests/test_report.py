@@ -1,6 +1,5 @@
 """Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/test_compare.py)."""
 
-import json
 
 import pytest
 import yaml
@@ -160,7 +159,6 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
     from rlvr.report.benchtables import bench_rows
 
     bench = {
-        "fresh_clone": {"wall_seconds": 612.0, "target_wall_seconds": 600},
         "sampling": {
             "completions_per_second": {"median": 25000.0},
             "target_completions_per_second": 20000,
@@ -170,7 +168,6 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
         "sft": {"tokens_per_second": {"median": 9e4}},
     }
     rows = {r[0]: r[1:] for r in bench_rows(bench)}
-    assert rows["whole pipeline: `dvc repro --force` in a fresh clone, wall"] == ["612 s", "<= 600 s", "no"]
     assert rows["sampling, 300 prompts x 64"] == ["25,000 completions/s", ">= 20,000 completions/s", "yes"]
     assert rows["peak RSS while sampling"] == ["700 MB", "<= 1,536 MB", "yes"]
     assert rows["SFT throughput"][1:] == ["–", "–"]
@@ -221,72 +218,6 @@ def test_the_floor_table_sums_by_kind_in_pipeline_order():
         ["GRPO, every variant", 14, "129.1", "116.3", "1.11"],
         ["total", 20, "255.8", "233.9", "1.09"],
     ]
-
-
-def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
-    from bench.suite import compare_outputs
-
-    committed = {
-        "eval_acc_final": 0.85,
-        "train_seconds": 3.0,
-        "mlflow_run_id": "a",
-        "ci95": {"step_seconds_median": [1, 2]},
-    }
-    for name, metric in (
-        ("ours", committed),
-        (
-            "same",
-            {
-                **committed,
-                "train_seconds": 9.9,
-                "mlflow_run_id": "b",
-                "ci95": {"step_seconds_median": [3, 4]},
-            },
-        ),
-        ("other", {**committed, "eval_acc_final": 0.86}),
-    ):
-        (tmp_path / name / "reports" / "metrics").mkdir(parents=True)
-        (tmp_path / name / "reports" / "metrics" / "grpo-x.json").write_text(json.dumps(metric))
-        (tmp_path / name / "reports" / "passk-counts.json").write_text("{}")
-    assert compare_outputs(tmp_path / "ours", tmp_path / "same") == []
-    assert compare_outputs(tmp_path / "ours", tmp_path / "other") == ["reports/metrics/grpo-x.json"]
-    (tmp_path / "same" / "reports" / "passk-counts.json").unlink()
-    assert compare_outputs(tmp_path / "ours", tmp_path / "same") == ["reports/passk-counts.json"]
-
-
-def test_another_cpu_is_judged_by_verdicts_and_intervals_not_bits():
-    from rlvr.report.moves import compare_verdicts
-
-    committed = {
-        "claims": {
-            "a": {"verdict": "reproduced", "ours": 0.90, "interval": [0.88, 0.92]},
-            "b": {"verdict": "differs", "ours": 4.0, "interval": None, "tolerance": 2},
-            "c": {"verdict": "cited", "ours": None},
-        }
-    }
-    same = {
-        "claims": {
-            "a": {"verdict": "reproduced", "ours": 0.915},
-            "b": {"verdict": "differs", "ours": 5.5},
-            "c": {"verdict": "cited", "ours": None},
-        }
-    }
-    assert compare_verdicts(committed, same) == {
-        "verdicts_identical": True,
-        "numbers_within_tolerance": True,
-        "verdict_flips": [],
-        "numbers_outside": [],
-    }
-    moved = {
-        "claims": {
-            **same["claims"],
-            "a": {"verdict": "reproduced", "ours": 0.93},
-            "b": {"verdict": "inconclusive", "ours": 4.0},
-        }
-    }
-    out = compare_verdicts(committed, moved)
-    assert out["verdict_flips"] == [{"claim": "b", "committed": "differs", "fresh": "inconclusive"}]
-    assert [d["claim"] for d in out["numbers_outside"]] == ["a"]
 
 
 def _run(variant, acc, kl):
@@ -344,62 +275,6 @@ def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and
     assert vague.verdict == "inconclusive" and vague.consistency["interval"] == [0, 1]
     wide = verdict({"kind": "exact", "book": 0.56, "tol": 0.2, "metric": ["c.json", "acc"]}, m)
     assert wide.verdict == "reproduced"
-
-
-def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
-    """Between reproduced and differs is a flip (the check fails); to or from inconclusive is a move,
-    listed with both intervals; an unchanged verdict is neither."""
-    from rlvr.report.benchtables import perturbed_blocks
-    from rlvr.report.document import markdown
-    from rlvr.report.moves import verdict_moves
-
-    committed = {
-        "claims": {
-            "a": {"verdict": "reproduced", "interval": [0.8, 0.9]},
-            "b": {"verdict": "inconclusive", "interval": [0.4, 0.6]},
-            "c": {"verdict": "differs", "interval": [1, 2], "tested_interval": [0.5, 1.5]},
-            "d": {"verdict": "cited", "interval": None},
-        }
-    }
-    perturbed = {
-        "claims": {
-            "a": {"verdict": "differs", "interval": [0.6, 0.7]},
-            "b": {"verdict": "reproduced", "interval": [0.52, 0.6]},
-            "c": {"verdict": "differs", "interval": [1, 2]},
-            "d": {"verdict": "cited", "interval": None},
-        }
-    }
-    out = verdict_moves(committed, perturbed)
-    assert out["no_flips"] is False
-    assert out["flips"] == [
-        {
-            "claim": "a",
-            "committed": "reproduced",
-            "perturbed": "differs",
-            "committed_interval": [0.8, 0.9],
-            "perturbed_interval": [0.6, 0.7],
-            "committed_value": None,
-            "perturbed_value": None,
-        }
-    ]
-    assert [m["claim"] for m in out["moves"]] == ["b"] and out["moves"][0]["perturbed_interval"] == [
-        0.52,
-        0.6,
-    ]
-    assert verdict_moves(committed, committed) == {"flips": [], "moves": [], "no_flips": True}
-    text = markdown(
-        perturbed_blocks(
-            {
-                **out,
-                "commit": "0123456789abc",
-                "perturbation": "RLVR_PERTURB=1e-6",
-                "committed_counts": {"reproduced": 1},
-                "perturbed_counts": {"differs": 2},
-            }
-        ),
-        "x",
-    )
-    assert "RLVR_PERTURB=1e-6" in text and "| a | reproduced | [0.8, 0.9] | differs | [0.6, 0.7] |" in text
 
 
 @pytest.mark.parametrize(

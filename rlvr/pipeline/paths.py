@@ -18,6 +18,7 @@ CURVES = REPORTS / "curves"
 FIGURES = REPORTS / "figures"
 CLAIMS = Path("experiments/claims.yaml")
 BENCHMARKS = REPORTS / "benchmarks.json"
+RERUNS = REPORTS / "rerun.json"  # `rlvr verify --rerun [--perturb]`'s records (committed, as benchmarks are)
 STARTS = REPORTS / "starts" / "starts.json"
 PARAMS = Path("params.yaml")
 
@@ -290,6 +291,7 @@ class ReportPaths:
     curves: Path  # folder: every stage's curves (the learning-curve figures are drawn from them)
     benchmarks: Path
     starts: Path  # `rlvr starts`' results (committed, like the benchmarks; its figure lies beside it)
+    reruns: Path  # `rlvr verify --rerun [--perturb]`'s records
     markdown: Path
     html: Path
     figure_copies: Path  # folder: the figures with provenance in their PNG metadata
@@ -306,6 +308,7 @@ def report() -> ReportPaths:
         CURVES,
         BENCHMARKS,
         STARTS,
+        RERUNS,
         REPORTS / "report.md",
         REPORTS / "report.html",
         REPORTS / "report-figures",

@@ -1,13 +1,13 @@
 """The report's benchmark section, from reports/benchmarks.json (`rlvr bench`, measured on demand,
 not by the pipeline): each figure beside its target, the peers at their best, the pipeline against
-its compute floor, the step-cost scaling, the perturbed rerun and where a GRPO seed's time goes.
-A benchmark not in the file is left out; a peer that was not measured says why.
+its compute floor, the step-cost scaling and where a GRPO seed's time goes. A benchmark not in the
+file is left out; a peer that was not measured says why. Reruns of the whole pipeline are not
+benchmarks: rlvr.report.reruns shows them.
 """
 
 from __future__ import annotations
 
 from rlvr.report.document import Heading, Para, Table
-from rlvr.report.verdict import num
 
 
 def _get(d, *keys):
@@ -59,27 +59,6 @@ def bench_rows(bench: dict) -> list[list]:
     get = lambda *keys: _get(bench, *keys)  # noqa: E731
     specs = [  # label, measured, unit, target, "<=" or ">="
         (
-            "whole pipeline: `dvc repro --force` in a fresh clone, wall",
-            get("fresh_clone", "wall_seconds"),
-            "s",
-            get("fresh_clone", "target_wall_seconds"),
-            "<=",
-        ),
-        (
-            "perturbed rerun (`rlvr bench --only perturbed`): claims between reproduced and differs",
-            None if get("perturbed", "flips") is None else len(get("perturbed", "flips")),
-            "",
-            0,
-            "<=",
-        ),
-        (
-            "perturbed rerun: claims to or from inconclusive (listed below)",
-            None if get("perturbed", "moves") is None else len(get("perturbed", "moves")),
-            "",
-            None,
-            "<=",
-        ),
-        (
             "the compute floor: every stage in one warm process, no start-up, no DVC",
             get("pipeline", "floor_seconds"),
             "s",
@@ -91,20 +70,6 @@ def bench_rows(bench: dict) -> list[list]:
             get("pipeline", "ratio"),
             "x",
             get("pipeline", "target_ratio"),
-            "<=",
-        ),
-        (
-            "fresh clone: the stages' own work (MLflow runs)",
-            get("fresh_clone", "profile", "stage_seconds_total"),
-            "s",
-            None,
-            "<=",
-        ),
-        (
-            "fresh clone: between stages (start-up, imports, DVC)",
-            get("fresh_clone", "profile", "gap_seconds_total"),
-            "s",
-            None,
             "<=",
         ),
         (
@@ -373,44 +338,6 @@ def machine_line(bench: dict) -> str:
     return "Measured on " + ", ".join(p for p in parts if p) + "." if any(parts) else ""
 
 
-def perturbed_blocks(perturbed: dict) -> list:
-    """The verdict-stability check: the pipeline rerun with every chain's start perturbed, and each
-    claim whose verdict moved, with the interval it was decided on in both runs."""
-    iv = lambda x: "–" if not x else f"[{num(x[0])}, {num(x[1])}]"  # noqa: E731
-    moved = perturbed["flips"] + perturbed["moves"]
-    counts = lambda c: ", ".join(f"{v} {k}" for k, v in (c or {}).items() if v)  # noqa: E731
-    blocks = [
-        Heading("Verdicts under a perturbed rerun", 3, "perturbed"),
-        Para(
-            f"The whole pipeline rerun in a fresh clone of {perturbed['commit'][:10]} with "
-            f"`{perturbed['perturbation']}`: every chain's initial weights changed by amounts the size of "
-            "float32 rounding, which the chains amplify as another CPU's rounding would. Committed: "
-            f"{counts(perturbed.get('committed_counts'))}; perturbed: "
-            f"{counts(perturbed.get('perturbed_counts'))}. "
-            f"Claims between reproduced and differs: {len(perturbed['flips'])} (required: none); to or from "
-            f"inconclusive: {len(perturbed['moves'])}."
-        ),
-    ]
-    if moved:
-        blocks.append(
-            Table(
-                ["claim", "committed", "interval", "perturbed", "interval"],
-                [
-                    [
-                        m["claim"],
-                        m["committed"],
-                        iv(m["committed_interval"]),
-                        m["perturbed"] or "–",
-                        iv(m["perturbed_interval"]),
-                    ]
-                    for m in moved
-                ],
-                "perturbed",
-            )
-        )
-    return blocks
-
-
 def seed_profile_blocks(profile: dict) -> list:
     """`rlvr bench --only seed_profile`: where one GRPO seed's time goes, by phase of the loop and by
     class of torch op."""
@@ -457,8 +384,8 @@ def scaling_rows(scaling: dict) -> list[list]:
 
 def bench_blocks(bench: dict, figure: list) -> list:
     """The benchmarks section: every figure beside its target, the peers, the floor, `figure` (the
-    scaling figure's blocks, drawn by the report stage), the scaling table, the perturbed rerun and
-    the seed profile; nothing when no benchmark the table knows was measured."""
+    scaling figure's blocks, drawn by the report stage), the scaling table and the seed profile;
+    nothing when no benchmark the table knows was measured."""
     table = bench_rows(bench)
     if not table:
         return []
@@ -483,8 +410,6 @@ def bench_blocks(bench: dict, figure: list) -> list:
                 "scaling",
             )
         )
-    if _get(bench, "perturbed", "commit"):
-        blocks += perturbed_blocks(bench["perturbed"])
     if _get(bench, "seed_profile", "phases"):
         blocks += seed_profile_blocks(bench["seed_profile"])
     return blocks

@@ -3,9 +3,9 @@
 `build` turns a `ReportData` (everything the report stage read) into blocks of rlvr.report.document,
 section by section: the counts and the header, the summary, the controlled starts and where the
 variance lives, the verdicts by chapter, the GRPO variants, the figures, the per-problem picture, the
-candidate starts, the reward-hacking samples and the benchmarks. `render` writes them as Markdown and
-as one HTML page. The words of a claim come from rlvr.report.claimtext, the tables from
-rlvr.report.tables and rlvr.report.benchtables.
+candidate starts, the reward-hacking samples, the reruns in a fresh clone and the benchmarks.
+`render` writes them as Markdown and as one HTML page. The words of a claim come from
+rlvr.report.claimtext, the tables from rlvr.report.tables, benchtables and reruns.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from rlvr.report.claimtext import (
 )
 from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
 from rlvr.report.evidence import class_counts, summary_counts
+from rlvr.report.reruns import rerun_blocks
 from rlvr.report.tables import (
     START_KEYS,
     VARIANT_KEYS,
@@ -61,6 +62,7 @@ class ReportData:
     problems: dict | None = None  # reports/passk-counts.json
     bench_figure: dict | None = None  # the scaling figure drawn from `bench` (a figure dict as above)
     configs: dict[str, dict] = field(default_factory=dict)  # each GRPO variant's settings (`twin_notes`)
+    reruns: dict | None = None  # reports/rerun.json: `rlvr verify --rerun [--perturb]`'s records
     starts: dict | None = None  # `rlvr starts`' results
     starts_figure: dict | None = None
     run: dict | None = None  # where and with what it was made (`header_line`)
@@ -480,6 +482,8 @@ def build(data: ReportData) -> list:
         blocks += starts_blocks(data.starts, data.starts_figure)
     if data.samples:
         blocks += sample_blocks(data.samples)
+    if data.reruns:
+        blocks += rerun_blocks(data.reruns)
     if data.bench:
         blocks += bench_blocks(data.bench, figure_blocks([data.bench_figure]) if data.bench_figure else [])
     return blocks

@@ -1,6 +1,6 @@
 """Stage `report`: every claim of experiments/claims.yaml beside our value and a verdict, the
 figures with captions and provenance, the GRPO learning curves, the variant table, the reward-hacking
-samples and the benchmarks.
+samples, the reruns in a fresh clone and the benchmarks.
 
 Each figure is copied into `reports/report-figures/` with its provenance (stage, params from
 dvc.lock, input hashes, MLflow run ids, git commit) written into PNG text chunks, so a figure taken
@@ -206,6 +206,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
         bench = fair_bench(json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None)
         starts = json.loads(paths.starts.read_text()) if paths.starts.is_file() else None
+        reruns = json.loads(paths.reruns.read_text()) if paths.reruns.is_file() else None
         starts_png = paths.starts.parent / "starts-passk.png"
         starts_figure = (
             None
@@ -230,6 +231,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 bench_figure=bench_figure,
                 configs=variant_configs(lock),
                 targets=sft_targets(lock),
+                reruns=reruns,
                 starts=starts,
                 starts_figure=starts_figure,
                 run=run_info(root, params),
