@@ -1,6 +1,5 @@
 """Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/test_compare.py)."""
 
-
 import pytest
 import yaml
 from conftest import ROOT
@@ -231,26 +230,70 @@ def _run(variant, acc, kl):
     return {"variant": variant, "task": "two_digit", "seeds": [0, 1], "per_seed": per_seed}
 
 
-def test_variants_that_end_alike_are_named_with_what_they_differ_in():
+def test_variants_whose_settings_prove_they_train_alike_say_why_whatever_their_numbers():
+    """GRPO and GSPO at one update per batch (mu = 1) have one gradient (tests/test_grpo_math.py),
+    so the report says why they agree from their settings: on this machine, where their chains
+    come out the same, and on another CPU, where rounding parts them."""
+    from rlvr.report.tables import twin_notes
+
+    base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
+    configs = {"grpo": base, "gspo": {**base, "ratio": "sequence"}}
+    same = {
+        "grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
+        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
+    }
+    [note] = twin_notes(same, configs)
+    assert note.startswith(
+        "`grpo` and `gspo` train every chain alike: they differ only in `ratio` (token vs sequence)"
+    )
+    assert "every importance ratio is exactly 1" in note and "a relative 1e-07" in note
+    elsewhere = {**same, "grpo-gspo.json": _run("gspo", [0.79, 0.91], [0.69, 0.72])}  # another CPU
+    [note] = twin_notes(elsewhere, configs)
+    assert "every importance ratio is exactly 1" in note and "Here they end" not in note
+    chains = {
+        **configs,
+        "grpo": {**base, "seeds": [0, 1, 2, 3], "grpo_seeds": 2},
+        "gspo": {**configs["gspo"], "seeds": [0, 1]},
+    }
+    [note] = twin_notes(elsewhere, chains)  # the pipeline's: grpo on more chains, two GRPO seeds each
+    assert "and in the chains they run (`seeds`, `grpo_seeds`)" in note
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"inner_epochs": 4},  # the ratio acts from the second epoch on
+        {"ratio": "cispo"},  # another objective
+        {"aggregation": "token_mean"},  # a second difference besides the ratio
+    ],
+)
+def test_no_reason_is_given_where_the_settings_do_not_prove_it(change):
+    from rlvr.report.tables import twin_notes
+
+    base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
+    other = {**base, "ratio": "sequence", **change}
+    metrics = {"grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71])}
+    metrics["grpo-gspo.json"] = _run("gspo", [0.79, 0.91], [0.7, 0.71])  # numbers apart
+    assert twin_notes(metrics, {"grpo": base, "gspo": other}) == []
+
+
+def test_variants_whose_numbers_come_out_identical_are_named_with_what_they_differ_in():
     from rlvr.report.tables import twin_notes
 
     base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
     metrics = {
         "grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
-        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
-        "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71]),
-    }  # one seed samples differently
-    configs = {"grpo": base, "gspo": {**base, "ratio": "sequence"}, "no_kl": {**base, "beta": 0.0}}
-    [note] = twin_notes(metrics, configs)
-    assert (
-        note.startswith("`grpo` and `gspo` end with the same accuracy")
-        and "`ratio`: token vs sequence" in note
-    )
-    assert "agree within a relative 1e-07" in note  # measured: 0.7 vs 0.7000001
-    assert "every importance ratio is exactly 1" in note  # the known reason: one gradient step per batch
-    configs["gspo"] = {**base, "ratio": "sequence", "inner_epochs": 4}  # the ratio acts: no reason to give
-    [note] = twin_notes(metrics, configs)
-    assert "exactly 1" not in note and "`inner_epochs`: 1 vs 4" in note
+        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),
+        "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71]),  # one seed samples differently
+    }
+    configs = {
+        "grpo": base,
+        "gspo": {**base, "ratio": "sequence", "inner_epochs": 4},
+        "no_kl": {**base, "beta": 0.0},
+    }
+    [note] = twin_notes(metrics, configs)  # identical numbers, but no reason the settings give
+    assert note.startswith("`grpo` and `gspo` end with the same accuracy") and "exactly 1" not in note
+    assert "`inner_epochs`: 1 vs 4" in note and "`ratio`: token vs sequence" in note
 
 
 def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and_never_by_the_book():

@@ -79,25 +79,29 @@ SAMPLED_KEYS = (
 )  # counts of samples
 
 
-def _same_gradient_reason(a: dict, b: dict) -> str | None:
-    """Why two variant configs train alike, when they provably do: the one case known here is GSPO's
-    sequence ratio against the token ratio at one gradient step per batch."""
-    differ = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+CHAIN_KEYS = ("seeds", "grpo_seeds")  # which chains a variant runs, not how one chain trains
+SAME_GRADIENT = (
+    "with `inner_epochs: 1` the policy being updated is the one that sampled, so every importance "
+    "ratio is exactly 1 when the gradient is taken; a sequence ratio, exp(mean of its response's token "
+    "log-ratios), then has the gradient of the response's mean token log-probability, spread over its "
+    "tokens, and every aggregation weighs the tokens of one response alike, so the token ratio gives "
+    "the same gradient. The two part only by float rounding; a sequence ratio changes training only "
+    "with `inner_epochs` > 1"
+)
+
+
+def same_gradient_reason(a: dict, b: dict) -> str | None:
+    """Why two variants train every chain alike, when their settings prove it (None otherwise): the
+    one case known here is the sequence ratio (GSPO) against the token ratio at one gradient step
+    per batch (mu = 1), every other setting equal but the chains they run. a, b: each variant's
+    settings as its stage ran them."""
+    differ = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} - set(CHAIN_KEYS)
     if (
         differ == {"ratio"}
         and {a["ratio"], b["ratio"]} == {"token", "sequence"}
         and a.get("inner_epochs") == 1
-        and a.get("aggregation") == "seq_mean"
     ):
-        return (
-            "with `inner_epochs: 1` the policy being updated is the one that sampled, so every importance "
-            "ratio is exactly 1 when the gradient is taken; the sequence ratio exp(mean of token log-ratios) "
-            "then has the gradient of the mean token log-probability, which is also what token "
-            "ratios averaged "
-            "per sequence (`seq_mean`) give. Same gradient, so the two part only by float "
-            "rounding; a sequence "
-            "ratio changes training only with `inner_epochs` > 1"
-        )
+        return SAME_GRADIENT
     return None
 
 
@@ -113,31 +117,60 @@ def _largest_gap(a: dict, b: dict) -> float:
     return max(gaps, default=0.0)
 
 
+def _settings_note(a: str, b: str, ca: dict, cb: dict, why: str) -> str:
+    """Two variants whose settings prove they train alike: what they differ in, and why it cannot
+    change a chain's training."""
+    chains = [k for k in CHAIN_KEYS if ca.get(k) != cb.get(k)]
+    runs = f", and in the chains they run ({', '.join(f'`{k}`' for k in chains)})" if chains else ""
+    return (
+        f"`{a}` and `{b}` train every chain alike: they differ only in `ratio` "
+        f"({ca['ratio']} vs {cb['ratio']}){runs}, and {why}."
+    )
+
+
+def _measured_note(a: str, b: str, ma: dict, mb: dict, ca: dict, cb: dict) -> str:
+    """Two variants whose sampled numbers came out identical on every chain, and their settings apart."""
+    differ = ", ".join(
+        f"`{k}`: {ca.get(k)} vs {cb.get(k)}"
+        for k in sorted(ca.keys() | cb.keys())
+        if ca.get(k) != cb.get(k) and k != "task"
+    )
+    return (
+        f"`{a}` and `{b}` end with the same accuracy, reward and response length on every seed, "
+        f"and their other per-seed numbers (KL, entropy...) agree within a relative "
+        f"{_largest_gap(ma['per_seed'], mb['per_seed']):.1g} (they differ in {differ or 'nothing recorded'})."
+    )
+
+
 def twin_notes(metrics: dict[str, Any], configs: dict[str, dict]) -> list[str]:
-    """Pairs of variants (same task and seeds) whose sampled numbers are identical on every seed, with
-    the settings they differ in and, where it is known, why they cannot differ. configs: each
-    variant's settings as its stage ran them (grpo.defaults with the variant's overrides)."""
+    """Pairs of variants of one task that end alike, and why. A pair whose settings prove it (their
+    gradients are equal: `same_gradient_reason`) is named whatever its numbers, so a run on another
+    CPU, where rounding parts them, still says why they agree; with the same chains, the numbers
+    measured here follow. A pair whose sampled numbers are identical on every chain for no known
+    reason is named with the settings it differs in. configs: each variant's settings as its stage
+    ran them (grpo.defaults with the variant's overrides)."""
     runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
     notes = []
     for a, b in combinations(sorted(runs), 2):
         ma, mb = runs[a], runs[b]
-        if ma["task"] != mb["task"] or ma["seeds"] != mb["seeds"]:
-            continue
-        if any(ma["per_seed"].get(k) != mb["per_seed"].get(k) for k in SAMPLED_KEYS):
+        if ma["task"] != mb["task"]:
             continue
         ca, cb = configs.get(a, {}), configs.get(b, {})
-        differ = ", ".join(
-            f"`{k}`: {ca.get(k)} vs {cb.get(k)}"
-            for k in sorted(ca.keys() | cb.keys())
-            if ca.get(k) != cb.get(k) and k != "task"
-        )
-        why = _same_gradient_reason(ca, cb)
-        notes.append(
-            f"`{a}` and `{b}` end with the same accuracy, reward and response length on every seed, "
-            f"and their other per-seed numbers (KL, entropy...) agree within a relative "
-            f"{_largest_gap(ma['per_seed'], mb['per_seed']):.1g} (they differ in "
-            f"{differ or 'nothing recorded'})" + (f": {why}." if why else ".")
-        )
+        why = same_gradient_reason(ca, cb) if ca and cb else None
+        same_chains = ma["seeds"] == mb["seeds"] and ma.get("grpo_seeds") == mb.get("grpo_seeds")
+        alike = same_chains and all(ma["per_seed"].get(k) == mb["per_seed"].get(k) for k in SAMPLED_KEYS)
+        if why is not None:
+            notes.append(
+                _settings_note(a, b, ca, cb, why)
+                + (
+                    f" Here they end with the same accuracy, reward and response length on every chain, "
+                    f"the other numbers within a relative {_largest_gap(ma['per_seed'], mb['per_seed']):.1g}."
+                    if alike
+                    else ""
+                )
+            )
+        elif alike:
+            notes.append(_measured_note(a, b, ma, mb, ca, cb))
     return notes
 
 
