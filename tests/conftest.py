@@ -196,7 +196,8 @@ def tiny_checkout(d: Path, env: dict) -> None:
 
     shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json", "reports/starts/starts.json"):
+    committed = ("reports/benchmarks.json", "reports/starts/starts.json", "reports/rerun.json")
+    for name in ("pyproject.toml", ".gitignore", *committed):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(at_head(name) if name.startswith("reports/") else ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))

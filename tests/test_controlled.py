@@ -327,16 +327,11 @@ def test_the_starts_table_counts_chains_on_target_and_lists_a_missed_one():
 
 def test_the_variance_table_names_the_largest_source_and_the_deciding_half_width():
     from rlvr.report.chains import variance_rows
-    from rlvr.report.verdict import Evidence
+    from rlvr.report.claims import Claim
+    from rlvr.report.verdict import Evidence, Judged
 
     ev = Evidence(0.5, 0.4, 0.6, "8 chains", [0.5] * 8, list(range(8)), {"starts": 0.1, "grpo": 0.02})
-    row = {
-        "id": "X",
-        "class": "measured",
-        "metric": ["f.json", "k"],
-        "evidence": ev,
-        "tested": ev,
-        "verdict": "inconclusive",
-    }
-    (out,) = variance_rows([row, {**row, "class": "closed-form"}])
+    row = Judged(Claim(id="X", kind="exact", metric=["f.json", "k"]), "inconclusive", ev, tested=ev)
+    worked = Judged(Claim(id="W", kind="exact", metric=["worked.json", "k"]), "inconclusive", ev, tested=ev)
+    (out,) = variance_rows([row, worked])  # a closed-form claim has no variance table row
     assert out[2:8] == ["0.1", "0.02", "–", "starts", "0.1", "inconclusive"]
