@@ -44,6 +44,7 @@ KEY_METRICS = (
     "clip_frac_max",
     "frac_reward_zero_std_mean",
 )
+HEADLINE = ("eval_acc_start", "eval_acc_final")  # what DVC shows of it (`dvc exp show`): chain means
 
 
 def train_seed(
@@ -148,7 +149,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "mlflow_seed_run_ids": run_ids,
             "params_hash": own_hash,
         }
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, HEADLINE)
         band = curve_band(eval_curves, "eval_acc")
         write_tsv(paths.eval_mean, band)
         mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean

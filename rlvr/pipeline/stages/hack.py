@@ -39,6 +39,7 @@ KEY_METRICS = (
     "digits_per_response_end",
     "reward_minus_accuracy_end",
 )
+HEADLINE = ("reward_mean_end", "accuracy_end")  # what DVC shows of it (`dvc exp show`): seed means
 
 
 def sample_steps(cfg: HackConfig) -> list[int]:
@@ -115,7 +116,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             "params_hash": own_hash,
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, HEADLINE)
         plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
         mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)

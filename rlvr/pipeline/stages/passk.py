@@ -64,6 +64,15 @@ def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
     return out
 
 
+def headline_keys(variants: list[str]) -> tuple[str, ...]:
+    """What DVC shows of pass@k (`dvc exp show`, and `rlvr sweep-report` reads): the SFT start's
+    pass@1, pass@n and problems never solved, and the same of `variants` (passk.headline, the
+    claims' own) with their per-chain crossovers, at their keys in the results."""
+    start = ("sft.pass_at_1", "sft.pass_at_n", "sft.never_solved")
+    rl = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossovers")
+    return (*start, *(f"variants.{v}.{k}" for v in variants for k in rl))
+
+
 def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     cfg = params.passk
     variants = list(scored_variants(params))  # chapter B's, read without touching the others' params
@@ -131,7 +140,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 "counts": counts,
             },
         )
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, headline_keys([v for v in variants if v in cfg.headline]))
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
         figures = [

@@ -43,6 +43,8 @@ KEY_METRICS = (
     "sampled_acc_heldout",
     "sampled_acc_train",
 )
+# What DVC shows of it (`dvc exp show`), chain means: the start's loss and accuracy (held-out: chapter B)
+HEADLINE = ("final_loss", "sampled_acc_train", "sampled_acc_heldout")
 
 
 def train_seed(
@@ -181,7 +183,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "mlflow_run_id": mlrun.run_id,
             "params_hash": params_hash,
         }
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, HEADLINE)
         mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "noised_fraction")))
     return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
 

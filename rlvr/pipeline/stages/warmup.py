@@ -31,6 +31,7 @@ from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer
 
 KEY_METRICS = ("final_loss",)  # what each run shows in MLflow; the rest is in the metrics JSON
+HEADLINE = ("steps", "final_loss")  # what DVC shows of it: chain means (no loss without clean epochs)
 PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of every chain's initial weights
 
 
@@ -134,6 +135,6 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             "mlflow_run_id": mlrun.run_id,
             "params_hash": params_hash,
         }
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, HEADLINE)
         mlrun.log_metrics(pick(metrics, KEY_METRICS))
     return metrics
