@@ -82,3 +82,15 @@ def test_a_headline_is_the_results_cut_to_its_keys_under_their_own_names(tmp_pat
     assert json.loads(h.read_text()) == headline(results, keys) and "mlflow_run_id" not in h.read_text()
     m, _ = write_metrics(tmp_path / "reports/metrics/worked.json", {"a2": {"advantages": [1.0]}})
     assert m.is_file() and not headline_path(m).exists()  # no keys given: no headline
+
+
+def test_where_when_and_which_code_go_to_the_record_not_the_results(tmp_path):
+    made = {
+        "git_commit": "2b521db",
+        "git_dirty": False,
+        "host": "box",
+        "started_utc": "2026-12-02T07:18:39+00:00",
+    }
+    m, r = write_metrics(tmp_path / "reports/metrics/grpo-x.json", {"eval_acc_final": 0.6, "made": made}, ())
+    assert json.loads(r.read_text())["made"] == made
+    assert "made" not in json.loads(m.read_text()) and json.loads(headline_path(m).read_text()) == {}

@@ -115,3 +115,55 @@ def test_a_seed_run_spans_the_seed_training_not_its_logging(mlflow_store, worker
         assert info.start_time == int(result.started * 1000) and info.end_time == int(result.ended * 1000)
         assert stage.info.start_time <= info.start_time and info.end_time <= stage.info.end_time
         assert seeds[str(seed)].data.params == {"beta": "0.0", "seed": str(seed)}  # the stage's, and its seed
+
+
+def _git(root, *args):
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def test_a_run_names_the_code_that_ran_as_mlflows_source_and_in_its_record(
+    mlflow_store, tmp_path, monkeypatch
+):
+    """MLflow's Source and Version columns read `mlflow.source.name` and `mlflow.source.git.commit`:
+    the command DVC runs and HEAD's commit, which `git.commit` also names, with `git.dirty`; the
+    seed runs inherit them, and `run.made` (the stage's run record) names the same commit."""
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)  # the checkout the stage runs in: repo_root() is the working folder
+    (tmp_path / "rlvr").mkdir()
+    (tmp_path / "rlvr/grpo.py").write_text("# the loop\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout.strip()
+    with stage_run("grpo@dapo", {}, {"variant": "dapo"}, "h") as run:
+        with run.child("grpo@dapo/seed0", {"seed": 0}):
+            pass
+    (tmp_path / "rlvr/grpo.py").write_text("# the loop, edited\n")
+    with stage_run("grpo@dapo", {}, {}, "h") as edited:
+        pass
+    client, found = runs(mlflow_store)
+    by_id = {r.info.run_id: r for r in found}
+    tags = by_id[run.run_id].data.tags
+    assert tags["mlflow.source.git.commit"] == tags["git.commit"] == head == run.made["git_commit"]
+    assert (
+        tags["mlflow.source.name"] == "python -m rlvr.pipeline grpo dapo"
+        and tags["mlflow.source.type"] == "LOCAL"
+    )
+    assert tags["git.dirty"] == "false" and run.made["git_dirty"] is False
+    seed = next(r for r in found if r.data.tags.get("mlflow.parentRunId") == run.run_id)
+    assert seed.data.tags["mlflow.source.git.commit"] == head and seed.data.tags["git.dirty"] == "false"
+    assert by_id[edited.run_id].data.tags["git.dirty"] == "true" and edited.made["git_dirty"] is True
+    assert run.made["host"] == tags["rlvr.host"] and run.made["tracking_uri"] == mlflow_store
+    assert run.made["started_utc"].endswith("+00:00")
+
+
+def test_a_servers_credentials_stay_out_of_the_record():
+    from rlvr.pipeline.tracking import public_uri
+
+    assert public_uri("https://alice:s3cret@mlflow.example.org:8443/") == "https://mlflow.example.org:8443/"
+    assert public_uri("sqlite:////home/a/mlflow.db") == "sqlite:////home/a/mlflow.db"

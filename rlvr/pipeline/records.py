@@ -1,5 +1,6 @@
 """What a stage measured apart from what it found: its results in `reports/metrics/<file>`, its
-run record (timings, MLflow run ids) in `reports/runs/<file>`, and its headline in
+run record (timings, MLflow run ids, and `made`: the commit that ran, whether the code differed from
+it, the host, the tracking store and the start) in `reports/runs/<file>`, and its headline in
 `reports/headline/<file>`: the few numbers of its results DVC shows as metrics (`dvc metrics show`,
 `dvc exp show`), the same values under the same keys, so a table of experiments stays readable.
 
@@ -25,6 +26,7 @@ VOLATILE = (
     "step_seconds_median",
     "mlflow_run_id",
     "mlflow_seed_run_ids",
+    "made",  # where, when and with which code the stage ran (rlvr.pipeline.tracking.made_here)
 )
 VOLATILE_COLUMNS = ("step_seconds",)  # per-step timings: in MLflow's step metrics only
 

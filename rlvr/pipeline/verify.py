@@ -11,8 +11,10 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
   and every claim that differs or is inconclusive carries a note on why;
 - the workspace's results against HEAD's (after a `dvc repro` on another machine, say): no verdict
   flipped between reproduced and differs; moves to or from inconclusive are listed, not failed;
-- every figure copy in the report says where it came from (PNG metadata), and provenance can
-  explain the report's inputs;
+- every figure copy in the report says where it came from (PNG metadata: stage, params, the commit
+  that ran it, where and when), and provenance can explain the report's inputs, each stage's run
+  record naming the code that ran it, where and when (what `rlvr provenance` prints, with or
+  without the MLflow store);
 - reports/benchmarks.json names its machine.
 
 Each check returns its problems, one line each; none means it holds.
@@ -183,12 +185,15 @@ def figure_problems(root: Path) -> list[str]:
             text = getattr(im, "text", {})
             if not (text.get("rlvr:stage") and text.get("rlvr:git_commit") and text.get("rlvr:params")):
                 problems.append(f"{png.relative_to(root)}: no provenance in its PNG metadata")
+            elif json.loads(text.get("rlvr:made") or "null") is None:
+                problems.append(f"{png.relative_to(root)}: its PNG metadata does not say where or when made")
     return problems
 
 
 def provenance_problems(root: Path) -> list[str]:
-    """Provenance explains every metrics file: its stage, params and input hashes."""
-    from rlvr.report.provenance import ProvenanceError, explain
+    """Provenance explains every metrics file: its stage, params and input hashes, and (its run
+    record) which code ran it, where and when."""
+    from rlvr.report.provenance import ProvenanceError, explain, unexplained
 
     problems = []
     for f in sorted((root / "reports" / "metrics").glob("*.json")):
@@ -199,6 +204,8 @@ def provenance_problems(root: Path) -> list[str]:
             continue
         if not info["deps"]:
             problems.append(f"{f.relative_to(root)}: stage {info['stage']} records no inputs")
+        if unexplained(info):
+            problems.append(f"{f.relative_to(root)}: {unexplained(info)}")
     return problems
 
 

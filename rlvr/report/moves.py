@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlvr.gitinfo import committed_text, short_commit, uncommitted
+from rlvr.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
 
 REPORT_JSON = "reports/report.json"
-CODE_PATHS = ("rlvr", "bench", "experiments", "params.yaml", "dvc.yaml", "pyproject.toml")
 
 
 def compare_verdicts(committed: dict, fresh: dict) -> dict:

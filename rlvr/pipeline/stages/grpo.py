@@ -146,6 +146,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "grpo_seeds": cfg.grpo_seeds,
             **chain_metrics(per_unit, len(evals) * cfg.eval_samples),
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "mlflow_seed_run_ids": run_ids,
             "params_hash": own_hash,
         }

@@ -113,6 +113,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             "seeds": cfg.seeds,
             "seeds_digits_rose": rose,
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "params_hash": own_hash,
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})

@@ -129,7 +129,9 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         metrics, curves = summarise_counts(
             counts, chains, samples, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast, reps, k_max
         )
-        metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
+        metrics.update(
+            mlflow_run_id=mlrun.run_id, made=mlrun.made, params_hash=config_hash("passk", None, params)
+        )
         write_json(
             paths.counts,
             {

@@ -181,6 +181,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
             **seed_metrics(per_seed),
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "params_hash": params_hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)

@@ -133,6 +133,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             **({"perturbation": eps} if eps else {}),
             **seed_metrics(per_seed),
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "params_hash": params_hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
