@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlvr.pipeline import paths
@@ -270,6 +271,14 @@ def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
     raw_p = _RawView(p.raw)
     item = None if s.foreach is None else _RawView(lookup_raw(p.raw, f"{s.foreach}.{key}"))
     return {k: lookup_raw(p.raw, k) for k in s.params(key, item, raw_p)}
+
+
+def instance_deps(name: str, key: str | None, p: Params) -> list[Path]:
+    """The data files and folders one stage instance reads (its dvc.yaml deps less code and the
+    guard's marker), found through the raw params (so looking records no read)."""
+    s = stage(name)
+    item = None if s.foreach is None else _RawView(lookup_raw(p.raw, f"{s.foreach}.{key}"))
+    return [Path(d) for d in s.deps(s.paths(key, item, _RawView(p.raw)))]
 
 
 def config_hash(name: str, key: str | None, p: Params) -> str:

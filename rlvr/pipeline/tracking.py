@@ -37,6 +37,30 @@ from rlvr.gitinfo import code_version
 EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
 
+# Our per-step metric -> the name TRL's trainers log the same quantity under (docs/tracking.md holds
+# the table with each one's meaning and unit). A step logs both names where they differ.
+TRL_NAMES = {
+    "reward_mean": "reward",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl_k3_token_nats": "kl",
+    "entropy_nats": "entropy",
+    "clip_frac_low": "clip_ratio/low_mean",
+    "clip_frac_high": "clip_ratio/high_mean",
+    "clip_frac_region": "clip_ratio/region_mean",
+    "response_len_mean": "completions/mean_length",
+    "truncated_frac": "completions/clipped_ratio",
+    "grad_norm": "grad_norm",
+    "lr": "learning_rate",
+    "num_tokens": "num_tokens",
+    "loss": "loss",
+}
+
+
+def with_trl_names(metrics: dict[str, float]) -> dict[str, float]:
+    """A step's metrics, and each again under TRL's name where that differs from ours."""
+    return {**metrics, **{TRL_NAMES[k]: v for k, v in metrics.items() if TRL_NAMES.get(k, k) != k}}
+
 
 class TrackingError(UserError):
     """The configured tracking store cannot be used; raised before any training starts."""
@@ -243,6 +267,29 @@ class Run:
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
+    def log_inputs(self, files: list[tuple[Path, str]]) -> None:
+        """Log data files the run read as MLflow dataset inputs (its *Datasets* column): each named by
+        its path, with its md5 as digest (the hash dvc.lock records), its rows counted, and tagged
+        with its context ("training", "evaluation")."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+        inputs = [
+            DatasetInput(
+                Dataset(
+                    name=path.as_posix(),
+                    digest=_md5(path),
+                    source_type="local",
+                    source=json.dumps({"uri": path.as_posix()}),
+                    profile=json.dumps({"rows": _rows(path)}),
+                ),
+                [InputTag(MLFLOW_DATASET_CONTEXT, context)],
+            )
+            for path, context in files
+        ]
+        if inputs:
+            self.client.log_inputs(self.run_id, datasets=inputs)
+
     def log_step(self, step: int, metrics: dict[str, float]) -> None:
         """Queue one step's metrics; they are sent in batches (see `flush`)."""
         from mlflow.entities import Metric
@@ -308,6 +355,20 @@ class Run:
             if params:
                 run.log_params(params)
             yield run
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _rows(path: Path) -> int:
+    """Rows of a data file: lines of JSON lines, problems of a held-out file (test and validation)."""
+    if path.suffix == ".jsonl":
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    data = json.loads(path.read_text())
+    return sum(len(v) for v in data.values() if isinstance(v, list)) if isinstance(data, dict) else len(data)
 
 
 def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001

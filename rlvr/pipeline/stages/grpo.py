@@ -8,7 +8,8 @@ import torch
 
 from rlvr.configs import GRPOConfig
 from rlvr.files import read_heldout, read_jsonl, write_tsv
-from rlvr.grpo import GRPOData, seed_summary, train_grpo
+from rlvr.grpo import GRPOData, train_grpo
+from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
@@ -20,11 +21,11 @@ from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
     over_seeds,
-    pick,
     run_name,
     seed_results,
     stream_seed,
     tracked,
+    with_intervals,
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
@@ -154,7 +155,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
         band = curve_band(eval_curves, "eval_acc")
         write_tsv(paths.eval_mean, band)
         mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean
-        mlrun.log_metrics(pick(metrics, KEY_METRICS))
+        mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))
         for path in (paths.metrics, paths.eval_mean):
             mlrun.log_artifact(path)
     return {

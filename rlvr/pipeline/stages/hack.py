@@ -18,9 +18,9 @@ from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
     over_seeds,
-    pick,
     seed_results,
     tracked,
+    with_intervals,
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
@@ -119,7 +119,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_metrics(paths.metrics, metrics, HEADLINE)
         plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
-        mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
+        mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)
     return {k: metrics[k] for k in ("reward_mean_end", "accuracy_end", "digits_per_response_end")}

@@ -44,23 +44,29 @@ def score(
 
 
 def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
-    """Model -> the numbers its MLflow run shows (chain or seed means): pass@1, pass@n
-    (`pass_at_64`), problems never solved in n and, for a variant, the k where SFT catches up."""
+    """Model -> the numbers its MLflow run shows (chain means), each with its 95% interval over
+    chains as `<name>_ci95_lo` / `_hi`: pass@1, pass@n (`pass_at_64`), problems never solved in n and,
+    for a variant, the k where SFT catches up (its interval: the bootstrap's)."""
+    from rlvr.stats import mean_ci
+
+    names = {"pass_at_1": "pass_at_1", "pass_at_n": f"pass_at_{n}", "never_solved": "never_solved"}
     out = {}
     starts = [("sft", metrics["sft"])] + ([] if contrast is None else [(contrast, metrics["contrast"])])
     for model, m in starts:
-        out[model] = {
-            "pass_at_1": m["pass_at_1"],
-            f"pass_at_{n}": m["pass_at_n"],
-            "never_solved": m["never_solved"],
-        }
+        out[model] = {}
+        for key, name in names.items():
+            out[model][name] = m[key]
+            lo, hi = m["ci95"].get(key) or (None, None)
+            out[model] |= {} if lo is None else {f"{name}_ci95_lo": lo, f"{name}_ci95_hi": hi}
     for v, m in metrics["variants"].items():
-        out[v] = {
-            "pass_at_1": m["pass_at_1_rl"],
-            f"pass_at_{n}": m["pass_at_n_rl"],
-            "never_solved": m["never_solved_rl"],
-            "crossover_k": m["crossover_k"],  # of the chain-mean curves (k_max + 1: none)
-        }
+        out[v] = {}
+        for key, name in names.items():
+            _, lo, hi = mean_ci(m["per_seed"][f"{key}_rl"])  # over chains, as the report does
+            out[v][name] = m[f"{key}_rl"]
+            out[v] |= {} if lo is None else {f"{name}_ci95_lo": lo, f"{name}_ci95_hi": hi}
+        out[v]["crossover_k"] = m["crossover_k"]  # of the chain-mean curves (k_max + 1: none)
+        lo, hi = m.get("crossover_k_ci95") or (None, None)
+        out[v] |= {} if lo is None else {"crossover_k_ci95_lo": lo, "crossover_k_ci95_hi": hi}
     return out
 
 

@@ -22,10 +22,10 @@ from rlvr.pipeline.seeds import (
     SFT_LOGGED,
     SeedResult,
     over_seeds,
-    pick,
     run_name,
     seed_results,
     tracked,
+    with_intervals,
 )
 from rlvr.pipeline.specs import config_hash
 from rlvr.rollout import accuracy, answer_batch, answer_probability, correct_counts
@@ -185,7 +185,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "params_hash": params_hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
-        mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "noised_fraction")))
+        mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "noised_fraction")))
     return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
 
 

@@ -24,7 +24,15 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
+from rlvr.pipeline.seeds import (
+    SFT_LOGGED,
+    SeedResult,
+    over_seeds,
+    run_name,
+    seed_results,
+    tracked,
+    with_intervals,
+)
 from rlvr.pipeline.specs import config_hash
 from rlvr.sft import encode_sft, final_loss, warm_up
 from rlvr.stats import seed_metrics
@@ -137,5 +145,5 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             "params_hash": params_hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
-        mlrun.log_metrics(pick(metrics, KEY_METRICS))
+        mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))
     return metrics
