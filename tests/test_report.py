@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, at_head
 
 from rlvr.fields import ConfigError
 from rlvr.report.claims import check_claims, verdict
@@ -150,7 +150,7 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
       document.body.appendChild(pre);
     });</script>"""
     page = tmp_path / "report.html"
-    page.write_text((ROOT / "reports/report.html").read_text().replace("</body>", probe + "</body>"))
+    page.write_text(at_head("reports/report.html").read_text().replace("</body>", probe + "</body>"))
     out = subprocess.run(
         [
             CHROMIUM,
