@@ -38,7 +38,7 @@ RUN: dict[str, str | None] = {
     "rlvr starts": None,
     "dvc metrics show": None,
     "dvc metrics diff": None,
-    "dvc exp run --dry -S sft.single_digit.epochs=100": "dvc exp run --dry -S sft.single_digit.epochs=2",
+    "dvc exp run --dry --allow-missing": None,
     "dvc exp run -S sft.single_digit.epochs=100": "dvc exp run -S sft.single_digit.epochs=2",
     "dvc exp diff": None,
     "dvc exp show --only-changed": None,

@@ -217,8 +217,8 @@ def test_dvc_metrics_are_the_headlines_and_every_results_file_is_an_output_git_k
 
 def test_every_output_git_keeps_is_not_ignored_by_git():
     """An output DVC does not cache (`cache: false`) is git's to keep: a fresh clone and the
-    workspace `dvc exp run` copies have it only if git does. The guard's marker was once ignored,
-    so `dvc exp run --dry` found no data/params.checked for the stages that depend on it."""
+    workspace `dvc exp run` copies have it only if git does. The guard's marker, every stage's
+    first dependency, was once ignored, so no experiment's copy had it."""
     graph = stage_graph(committed(), read_yaml(ROOT / "params.yaml"))
     kept = sorted(
         {o for e in graph.values() for o, props in e["outs"].items() if props.get("cache") is False}
