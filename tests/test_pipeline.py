@@ -152,6 +152,30 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
 
 
+def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo):
+    """Every stage's MLflow run (MLflow's source tags and ours), its run record and the report's
+    figure copies of its outputs name the same commit: the code that ran, HEAD then."""
+    from PIL import Image
+
+    d, env = repo
+    sh("dvc repro", d, env)
+    head = sh("git rev-parse HEAD", d, env).strip()
+    _, _, runs = _mlflow_runs(d)
+    for record in sorted((d / "reports/runs").glob("*.json")):
+        made = json.loads(record.read_text())["made"]
+        run = next(r for r in runs if r.info.run_id == json.loads(record.read_text())["mlflow_run_id"])
+        tags = run.data.tags
+        assert made["git_commit"] == tags["git.commit"] == tags["mlflow.source.git.commit"] == head, record
+        assert made["git_dirty"] is False and tags["git.dirty"] == "false", record
+        assert made["host"] == tags["rlvr.host"] and tags["mlflow.source.name"].startswith(
+            "python -m rlvr.pipeline"
+        )
+    passk = json.loads((d / "reports/runs/passk.json").read_text())["made"]
+    with Image.open(d / "reports/report-figures/passk-curves.png") as im:
+        assert im.text["rlvr:git_commit"] == head and json.loads(im.text["rlvr:made"]) == passk
+    assert f"code: git {head[:10]}, made on {passk['host']}" in (d / "reports/report.md").read_text()
+
+
 def test_dvc_plots_overlay_each_variant_without_combs(repo):
     """`dvc plots show --json`: the chapter B accuracy chart overlays one curve per variant, coloured
     by file, with a value in every row (an empty cell would be drawn as 0, a comb)."""
