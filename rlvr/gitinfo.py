@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+# What decides how a result is made: the code, the claims, the settings, the pipeline, the pins.
+CODE_PATHS = ("rlvr", "bench", "experiments", "params.yaml", "dvc.yaml", "pyproject.toml")
+
 
 def _git(root: Path, *args: str) -> str | None:
     try:
@@ -36,6 +39,14 @@ def differs_from_commit(root: Path, path: str) -> bool | None:
 def committed_text(root: Path, path: str) -> str | None:
     """HEAD's version of a file, or None outside git or where HEAD has no such file."""
     return _git(root, "show", f"HEAD:{path}") or None
+
+
+def code_version(root: Path) -> dict:
+    """The code that runs in `root`: HEAD's commit ("unknown" outside git) and whether the code and
+    settings (CODE_PATHS) differ from it (`dirty`; None outside git). What every trail of a result
+    names: its MLflow run, its run record, its figures' captions and PNG metadata."""
+    changed = uncommitted(root, CODE_PATHS)
+    return {"commit": git_commit(root), "dirty": None if changed is None else bool(changed)}
 
 
 def short_commit(root: Path) -> str:

@@ -26,7 +26,6 @@ Where this departs from the chapters' formulas:
 from __future__ import annotations
 
 import copy
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
+from rlvr.grpo_stats import Groups, mixed_groups, step_metrics
 from rlvr.model import TinyLM, grouped_response_logits
 from rlvr.optim import AdamW, check_step, check_weights, diverged_at
 from rlvr.rollout import sample_scored, solve_probability
@@ -48,14 +48,6 @@ EVAL_SEED_OFFSET = 1_000_003  # evaluation draws: generator seeded at the traini
 def _one_of(value: str, allowed: tuple[str, ...], name: str) -> None:
     if value not in allowed:
         raise ValueError(f"{name} = {value!r}: must be one of {', '.join(allowed)}")
-
-
-def mixed_groups(rewards: torch.Tensor) -> torch.Tensor:
-    """True where a group's rewards are not all equal: rewards (P, G) -> (P,) bool.
-
-    Only these groups carry gradient; DAPO's dynamic sampling keeps them and resamples the rest.
-    """
-    return (rewards != rewards[:, :1]).any(dim=1)  # (P,)
 
 
 def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e-6) -> torch.Tensor:
@@ -126,11 +118,13 @@ def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip_eps_low: float, clip_e
 
 
 def _ratio_stats(low: torch.Tensor, high: torch.Tensor, ratio: torch.Tensor, live: torch.Tensor) -> dict:
-    """Fractions of the live entries (tokens or sequences) clipped low/high, and their mean ratio."""
+    """Fractions of the live entries (tokens or sequences) clipped low, high and either (the two
+    never overlap: TRL's region), and their mean ratio."""
     n = live.sum().clamp(min=1)
     return {
         "clip_frac_low": float((low & live).sum() / n),
         "clip_frac_high": float((high & live).sum() / n),
+        "clip_frac_region": float(((low | high) & live).sum() / n),
         "ratio_mean": float(torch.where(live, ratio.detach(), 0.0).sum() / n),
     }
 
@@ -227,7 +221,8 @@ def grpo_loss(
     acts; beta = 0 skips the KL term entirely (no reference model needed).
 
     logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
-    ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over masked tokens).
+    clip_frac_region, ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over
+    masked tokens).
     """
     obj, stats = policy_objective(logp, logp_old, adv, mask, ratio, clip_eps_low, clip_eps_high)  # (B, T)
     per_token = -obj  # (B, T)
@@ -259,20 +254,6 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, penalty: 
 
 # ---------------------------------------------------------------------------------------------
 # The loop: sample P prompts x G responses, score, advantages, mu inner epochs of the loss.
-
-
-@dataclass
-class Groups:
-    """One step's scored rollouts: P groups of G consecutive rows."""
-
-    tokens: torch.Tensor  # (P*G, Tp+T)
-    mask: torch.Tensor  # (P*G, T) response tokens up to and including <eos>
-    prompt_len: int
-    rewards: torch.Tensor  # (P, G) training reward
-    correct: torch.Tensor  # (P, G) true exact-match accuracy, whatever the reward
-    generated_tokens: int  # every response token sampled this step, kept or not
-    samples: int  # every response sampled this step, kept or not
-    answers: list[str]  # (P,) each group's expected answer
 
 
 RewardFn = Callable[[torch.Tensor, list[str], int], torch.Tensor]  # (response (P*G, T), answers, G) -> (P*G,)
@@ -394,7 +375,9 @@ def grpo_update(
     max_len: int,
     shared_prefix: bool = False,
 ) -> dict:
-    """mu inner epochs of the GRPO loss on one batch of groups; returns the step's diagnostics.
+    """mu inner epochs of the GRPO loss on one batch of groups; returns the step's diagnostics: the
+    loss, ratio and clip statistics and the gradient norm before clipping (means over the mu
+    updates), and entropy and KL of the policy that sampled the batch.
 
     pi_old is the policy that sampled the batch, i.e. the policy before the first inner step, so
     its log-probs are the first epoch's own (detached): with mu = 1 the ratio is exactly 1.
@@ -438,11 +421,11 @@ def grpo_update(
         )
         opt.zero_grad()
         loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)  # the norm before clipping
         value = loss.item()
         check_step(value, norm, None, diverge_settings(cfg))  # before the step: never trained on
         opt.step()
-        for k, v in {"loss": value, **stats}.items():
+        for k, v in {"loss": value, "grad_norm": float(norm), **stats}.items():
             stats_sum[k] = stats_sum.get(k, 0.0) + v / cfg.inner_epochs
     out = {k: v for k, v in stats_sum.items() if k != "kl_nats"}
     live = mask > 0
@@ -453,6 +436,7 @@ def grpo_update(
         kl_exact, _ = exact_kl_and_entropy(first_logits, ref_logits)  # (B, T)
         k3 = kl_estimate(torch.where(live, logp_old, 0.0), torch.where(live, logp_ref, 0.0), "k3")  # (B, T)
         out["kl_k3_nats"] = float(torch.where(live, k3, 0.0).sum(dim=1).mean())  # per response
+        out["kl_k3_token_nats"] = float(torch.where(live, k3, 0.0).sum() / n_tok)  # per token (TRL's kl)
         out["kl_exact_nats"] = float(torch.where(live, kl_exact, 0.0).sum(dim=1).mean())
     out["adv_abs_mean"] = float(adv.abs().mean()) if adv.numel() else 0.0
     out["grad_tokens"] = int((live & (adv[:, None] != 0)).sum())
@@ -565,6 +549,7 @@ def train_grpo(
         return evaluate(policy, ref, data.evals, n_new, data.tok, eval_gen, shared_prefix)
 
     curve: list[dict] = [{"step": 0, **evaluation()}]
+    tokens = 0  # prompt and response tokens sampled so far
     if hooks.on_step is not None:
         hooks.on_step(curve[0])
     for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
@@ -579,7 +564,9 @@ def train_grpo(
             )
             if has_groups:  # the next rollout samples from these weights: never from NaN ones
                 check_weights(policy.parameters(), None, diverge_settings(cfg))
-        row = {"step": step, **step_metrics(batch, stats), "step_seconds": time.perf_counter() - t0}
+        stats["lr"] = opt.lr  # constant: GRPO runs no schedule
+        row = {"step": step, **step_metrics(batch, stats, data.tok.eos_id, tokens)}
+        row["step_seconds"], tokens = time.perf_counter() - t0, row["num_tokens"]
         if hooks.batch_metrics is not None:
             row.update(hooks.batch_metrics(batch, step))
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -593,58 +580,3 @@ def train_grpo(
 def diverge_settings(cfg: GRPOConfig) -> dict[str, float]:
     """The settings a diverged GRPO run names: what sets the size of its steps and its logits."""
     return {"lr": cfg.lr, "grad_clip": cfg.grad_clip, "temperature": cfg.temperature}
-
-
-def step_metrics(batch: Groups, stats: dict) -> dict:
-    """One step's curve columns: the batch's reward and accuracy, how much of it carried gradient,
-    and `grpo_update`'s diagnostics (`stats`; an empty batch has only grad_tokens = 0)."""
-    has_groups = batch.rewards.numel() > 0
-    grad_tokens = stats.pop("grad_tokens")
-    return {
-        "reward_mean": float(batch.rewards.mean()) if has_groups else float("nan"),
-        "accuracy": float(batch.correct.mean()) if has_groups else float("nan"),
-        "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if has_groups else 1.0,
-        "response_len_mean": float(batch.mask.sum(dim=1).mean()) if has_groups else 0.0,
-        "frac_tokens_with_grad": grad_tokens / max(batch.generated_tokens, 1),  # of all generated
-        "frac_batch_tokens_with_grad": grad_tokens / max(int(batch.mask.sum()), 1),  # of the update batch
-        "samples_generated": batch.samples,
-        **stats,
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# One seed's summary numbers, read off its curve.
-
-
-def seed_summary(curve: list[dict]) -> dict:
-    """A seed's summary numbers from its per-step curve."""
-    evals = [r for r in curve if "eval_acc" in r]
-    start = curve[0]  # the step-0 row: evaluation of the starting policy only
-    col = lambda k: [r[k] for r in curve if k in r and r[k] == r[k]]  # noqa: E731 (drops NaN)
-    out = {
-        "eval_acc_start": start["eval_acc"],
-        "eval_acc_final": evals[-1]["eval_acc"],
-        "eval_kl_exact_nats_final": evals[-1]["eval_kl_exact_nats"],
-        "train_acc_final": statistics.fmean(col("accuracy")[-3:]),
-        "reward_final": statistics.fmean(col("reward_mean")[-3:]),
-        "entropy_nats_start": col("entropy_nats")[0] if col("entropy_nats") else float("nan"),
-        "entropy_nats_final": statistics.fmean(col("entropy_nats")[-3:])
-        if col("entropy_nats")
-        else float("nan"),
-        "clip_frac_max": max(l + h for l, h in zip(col("clip_frac_low"), col("clip_frac_high")))
-        if col("clip_frac_low")
-        else 0.0,
-        "frac_reward_zero_std_mean": statistics.fmean(col("frac_reward_zero_std")),
-        "frac_tokens_with_grad_mean": statistics.fmean(col("frac_tokens_with_grad")),
-        "frac_batch_tokens_with_grad_mean": statistics.fmean(col("frac_batch_tokens_with_grad")),
-        "samples_generated_total": sum(col("samples_generated")),
-        "response_len_final": statistics.fmean(col("response_len_mean")[-3:]),
-        "step_seconds_median": statistics.median(col("step_seconds")),
-    }
-    out["eval_acc_gain"] = out["eval_acc_final"] - out["eval_acc_start"]
-    if col("kl_k3_nats"):
-        out["kl_k3_nats_max"] = max(col("kl_k3_nats"))
-        out["kl_k3_nats_mean"] = statistics.fmean(col("kl_k3_nats"))
-        out["kl_k3_nats_final"] = col("kl_k3_nats")[-1]
-        out["kl_exact_nats_final"] = col("kl_exact_nats")[-1]
-    return out

@@ -179,6 +179,24 @@ def mlflow_store(tmp_path_factory, monkeypatch):
     return uri
 
 
+@pytest.fixture
+def tiny_repo(tmp_path, monkeypatch, mlflow_store):
+    """A working folder with tiny params and both tasks' data, warm-ups and SFT starts made by the
+    stages themselves (in this process, logging to the test's own store): GRPO and pass@k stages
+    can run from it."""
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    raw = tiny_raw()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    run_stage("data", None, progress=False)
+    for run in ("single_digit", "two_digit"):
+        run_stage("warmup", run, progress=False)
+        run_stage("sft", run, progress=False)
+    return tmp_path, raw
+
+
 @pytest.fixture(autouse=True)
 def _threads():
     import torch

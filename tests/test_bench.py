@@ -478,9 +478,16 @@ def test_report_draws_the_scaling_figure_with_its_caption(tmp_path):
             for v in vs
         ],
     }
-    assert scaling_figure({}, tmp_path / "x.png") is None
-    fig = scaling_figure({"scaling": record}, tmp_path / "bench-scaling.png")
+    made = {
+        "git_commit": "2b521db0ab",
+        "git_dirty": False,
+        "host": "box",
+        "started_utc": "2026-12-02T07:18:39+00:00",
+    }
+    assert scaling_figure({}, tmp_path / "x.png", made) is None
+    fig = scaling_figure({"scaling": record}, tmp_path / "bench-scaling.png", made)
     assert fig["png"].startswith(b"\x89PNG") and fig["caption"] == plots.SCALING_CAPTION
+    assert "drawn by stage `report` (code: git 2b521db0ab, made on box at 2026-12-02" in fig["provenance"]
     bench_record = {"scaling": record, "sft": {"tokens_per_second": {"median": 1.0}}}
     blocks = build(ReportData([], [], {}, bench=bench_record, bench_figure=fig))
     assert any(isinstance(b, Figure) and b.caption == plots.SCALING_CAPTION for b in blocks)

@@ -116,3 +116,43 @@ def test_a_session_whose_test_writes_the_checkout_fails_naming_the_path(tmp_path
 def test_the_guard_watches_this_checkout():
     assert checkout_guard.ROOT == TESTS.parent and (checkout_guard.ROOT / "params.yaml").is_file()
     assert {"mlflow.db", "dvc.lock", "data", "reports"} <= set(checkout_guard.WATCHED)
+
+
+SLOW_SUITE = """
+import os
+
+import pytest
+
+
+@pytest.mark.slow
+def test_logs_a_stage_run_without_the_store_fixture():
+    from rlvr.pipeline.tracking import stage_run
+
+    os.chdir({root!r})  # as a stage does: the default store is the working folder's mlflow.db
+    with stage_run("worked", {{}}, {{}}, "h"):
+        pass
+
+
+def test_fast_and_harmless(tmp_path):
+    (tmp_path / "x").write_text("x")
+"""
+
+
+def test_the_slow_tier_is_watched_and_a_run_logged_to_the_default_store_fails_it(tmp_path):
+    """The guard is the session's, whatever tier `-m` picks: a slow test that logs a stage run
+    without the `mlflow_store` fixture (as a stage test once did) writes the checkout's mlflow.db,
+    and the `-m slow` session fails naming it, though its test passed."""
+    root = _checkout(tmp_path / "checkout")
+    (root / "mlflow.db").unlink()  # a checkout whose store does not exist yet: the run would make it
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    conftest = SUITE_CONFTEST.format(tests=str(TESTS), root=str(root))
+    conftest += '\n\ndef pytest_configure(config):\n    config.addinivalue_line("markers", "slow: slow")\n'
+    (suite / "conftest.py").write_text(conftest)
+    (suite / "test_suite.py").write_text(SLOW_SUITE.format(root=str(root)))
+    slow = _session(suite, "-m", "slow")
+    assert slow.returncode == 1, slow.stdout[-2000:]
+    assert "1 passed, 1 deselected" in slow.stdout and "checkout changed" in slow.stdout
+    assert "added    mlflow.db" in slow.stdout
+    fast = _session(suite, "-m", "not slow")
+    assert fast.returncode == 0 and "checkout changed" not in fast.stdout, fast.stdout[-2000:]

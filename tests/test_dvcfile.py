@@ -1,6 +1,8 @@
 """dvc.yaml is generated, and honest: every stage depends on the code it runs and the params it reads."""
 
+import re
 import subprocess
+from pathlib import PurePosixPath
 
 import pytest
 import yaml
@@ -8,7 +10,8 @@ from conftest import ROOT, at_head, tiny_raw
 
 from rlvr.fields import record_reads
 from rlvr.pipeline import dvcfile
-from rlvr.pipeline.config import parse_params
+from rlvr.pipeline.config import parse_params, read_yaml
+from rlvr.pipeline.records import headline_path, record_path
 from rlvr.pipeline.specs import STAGES, uncovered_reads
 
 
@@ -92,3 +95,140 @@ def test_dvc_reads_our_yaml_with_the_c_parser_and_it_reads_what_pure_python_read
     assert CParser is not None and fast.Parser is CParser
     text = (at_head(name) if name == "dvc.lock" else ROOT / name).read_text()
     assert fast.load(text) == YAML(typ="safe", pure=True).load(text)
+
+
+# ------------------------------------------------------------------ the stage graph DVC sees
+
+
+def _resolve(text: str, raw: dict, key: str | None = None, item: dict | None = None) -> str:
+    """A dvc.yaml string with DVC's templating done: ${key}, ${item.x} and params.yaml's ${a.b}."""
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name == "key":
+            return key
+        node = item if name.startswith("item.") else raw
+        for part in name.removeprefix("item.").split("."):
+            node = node[part]
+        return str(node)
+
+    return re.sub(r"\$\{([^}]+)\}", value, text)
+
+
+def stage_graph(doc: dict, raw: dict) -> dict[str, dict]:
+    """Every stage instance of a dvc.yaml as DVC expands it: name -> {"params", "deps", "outs"}
+    (outs with their props, metrics among them)."""
+    graph = {}
+    for name, entry in doc["stages"].items():
+        foreach = entry.get("foreach")
+        instances = raw[foreach[2:-1]].items() if foreach else [(None, None)]
+        for key, item in instances:
+            body = entry.get("do", entry)
+            res = lambda t: _resolve(t, raw, key, item)  # noqa: E731
+            outs = {}
+            for out in body.get("outs", []) + body.get("metrics", []):
+                path, props = next(iter(out.items())) if isinstance(out, dict) else (out, {})
+                outs[res(path)] = props
+            graph[f"{name}@{key}" if key else name] = {
+                "params": [res(p) for p in body.get("params", [])],
+                "deps": [res(d) for d in body.get("deps", [])],
+                "outs": outs,
+            }
+    return graph
+
+
+def _overlap(a: str, b: str) -> bool:
+    """One path is the other or lies inside it (by components: data/grpo/a_grpo is not in data/grpo/grpo)."""
+    pa, pb = PurePosixPath(a).parts, PurePosixPath(b).parts
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def rerun_by(graph: dict[str, dict], key: str) -> set[str]:
+    """The stages a change to params.yaml key `key` reruns: those declaring it (or a table above or
+    below it), then every stage that depends on an output of one of those, and so on."""
+    hit = {
+        s
+        for s, e in graph.items()
+        if any(key == p or key.startswith(p + ".") or p.startswith(key + ".") for p in e["params"])
+    }
+    frontier = set(hit)
+    while frontier:
+        outs = [o for s in frontier for o in graph[s]["outs"]]
+        frontier = {
+            s
+            for s, e in graph.items()
+            if s not in hit and any(_overlap(d, o) for d in e["deps"] for o in outs)
+        }
+        hit |= frontier
+    return hit
+
+
+def chapter_b_stages(raw: dict) -> set[str]:
+    """The stages of chapter B's task alone: its warm-ups, SFT runs and variants, and pass@k."""
+    task_b = raw["sft"][raw["passk"]["sft"]]["task"]
+    return (
+        {f"sft@{r}" for r, e in raw["sft"].items() if e["task"] == task_b}
+        | {f"warmup@{w}" for w, e in raw["warmups"].items() if raw["sft"][e["run"]]["task"] == task_b}
+        | {f"grpo@{v}" for v, e in raw["variants"].items() if e["task"] == task_b}
+        | {"passk"}
+    )
+
+
+DATA_KEYS = ("task", "noise", "repeats")  # read by `data`, whose other runs' rows come out byte-identical
+
+
+@pytest.mark.parametrize(
+    "key", sorted(set(read_yaml(ROOT / "params.yaml")["sft"]["single_digit"]) - set(DATA_KEYS))
+)
+def test_a_chapter_a_sft_param_reruns_no_chapter_b_stage(key):
+    """`dvc exp run -S sft.single_digit.<key>=...` reruns chapter A's SFT and what trains from it,
+    never a stage of chapter B (pass@k reads chapter B's checkpoints only). The `data` stage's keys
+    rerun it, and it rewrites every run's rows, chapter B's byte for byte: the slow pipeline test
+    checks that DVC then leaves chapter B cached."""
+    raw = read_yaml(ROOT / "params.yaml")
+    rerun = rerun_by(stage_graph(committed(), raw), f"sft.single_digit.{key}")
+    assert "sft@single_digit" in rerun and "grpo@a_grpo" in rerun and "hack" in rerun
+    assert rerun & chapter_b_stages(raw) == set()
+
+
+def test_a_stage_reading_every_checkpoint_folder_would_be_caught():
+    """The graph test sees a dep on the folder of every variant's checkpoints (chapter A's too)."""
+    raw = read_yaml(ROOT / "params.yaml")
+    doc = committed()
+    deps = doc["stages"]["passk"]["deps"]
+    doc["stages"]["passk"]["deps"] = [d for d in deps if not d.startswith("data/grpo/")] + ["data/grpo"]
+    assert "passk" in rerun_by(stage_graph(doc, raw), "sft.single_digit.lr")
+
+
+def test_dvc_metrics_are_the_headlines_and_every_results_file_is_an_output_git_keeps():
+    """DVC shows a handful of numbers per stage (reports/headline/); the results with their per-seed
+    values and intervals stay outputs that git keeps (not cached), beside their run records."""
+    doc = committed()
+    declared = [next(iter(m)) for e in doc["stages"].values() for m in e.get("do", e).get("metrics", [])]
+    assert declared and all(m.startswith("reports/headline/") for m in declared)
+    for name, e in stage_graph(doc, read_yaml(ROOT / "params.yaml")).items():
+        outs = {o: props for o, props in e["outs"].items() if not o.startswith("reports/headline/")}
+        results = [o for o in outs if str(record_path(o)) in outs and str(record_path(o)) != o]
+        headlines = {o for o in e["outs"] if o.startswith("reports/headline/")}
+        assert headlines == ({str(headline_path(r)) for r in results} if name != "worked" else set()), name
+        assert all(outs[r] == outs[str(record_path(r))] == {"cache": False} for r in results), name
+
+
+def test_every_output_git_keeps_is_not_ignored_by_git():
+    """An output DVC does not cache (`cache: false`) is git's to keep: a fresh clone and the
+    workspace `dvc exp run` copies have it only if git does. The guard's marker, every stage's
+    first dependency, was once ignored, so no experiment's copy had it."""
+    graph = stage_graph(committed(), read_yaml(ROOT / "params.yaml"))
+    kept = sorted(
+        {o for e in graph.values() for o, props in e["outs"].items() if props.get("cache") is False}
+    )
+    assert "data/params.checked" in kept
+    out = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=ROOT,
+        input="\n".join(kept),
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.split() == []

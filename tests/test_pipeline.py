@@ -152,6 +152,30 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
 
 
+def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo):
+    """Every stage's MLflow run (MLflow's source tags and ours), its run record and the report's
+    figure copies of its outputs name the same commit: the code that ran, HEAD then."""
+    from PIL import Image
+
+    d, env = repo
+    sh("dvc repro", d, env)
+    head = sh("git rev-parse HEAD", d, env).strip()
+    _, _, runs = _mlflow_runs(d)
+    for record in sorted((d / "reports/runs").glob("*.json")):
+        made = json.loads(record.read_text())["made"]
+        run = next(r for r in runs if r.info.run_id == json.loads(record.read_text())["mlflow_run_id"])
+        tags = run.data.tags
+        assert made["git_commit"] == tags["git.commit"] == tags["mlflow.source.git.commit"] == head, record
+        assert made["git_dirty"] is False and tags["git.dirty"] == "false", record
+        assert made["host"] == tags["rlvr.host"] and tags["mlflow.source.name"].startswith(
+            "python -m rlvr.pipeline"
+        )
+    passk = json.loads((d / "reports/runs/passk.json").read_text())["made"]
+    with Image.open(d / "reports/report-figures/passk-curves.png") as im:
+        assert im.text["rlvr:git_commit"] == head and json.loads(im.text["rlvr:made"]) == passk
+    assert f"code: git {head[:10]}, made on {passk['host']}" in (d / "reports/report.md").read_text()
+
+
 def test_dvc_plots_overlay_each_variant_without_combs(repo):
     """`dvc plots show --json`: the chapter B accuracy chart overlays one curve per variant, coloured
     by file, with a value in every row (an empty cell would be drawn as 0, a comb)."""
@@ -268,14 +292,18 @@ def test_a_rerun_in_a_fresh_clone_is_identical_on_this_machine(repo):
 
 
 def test_changing_one_runs_param_reruns_only_its_stages(repo):
+    """A chapter A SFT param: `dvc status` lists no chapter B stage, and `dvc repro` reruns none."""
     d, env = repo
+    sh("dvc repro", d, env)  # up to date first (nothing to do after the tests above)
     raw = yaml.safe_load((d / "params.yaml").read_text())
     raw["sft"]["single_digit"]["epochs"] = 2
     (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    status = json.loads(sh("dvc status --json", d, env))
+    assert set(status) == {"check", "warmup@single_digit", "sft@single_digit"}, status  # no chapter B stage
     out = sh("dvc repro", d, env)
-    assert "Running stage 'sft@single_digit'" in out
-    assert "Running stage 'data'" not in out
-    assert "Running stage 'sft@two_digit'" not in out
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    assert {"sft@single_digit", "grpo@a_grpo", "hack"} <= ran
+    assert not ran & {"data", "warmup@two_digit", "sft@two_digit", "grpo@grpo", "grpo@dapo", "passk"}, ran
 
 
 def test_one_runs_noise_reruns_the_data_stage_but_only_that_runs_training(repo):
@@ -288,3 +316,19 @@ def test_one_runs_noise_reruns_the_data_stage_but_only_that_runs_training(repo):
     out = sh("dvc repro", d, env)
     assert "Running stage 'data'" in out and "Running stage 'sft@two_digit'" in out
     assert "Running stage 'sft@single_digit'" not in out and "Running stage 'warmup@single_digit'" not in out
+
+
+def test_dvc_exp_run_dry_on_the_committed_workspace_and_its_metrics_are_the_headlines(repo):
+    """With the results committed, DVC's dry experiment (`--allow-missing`: its copy of the workspace
+    lacks the DVC-cached files) plans only the guard; `dvc exp show` has a few numbers per stage,
+    not every seed's."""
+    d, env = repo
+    sh("dvc repro", d, env)
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results", d, env)
+    out = sh("dvc exp run --dry --allow-missing", d, env)
+    planned = [line for line in out.splitlines() if line.startswith("Running stage")]
+    assert planned == ["Running stage 'check':"], out
+    shown = json.loads(sh("dvc exp show --json", d, env))
+    metrics = shown[0]["data"]["metrics"]
+    assert metrics and all(f.startswith("reports/headline/") for f in metrics), sorted(metrics)
+    assert set(metrics["reports/headline/grpo-grpo.json"]["data"]) == {"eval_acc_start", "eval_acc_final"}

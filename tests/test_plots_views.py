@@ -3,15 +3,17 @@ log axis, the bands in the curve files are drawn, one colour per curve and legen
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 import yaml
 from configobj import ConfigObj
-from conftest import ROOT
+from conftest import ROOT, at_head
 from headless import CHROMIUM, probe
 
 from rlvr.fields import ConfigError
@@ -42,7 +44,22 @@ def curves(view: dict) -> list[tuple[str, str]]:
 
 
 def header(path: str) -> list[str]:
-    return (ROOT / path).read_text().splitlines()[0].split("\t")
+    """The columns of a committed curve file (HEAD's: the working tree's are the user's results)."""
+    return at_head(path).read_text().splitlines()[0].split("\t")
+
+
+def plots_repo(tmp_path) -> Path:
+    """A git + DVC repo holding this checkout's pipeline, DVC config and plot templates, and HEAD's
+    curves: what `dvc plots show` reads, without reading the checkout's own results."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
+    for name in ("dvc.yaml", "params.yaml", ".dvc/config"):
+        shutil.copy(ROOT / name, repo / name)
+    shutil.copytree(TEMPLATES, repo / ".dvc" / "plots")
+    shutil.copytree(at_head("reports/curves"), repo / "reports" / "curves")
+    return repo
 
 
 def band_columns(spec: dict) -> dict[str, list[str]] | None:
@@ -116,7 +133,7 @@ def test_page_refuses_a_bundle_that_would_end_its_script_element():
 def test_dvc_plots_show_writes_a_page_with_the_bundle_and_no_cdn(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "dvc", "plots", "show", "-o", str(tmp_path / "plots")],
-        cwd=ROOT,
+        cwd=plots_repo(tmp_path),
         capture_output=True,
         text=True,
     )
@@ -240,7 +257,9 @@ def test_dvc_plots_render_offline_in_headless_chromium(tmp_path):
     and one colour per curve, a band per curve where its files have them, k on a log axis, no legend
     label cut, and nothing on the console (a vega-lite spec for another vega major warns there)."""
     subprocess.run(
-        [sys.executable, "-m", "dvc", "plots", "show", "-o", str(tmp_path / "plots")], cwd=ROOT, check=True
+        [sys.executable, "-m", "dvc", "plots", "show", "-o", str(tmp_path / "plots")],
+        cwd=plots_repo(tmp_path),
+        check=True,
     )
     html = (tmp_path / "plots" / "index.html").read_text()
     body, end = html.rindex("<body>") + len("<body>"), html.rindex("</body>")

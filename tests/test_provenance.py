@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rlvr.cli import main
-from rlvr.report.provenance import ProvenanceError, explain, format_explain
+from rlvr.report.provenance import ProvenanceError, explain, footer, format_explain, unexplained
 
 FIGURE = "reports/figures/passk-curves.png"
 CKPT = "data/ckpt/x/sft.pt"  # DVC-cached (git-ignored), inside the folder passk depends on
@@ -19,12 +19,20 @@ def md5(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()
 
 
+MADE = {  # where passk ran: its run record's `made`
+    "git_commit": "2b521db0ab6d0e0f6c3e8b1a2f4c5d6e7f8091a2",
+    "git_dirty": True,
+    "host": "lab-box",
+    "tracking_uri": "sqlite:////home/lab/rlvr/mlflow.db",
+    "started_utc": "2026-12-02T07:18:39+00:00",
+}
 FILES = {
     "data/x/sft.jsonl": '{"prompt": "1+1=", "answer": "2"}\n',
     CKPT: "weights",
     "reports/metrics/sft-x.json": '{"eval_acc": 0.5}',
     FIGURE: "png bytes",
-    "reports/metrics/passk.json": '{"mlflow_run_id": "run123"}',
+    "reports/metrics/passk.json": '{"pass_at_1": 0.5}',
+    "reports/runs/passk.json": json.dumps({"mlflow_run_id": "run123", "made": MADE}),
     "rlvr/sft.py": "# sft\n",
     "rlvr/passk.py": "# passk\n",
     "params.yaml": "seed: 0\n",
@@ -57,7 +65,7 @@ LOCK = {
                 entry("rlvr/passk.py"),
             ],
             "params": {"params.yaml": {"passk": {"n": 64}}},
-            "outs": [entry(FIGURE), entry("reports/metrics/passk.json")],
+            "outs": [entry(FIGURE), entry("reports/metrics/passk.json"), entry("reports/runs/passk.json")],
         },
     },
 }
@@ -140,3 +148,44 @@ def test_an_unknown_path_is_a_one_line_error(repo, capsys, monkeypatch):
     monkeypatch.chdir(repo)
     assert main(["provenance", "reports/figures/nope.png", "--no-status"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_commit_is_the_one_that_ran_the_stage_not_the_last_to_touch_dvc_lock(repo):
+    """The run record names the code that ran passk; a later commit of dvc.lock does not change it.
+    A stage without one falls back to dvc.lock's last commit and says so."""
+    (repo / "dvc.lock").write_text((repo / "dvc.lock").read_text() + "# touched\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "lock")
+    info = explain(repo, FIGURE, check_stale=False)
+    assert info["git_commit"] == MADE["git_commit"] and info["git_dirty"] is True and info["made"] == MADE
+    assert info["commit_from"] == "run record"
+    assert (
+        "code: git 2b521db0ab (uncommitted changes), made on lab-box at 2026-12-02T07:18:39+00:00"
+        in footer(info)
+    )
+    other = explain(repo, "reports/metrics/sft-x.json", check_stale=False)
+    lock_commit = subprocess.run(
+        ["git", "log", "-1", "--format=%H", "--", "dvc.lock"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    assert other["git_commit"] == lock_commit and other["commit_from"] == "dvc.lock" and other["made"] is None
+    assert "last to touch dvc.lock" in footer(other) and unexplained(other).startswith(
+        "stage sft@x: its run record"
+    )
+
+
+def test_a_clone_without_the_runs_says_where_they_were_logged_and_when(repo, monkeypatch, capsys):
+    """In a clone without the MLflow store (no mlflow.db: none is made by looking), provenance names
+    the store the runs went to, the host and the time from the run record, not a bare "missing";
+    `rlvr verify`'s provenance check agrees: it fails only on a stage whose record cannot say."""
+    from rlvr.pipeline import verify
+
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert main(["provenance", FIGURE, "--no-status"]) == 0
+    out = capsys.readouterr().out
+    assert not (repo / "mlflow.db").exists()
+    assert "(missing)" not in out and "made by   git 2b521db0ab (uncommitted changes), made on lab-box" in out
+    assert "not in this tracking store: stage; they were logged to sqlite:////home/lab/rlvr/mlflow.db" in out
+    assert verify.provenance_problems(repo) == [
+        "reports/metrics/sft-x.json: stage sft@x: its run record does not say which code ran it, "
+        "where or when (rerun it)"
+    ]

@@ -2,7 +2,15 @@
 
 import json
 
-from rlvr.pipeline.records import read_record, record_path, split, stable_row, write_metrics
+from rlvr.pipeline.records import (
+    headline,
+    headline_path,
+    read_record,
+    record_path,
+    split,
+    stable_row,
+    write_metrics,
+)
 
 
 def test_timings_and_run_ids_move_to_the_run_record_at_every_level():
@@ -51,3 +59,38 @@ def test_a_record_sits_beside_its_metrics_file_wherever_that_is(tmp_path):
     assert str(record_path("reports/metrics/sft-x.json")) == "reports/runs/sft-x.json"
     m, r = write_metrics(tmp_path / "reports/metrics/w.json", {"a": 1, "mlflow_run_id": "x"})
     assert r == tmp_path / "reports/runs/w.json" and r.is_file()
+
+
+def test_a_headline_is_the_results_cut_to_its_keys_under_their_own_names(tmp_path):
+    results = {
+        "eval_acc_final": 0.6,
+        "ci95": {"eval_acc_final": [0.5, 0.7]},
+        "sft": {"pass_at_1": 0.52, "per_seed": {"pass_at_1": [0.5, 0.54]}},
+        "variants": {"grpo": {"pass_at_1_rl": 0.85, "crossovers": "16, none"}, "dapo": {"pass_at_1_rl": 0.8}},
+    }
+    keys = ("eval_acc_final", "sft.pass_at_1", "variants.grpo.pass_at_1_rl", "variants.grpo.crossovers")
+    assert headline(results, (*keys, "sampled_acc_heldout", "variants.rloo.pass_at_1_rl")) == {
+        "eval_acc_final": 0.6,
+        "sft": {"pass_at_1": 0.52},
+        "variants": {"grpo": {"pass_at_1_rl": 0.85, "crossovers": "16, none"}},
+    }  # keys the results lack are left out
+    m, r = write_metrics(tmp_path / "reports/metrics/passk.json", {**results, "mlflow_run_id": "x"}, keys)
+    h = headline_path(m)
+    assert h == tmp_path / "reports/headline/passk.json" and str(headline_path("reports/report.json")) == (
+        "reports/headline/report.json"
+    )
+    assert json.loads(h.read_text()) == headline(results, keys) and "mlflow_run_id" not in h.read_text()
+    m, _ = write_metrics(tmp_path / "reports/metrics/worked.json", {"a2": {"advantages": [1.0]}})
+    assert m.is_file() and not headline_path(m).exists()  # no keys given: no headline
+
+
+def test_where_when_and_which_code_go_to_the_record_not_the_results(tmp_path):
+    made = {
+        "git_commit": "2b521db",
+        "git_dirty": False,
+        "host": "box",
+        "started_utc": "2026-12-02T07:18:39+00:00",
+    }
+    m, r = write_metrics(tmp_path / "reports/metrics/grpo-x.json", {"eval_acc_final": 0.6, "made": made}, ())
+    assert json.loads(r.read_text())["made"] == made
+    assert "made" not in json.loads(m.read_text()) and json.loads(headline_path(m).read_text()) == {}

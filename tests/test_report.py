@@ -2,7 +2,7 @@
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, at_head
 from headless import CHROMIUM
 
 from rlvr.fields import ConfigError
@@ -143,7 +143,7 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
       document.body.appendChild(pre);
     });</script>"""
     page = tmp_path / "report.html"
-    page.write_text((ROOT / "reports/report.html").read_text().replace("</body>", probe + "</body>"))
+    page.write_text(at_head("reports/report.html").read_text().replace("</body>", probe + "</body>"))
     result, console = probe(page, tmp_path / "profile", "1280,900", 5000)
     assert result["rows"] == len(load_claims(CLAIMS))
     assert result["images"] >= 8 and result["decoded"] == result["images"]

@@ -4,23 +4,8 @@ import hashlib
 import json
 
 import pytest
-import yaml
-from conftest import tiny_raw
 
 from rlvr.pipeline.run import run_stage
-
-
-@pytest.fixture
-def tiny_repo(tmp_path, monkeypatch, mlflow_store):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
-    raw = tiny_raw()
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    run_stage("data", None, progress=False)
-    for run in ("single_digit", "two_digit"):
-        run_stage("warmup", run, progress=False)
-        run_stage("sft", run, progress=False)
-    return tmp_path, raw
 
 
 def _grpo_outputs(d) -> tuple[dict, list[str]]:

@@ -3,7 +3,7 @@
 import pytest
 
 from rlvr.fields import ConfigError
-from rlvr.report.sweep import experiments, sweep_report, sweep_rows, varied
+from rlvr.report.sweep import PASSK, experiments, sweep_report, sweep_rows, varied
 
 
 def _exp(name, beta, steps, pass1, pass64, never, cross):
@@ -25,7 +25,7 @@ def _exp(name, beta, steps, pass1, pass64, never, cross):
         "name": name,
         "data": {
             "params": {"params.yaml": {"data": params}},
-            "metrics": {"reports/metrics/passk.json": {"data": passk}},
+            "metrics": {PASSK: {"data": passk}},
         },
     }
 

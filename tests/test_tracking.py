@@ -115,3 +115,115 @@ def test_a_seed_run_spans_the_seed_training_not_its_logging(mlflow_store, worker
         assert info.start_time == int(result.started * 1000) and info.end_time == int(result.ended * 1000)
         assert stage.info.start_time <= info.start_time and info.end_time <= stage.info.end_time
         assert seeds[str(seed)].data.params == {"beta": "0.0", "seed": str(seed)}  # the stage's, and its seed
+
+
+def _git(root, *args):
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def test_a_run_names_the_code_that_ran_as_mlflows_source_and_in_its_record(
+    mlflow_store, tmp_path, monkeypatch
+):
+    """MLflow's Source and Version columns read `mlflow.source.name` and `mlflow.source.git.commit`:
+    the command DVC runs and HEAD's commit, which `git.commit` also names, with `git.dirty`; the
+    seed runs inherit them, and `run.made` (the stage's run record) names the same commit."""
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)  # the checkout the stage runs in: repo_root() is the working folder
+    (tmp_path / "rlvr").mkdir()
+    (tmp_path / "rlvr/grpo.py").write_text("# the loop\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout.strip()
+    with stage_run("grpo@dapo", {}, {"variant": "dapo"}, "h") as run:
+        with run.child("grpo@dapo/seed0", {"seed": 0}):
+            pass
+    (tmp_path / "rlvr/grpo.py").write_text("# the loop, edited\n")
+    with stage_run("grpo@dapo", {}, {}, "h") as edited:
+        pass
+    client, found = runs(mlflow_store)
+    by_id = {r.info.run_id: r for r in found}
+    tags = by_id[run.run_id].data.tags
+    assert tags["mlflow.source.git.commit"] == tags["git.commit"] == head == run.made["git_commit"]
+    assert (
+        tags["mlflow.source.name"] == "python -m rlvr.pipeline grpo dapo"
+        and tags["mlflow.source.type"] == "LOCAL"
+    )
+    assert tags["git.dirty"] == "false" and run.made["git_dirty"] is False
+    seed = next(r for r in found if r.data.tags.get("mlflow.parentRunId") == run.run_id)
+    assert seed.data.tags["mlflow.source.git.commit"] == head and seed.data.tags["git.dirty"] == "false"
+    assert by_id[edited.run_id].data.tags["git.dirty"] == "true" and edited.made["git_dirty"] is True
+    assert run.made["host"] == tags["rlvr.host"] and run.made["tracking_uri"] == mlflow_store
+    assert run.made["started_utc"].endswith("+00:00")
+
+
+def test_a_servers_credentials_stay_out_of_the_record():
+    from rlvr.pipeline.tracking import public_uri
+
+    assert public_uri("https://alice:s3cret@mlflow.example.org:8443/") == "https://mlflow.example.org:8443/"
+    assert public_uri("sqlite:////home/a/mlflow.db") == "sqlite:////home/a/mlflow.db"
+
+
+def test_the_alias_table_in_the_docs_is_the_one_the_runs_log():
+    """docs/tracking.md's table pairs each of our per-step metrics with TRL's name: the pairs are
+    TRL_NAMES, and a step logs a metric under both names where they differ (once where equal)."""
+    import re
+
+    from conftest import ROOT
+
+    from rlvr.pipeline.tracking import TRL_NAMES, with_trl_names
+
+    rows = re.findall(r"^\| `([^`]+)` \| (`[^`]+`|—) \|", (ROOT / "docs/tracking.md").read_text(), re.M)
+    assert {ours: trl.strip("`") for ours, trl in rows if trl != "—"} == TRL_NAMES
+    assert with_trl_names({"reward_mean": 0.5, "grad_norm": 2.0, "accuracy": 0.4}) == {
+        "reward_mean": 0.5,
+        "reward": 0.5,
+        "grad_norm": 2.0,
+        "accuracy": 0.4,
+    }
+
+
+def test_a_grpo_stage_run_has_trl_names_its_source_intervals_and_datasets(tiny_repo, mlflow_store):
+    """The MLflow runs of a GRPO stage, on tiny params and the tests' own store: each seed run's
+    curves under TRL's names too, the stage's source tags naming the commit, each key number with
+    its 95% interval over chains, and the data it read as dataset inputs with their md5s."""
+    import hashlib
+    import subprocess
+
+    from rlvr.pipeline.run import run_stage
+    from rlvr.pipeline.tracking import TRL_NAMES
+
+    d, _ = tiny_repo
+    _git(d, "init", "-q")
+    _git(d, "add", "params.yaml")
+    _git(d, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "params")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=d, capture_output=True, text=True).stdout.strip()
+    run_stage("grpo", "a_grpo", progress=False)
+    client, found = runs(mlflow_store)
+    (stage,) = [
+        r
+        for r in found
+        if r.data.tags.get("dvc.stage") == "grpo@a_grpo" and "mlflow.parentRunId" not in r.data.tags
+    ]
+    seeds = [r for r in found if r.data.tags.get("mlflow.parentRunId") == stage.info.run_id]
+    assert stage.data.tags["mlflow.source.git.commit"] == stage.data.tags["git.commit"] == head
+    assert stage.data.tags["mlflow.source.name"] == "python -m rlvr.pipeline grpo a_grpo"
+    assert stage.data.tags["git.dirty"] == "false" and seeds[0].data.tags["mlflow.source.git.commit"] == head
+    logged = set(seeds[0].data.metrics)
+    assert set(TRL_NAMES.values()) <= logged and set(TRL_NAMES) <= logged  # both names, every one
+    ours = client.get_metric_history(seeds[0].info.run_id, "reward_mean")
+    theirs = client.get_metric_history(seeds[0].info.run_id, "reward")
+    assert [(m.step, m.value) for m in ours] == [(m.step, m.value) for m in theirs] and len(ours) == 2
+    m = stage.data.metrics
+    assert m["eval_acc_final_ci95_lo"] <= m["eval_acc_final"] <= m["eval_acc_final_ci95_hi"]
+    inputs = {i.dataset.name: i for i in client.get_run(stage.info.run_id).inputs.dataset_inputs}
+    assert set(inputs) == {"data/single_digit/sft.jsonl", "data/single_digit/heldout.json"}
+    rows = inputs["data/single_digit/sft.jsonl"]
+    assert rows.dataset.digest == hashlib.md5((d / "data/single_digit/sft.jsonl").read_bytes()).hexdigest()
+    assert [(t.key, t.value) for t in rows.tags] == [("mlflow.data.context", "training")]
+    assert [t.value for t in inputs["data/single_digit/heldout.json"].tags] == ["evaluation"]

@@ -111,3 +111,35 @@ def test_an_interval_outside_its_feasible_range_is_found():
     assert verify.feasible_problems([no_range], {}) == ["claim n: no `feasible` range for its metric"]
 
 
+def test_a_figure_copy_the_report_stage_writes_says_where_and_when_and_an_older_one_is_found(tmp_path):
+    """The report stage writes the commit that ran, with where and when, into each figure copy's PNG
+    metadata; a copy that names a commit but not where or when it was made is found."""
+    from PIL import Image
+
+    from rlvr.pipeline.stages.report import figure_with_metadata
+
+    folder = tmp_path / "reports/report-figures"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (4, 4)).save(folder / "src.png")
+    made = {
+        "git_commit": "2b521db",
+        "git_dirty": False,
+        "host": "box",
+        "started_utc": "2026-12-02T07:18:39+00:00",
+    }
+    info = {
+        "stage": "passk",
+        "params": {},
+        "deps": {},
+        "mlflow_runs": {},
+        "git_commit": "2b521db",
+        "made": made,
+    }
+    figure_with_metadata(folder / "src.png", folder / "new.png", info)
+    figure_with_metadata(folder / "src.png", folder / "old.png", {**info, "made": None})
+    (folder / "src.png").unlink()
+    with Image.open(folder / "new.png") as im:
+        assert json.loads(im.text["rlvr:made"]) == made and im.text["rlvr:git_commit"] == "2b521db"
+    assert verify.figure_problems(tmp_path) == [
+        "reports/report-figures/old.png: its PNG metadata does not say where or when made"
+    ]

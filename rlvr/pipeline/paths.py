@@ -48,8 +48,19 @@ class DataPaths:
     heldout: Path  # JSON {"task", "problems": [...], "validation": [...]}: test and validation problems
 
 
+ROWS, HELDOUT = "sft.jsonl", "heldout.json"
+
+
 def data(run: str) -> DataPaths:
-    return DataPaths(DATA / run / "sft.jsonl", DATA / run / "heldout.json")
+    return DataPaths(DATA / run / ROWS, DATA / run / HELDOUT)
+
+
+def data_role(path: Path) -> str | None:
+    """What a stage uses a data file for, as MLflow's dataset context: an SFT run's rows "training",
+    its task's held-out (and validation) problems "evaluation"; None for any other file."""
+    if Path(path).parts[:1] != DATA.parts:
+        return None
+    return {ROWS: "training", HELDOUT: "evaluation"}.get(Path(path).name)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
-"""What a stage measured apart from what it found: its results in `reports/metrics/<file>`, and its
-run record (timings, MLflow run ids) in `reports/runs/<file>`.
+"""What a stage measured apart from what it found: its results in `reports/metrics/<file>`, its
+run record (timings, MLflow run ids, and `made`: the commit that ran, whether the code differed from
+it, the host, the tracking store and the start) in `reports/runs/<file>`, and its headline in
+`reports/headline/<file>`: the few numbers of its results DVC shows as metrics (`dvc metrics show`,
+`dvc exp show`), the same values under the same keys, so a table of experiments stays readable.
 
 Only the results are what the report reads, so a rerun that trains the same weights leaves the
 report cached: wall-clock seconds and run ids change on every run and would make it stale. The run
@@ -16,24 +19,56 @@ from typing import Any
 from rlvr.files import read_json, write_json
 
 RUNS = Path("reports/runs")
+HEADLINES = Path("reports/headline")
 VOLATILE = (
     "train_seconds",
     "tokens_per_second",
     "step_seconds_median",
     "mlflow_run_id",
     "mlflow_seed_run_ids",
+    "made",  # where, when and with which code the stage ran (rlvr.pipeline.tracking.made_here)
 )
 VOLATILE_COLUMNS = ("step_seconds",)  # per-step timings: in MLflow's step metrics only
 
 
-def record_path(metrics_path: str | Path) -> Path:
-    """The run record beside a metrics file: reports/metrics/x.json -> reports/runs/x.json, and
-    reports/report.json -> reports/runs/report.json (a metrics file written elsewhere, a test's,
-    keeps its record there too, never in this checkout's reports/)."""
+def _beside(metrics_path: str | Path, folder: str) -> Path:
+    """A file of the same name in `folder` next to the metrics folder: reports/metrics/x.json ->
+    reports/<folder>/x.json, and reports/report.json -> reports/<folder>/report.json (a metrics
+    file written elsewhere, a test's, keeps its companions there too, never in this checkout's
+    reports/)."""
     metrics_path = Path(metrics_path)
-    folder = metrics_path.parent
-    base = folder.parent if folder.name == "metrics" else folder  # reports/report.json: reports/runs/
-    return base / RUNS.name / metrics_path.name
+    parent = metrics_path.parent
+    base = parent.parent if parent.name == "metrics" else parent
+    return base / folder / metrics_path.name
+
+
+def record_path(metrics_path: str | Path) -> Path:
+    """The run record beside a metrics file: reports/metrics/x.json -> reports/runs/x.json."""
+    return _beside(metrics_path, RUNS.name)
+
+
+def headline_path(metrics_path: str | Path) -> Path:
+    """The headline beside a metrics file: reports/metrics/x.json -> reports/headline/x.json."""
+    return _beside(metrics_path, HEADLINES.name)
+
+
+def headline(results: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The results cut to `keys`, dotted paths into their tables (`sft.pass_at_1`), nested as in the
+    results, so a headline value has the results' own name. A key the results lack is left out
+    (a task without held-out problems has no held-out accuracy)."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        *tables, leaf = key.split(".")
+        node: Any = results
+        for part in (*tables, leaf):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        target = out
+        for part in tables:
+            target = target.setdefault(part, {})
+        target[leaf] = node
+    return out
 
 
 def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -53,9 +88,14 @@ def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return stable, volatile
 
 
-def write_metrics(path: str | Path, metrics: dict[str, Any]) -> tuple[Path, Path]:
-    """Write a stage's results and its run record (both atomically)."""
+def write_metrics(
+    path: str | Path, metrics: dict[str, Any], headline_keys: tuple[str, ...] | None = None
+) -> tuple[Path, Path]:
+    """Write a stage's results and its run record (both atomically), and with `headline_keys` its
+    headline (`headline`). Returns the results' path and the record's."""
     stable, volatile = split(metrics)
+    if headline_keys is not None:
+        write_json(headline_path(path), headline(stable, headline_keys))
     return write_json(path, stable), write_json(record_path(path), volatile)
 
 

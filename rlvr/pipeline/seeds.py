@@ -35,11 +35,11 @@ from rlvr.files import write_tsv
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
-from rlvr.pipeline.paths import unit_name
+from rlvr.pipeline.paths import data_role, unit_name
 from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.settings import effective_params
-from rlvr.pipeline.specs import config_hash, instance_params
-from rlvr.pipeline.tracking import Run, stage_run
+from rlvr.pipeline.specs import config_hash, instance_deps, instance_params
+from rlvr.pipeline.tracking import Run, stage_run, with_trl_names
 
 
 def stream_seed(chain: int, purpose: str, index: int = 0) -> int:
@@ -66,7 +66,9 @@ def tracked(
 ) -> Iterator[Run]:
     """The stage's MLflow run. Its params: the settings it runs with (`effective_params`, and
     `extra`); its artifact `params.json` and tag `params.raw_hash`: the params.yaml keys DVC reruns
-    it for, and their hash. `start`: when its work began, if before the run opens (`Seeds.started`)."""
+    it for, and their hash; its dataset inputs: the data files it reads (rows for training,
+    held-out problems for evaluation). `start`: when its work began, if before the run opens
+    (`Seeds.started`)."""
     with stage_run(
         run_name(stage, key),
         {**effective_params(stage, key, params), **(extra or {})},
@@ -75,6 +77,8 @@ def tracked(
         instance_params(stage, key, params),
         start,
     ) as run:
+        deps = instance_deps(stage, key, params)
+        run.log_inputs([(d, data_role(d)) for d in deps if data_role(d) and d.is_file()])
         yield run
 
 
@@ -89,9 +93,10 @@ SFT_LOGGED = ("loss", "lr")  # what an SFT curve row logs to MLflow (its epoch a
 
 def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], None]:
     """A per-step callback that logs one curve row (its `step` as MLflow's step): the fields in
-    `keys`, or every field but `step`."""
+    `keys`, or every field but `step`, each also under TRL's name where it has one of its own."""
     return lambda row: run.log_step(
-        row["step"], {k: v for k, v in row.items() if k != "step" and (keys is None or k in keys)}
+        row["step"],
+        with_trl_names({k: v for k, v in row.items() if k != "step" and (keys is None or k in keys)}),
     )
 
 
@@ -255,3 +260,14 @@ def over_seeds(
 def pick(metrics: dict, keys: tuple[str, ...]) -> dict:
     """The `keys` of a summary that it has (a GRPO run without KL logs no KL maximum)."""
     return {k: metrics[k] for k in keys if k in metrics}
+
+
+def with_intervals(metrics: dict, keys: tuple[str, ...]) -> dict:
+    """What a stage's MLflow run shows: the `keys` of its metrics (means over chains), each with its
+    95% interval over chains from `ci95` as `<key>_ci95_lo` and `<key>_ci95_hi` (none for one chain)."""
+    out = pick(metrics, keys)
+    for k in list(out):
+        lo, hi = (metrics.get("ci95") or {}).get(k) or (None, None)
+        if lo is not None and hi is not None:
+            out[f"{k}_ci95_lo"], out[f"{k}_ci95_hi"] = lo, hi
+    return out

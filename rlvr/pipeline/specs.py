@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlvr.pipeline import paths
 from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
-from rlvr.pipeline.records import record_path
+from rlvr.pipeline.records import headline_path, record_path
 
 
 class Ref:
@@ -54,7 +55,9 @@ class Stage:
     params: Callable  # (key, item, p) -> dotted params.yaml keys the stage reads
     deps: Callable  # paths object -> data files and folders it reads (code deps are found by import)
     outs: Callable  # paths object -> {path: {"cache": bool}} of plain outputs
-    metrics: Callable = lambda _: []  # paths object -> metrics JSON files (never cached)
+    metrics: Callable = lambda _: []  # paths object -> results JSON files (never cached), each with its
+    #   run record and headline beside it (rlvr.pipeline.records)
+    headline: bool = True  # each results file has a headline, DVC's `metrics:` (False: none)
     concrete: bool = False  # written into dvc.yaml with params.yaml's names, not DVC's ${...} templating
     always_changed: bool = False  # run on every `dvc repro`, never skipped or restored from the run-cache
 
@@ -195,6 +198,7 @@ STAGES: dict[str, Stage] = {
             deps=lambda x: [],
             outs=lambda x: {f: {"cache": False} for f in x.figures},
             metrics=lambda x: [x.metrics],
+            headline=False,  # closed forms: nothing to compare between experiments
         ),
         Stage(
             "report",
@@ -270,6 +274,14 @@ def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
     return {k: lookup_raw(p.raw, k) for k in s.params(key, item, raw_p)}
 
 
+def instance_deps(name: str, key: str | None, p: Params) -> list[Path]:
+    """The data files and folders one stage instance reads (its dvc.yaml deps less code and the
+    guard's marker), found through the raw params (so looking records no read)."""
+    s = stage(name)
+    item = None if s.foreach is None else _RawView(lookup_raw(p.raw, f"{s.foreach}.{key}"))
+    return [Path(d) for d in s.deps(s.paths(key, item, _RawView(p.raw)))]
+
+
 def config_hash(name: str, key: str | None, p: Params) -> str:
     """Hash of the instance's params: MLflow tag `params.hash`, and the hash its checkpoints carry."""
     return params_hash(instance_params(name, key, p))
@@ -289,9 +301,33 @@ class _RawView:
         return self.__getattr__(key)
 
 
+def outputs(s: Stage, x) -> dict[Any, dict]:
+    """{path: DVC out props} of what instance paths `x` of stage `s` write, headlines aside: its outs,
+    and each results file with its run record (files git keeps: not cached)."""
+    results = s.metrics(x)
+    return {
+        **s.outs(x),
+        **{m: {"cache": False} for m in results},
+        **{record_path(m): {"cache": False} for m in results},
+    }
+
+
+def headlines(s: Stage, x) -> list:
+    """The files DVC shows as the stage's metrics: one headline per results file (none for a stage
+    without a headline)."""
+    return [headline_path(m) for m in s.metrics(x)] if s.headline else []
+
+
+def written(s: Stage, x) -> list:
+    """Every file and folder instance paths `x` of stage `s` write: what the stage's guards check
+    and clean up (rlvr.pipeline.guard)."""
+    return [*outputs(s, x), *headlines(s, x)]
+
+
 def template(name: str, raw: dict) -> tuple[Any, dict]:
     """The stage's paths object and fields for dvc.yaml: written with DVC template variables, or
-    with the names in `raw` (params.yaml) for a `concrete` stage."""
+    with the names in `raw` (params.yaml) for a `concrete` stage. Results files are outs (git
+    keeps them: not cached); DVC's `metrics:` are the headlines only."""
     s = stage(name)
     key, item = (Ref("key"), Ref("item")) if s.foreach else (None, None)
     p = _RawView(raw) if s.concrete else Ref("")
@@ -300,8 +336,8 @@ def template(name: str, raw: dict) -> tuple[Any, dict]:
     return x, {
         "params": s.params(key, item, p),
         "deps": checked + s.deps(x),
-        "outs": {**s.outs(x), **{record_path(m): {"cache": False} for m in s.metrics(x)}},
-        "metrics": s.metrics(x),
+        "outs": outputs(s, x),
+        "metrics": headlines(s, x),
     }
 
 

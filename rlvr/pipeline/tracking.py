@@ -9,6 +9,11 @@ root taken from `$DVC_ROOT` when DVC runs the stage (so queued `dvc exp` runs sh
 `MLFLOW_TRACKING_URI` overrides it. We use `MlflowClient` rather than the fluent API: no global
 "active run" state, and runs end FINISHED / FAILED / KILLED exactly as the `with` block does.
 A single logging call costs ~10 ms on SQLite, so per-step metrics are buffered and sent in batches.
+
+Every run names the code that ran (`made_here`: HEAD's commit and whether the code differs from it)
+in MLflow's own source tags, so the runs table's Source and Version columns show it, and in the
+project's `git.commit` / `git.dirty`; the stage writes the same record into its run record
+(reports/runs/), which is how a clone without this store still says where and when a result was made.
 """
 
 from __future__ import annotations
@@ -27,10 +32,34 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.fields import UserError, flatten
-from rlvr.gitinfo import git_commit
+from rlvr.gitinfo import code_version
 
 EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
+
+# Our per-step metric -> the name TRL's trainers log the same quantity under (docs/tracking.md holds
+# the table with each one's meaning and unit). A step logs both names where they differ.
+TRL_NAMES = {
+    "reward_mean": "reward",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl_k3_token_nats": "kl",
+    "entropy_nats": "entropy",
+    "clip_frac_low": "clip_ratio/low_mean",
+    "clip_frac_high": "clip_ratio/high_mean",
+    "clip_frac_region": "clip_ratio/region_mean",
+    "response_len_mean": "completions/mean_length",
+    "truncated_frac": "completions/clipped_ratio",
+    "grad_norm": "grad_norm",
+    "lr": "learning_rate",
+    "num_tokens": "num_tokens",
+    "loss": "loss",
+}
+
+
+def with_trl_names(metrics: dict[str, float]) -> dict[str, float]:
+    """A step's metrics, and each again under TRL's name where that differs from ours."""
+    return {**metrics, **{TRL_NAMES[k]: v for k, v in metrics.items() if TRL_NAMES.get(k, k) != k}}
 
 
 class TrackingError(UserError):
@@ -73,6 +102,47 @@ def check_reachable(uri: str) -> None:
                 f"MLflow tracking server {uri} is unreachable ({reason}); "
                 f"start it or unset MLFLOW_TRACKING_URI to use the local SQLite store"
             ) from None
+
+
+def public_uri(uri: str) -> str:
+    """A tracking URI as a record may show it: a server's user and password left out."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    if parts.password is None and parts.username is None:
+        return uri
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+
+
+def made_here(start: float | None = None) -> dict[str, Any]:
+    """Where and when a stage ran, and with which code: the commit (HEAD) and whether the code and
+    settings differed from it, the host, the tracking store (no credentials) and the start (UTC).
+    Its MLflow run's tags say the same; the stage keeps it in its run record (`made`)."""
+    from datetime import UTC, datetime
+
+    code = code_version(repo_root())
+    return {
+        "git_commit": code["commit"],
+        "git_dirty": code["dirty"],
+        "host": socket.gethostname(),
+        "tracking_uri": public_uri(tracking_uri()),
+        "started_utc": datetime.fromtimestamp(time.time() if start is None else start, UTC).isoformat(
+            timespec="seconds"
+        ),
+    }
+
+
+def source_tags(stage: str, made: dict[str, Any]) -> dict[str, str]:
+    """The run's code, as MLflow's UI reads it (Source: the command DVC runs; Version: the commit) and
+    as the project tags it (`git.commit`, `git.dirty`: true, false or unknown outside git)."""
+    dirty = made["git_dirty"]
+    return {
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.name": "python -m rlvr.pipeline " + stage.replace("@", " "),
+        "mlflow.source.git.commit": made["git_commit"],
+        "git.commit": made["git_commit"],
+        "git.dirty": "unknown" if dirty is None else str(dirty).lower(),
+    }
 
 
 STORE_HEADROOM = 16 * 2**20  # what one stage's runs, params and curves may add to a SQLite store
@@ -183,6 +253,7 @@ class Run:
         self.params: dict[str, Any] = {}  # what log_params logged, flat (seed runs start from them)
         self.artifact_uri: str | None = None
         self.end_time: int | None = None  # epoch ms the run ends at when it finishes; None: when it closes
+        self.made: dict[str, Any] = {}  # a stage's run: where, when and with which code (`made_here`)
 
     def log_params(self, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
@@ -195,6 +266,29 @@ class Run:
 
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_inputs(self, files: list[tuple[Path, str]]) -> None:
+        """Log data files the run read as MLflow dataset inputs (its *Datasets* column): each named by
+        its path, with its md5 as digest (the hash dvc.lock records), its rows counted, and tagged
+        with its context ("training", "evaluation")."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+        inputs = [
+            DatasetInput(
+                Dataset(
+                    name=path.as_posix(),
+                    digest=_md5(path),
+                    source_type="local",
+                    source=json.dumps({"uri": path.as_posix()}),
+                    profile=json.dumps({"rows": _rows(path)}),
+                ),
+                [InputTag(MLFLOW_DATASET_CONTEXT, context)],
+            )
+            for path, context in files
+        ]
+        if inputs:
+            self.client.log_inputs(self.run_id, datasets=inputs)
 
     def log_step(self, step: int, metrics: dict[str, float]) -> None:
         """Queue one step's metrics; they are sent in batches (see `flush`)."""
@@ -240,10 +334,15 @@ class Run:
         end: float | None = None,
     ) -> Iterator[Run]:
         """A nested run (e.g. one seed inside a variant's stage): the parent's tags (dvc.stage,
-        git.commit, params.raw_hash...) with the caller's on top, and its own params. `start` and
-        `end` (time.time() readings) date the work it records when that ran before the run was made
-        (a seed trained in a worker): it then starts at `start` and, finished, ends at `end`."""
-        inherited = {k: v for k, v in self.tags.items() if not k.startswith("mlflow.")}
+        git.commit, the source tags, params.raw_hash...) with the caller's on top, and its own
+        params. `start` and `end` (time.time() readings) date the work it records when that ran
+        before the run was made (a seed trained in a worker): it then starts at `start` and,
+        finished, ends at `end`."""
+        inherited = {
+            k: v
+            for k, v in self.tags.items()
+            if not k.startswith("mlflow.") or k.startswith("mlflow.source.")  # not its parent's id
+        }
         with _run(
             self.client,
             self._experiment_id,
@@ -256,6 +355,20 @@ class Run:
             if params:
                 run.log_params(params)
             yield run
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _rows(path: Path) -> int:
+    """Rows of a data file: lines of JSON lines, problems of a held-out file (test and validation)."""
+    if path.suffix == ".jsonl":
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    data = json.loads(path.read_text())
+    return sum(len(v) for v in data.values() if isinstance(v, list)) if isinstance(data, dict) else len(data)
 
 
 def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
@@ -389,8 +502,9 @@ def stage_run(
     `params`: the settings it runs with (logged as the run's params); `raw_params`: the params.yaml
     keys they come from (the artifact `params.json`), whose hash is `params_hash`; `start`: when the
     stage's work began (time.time()), if before this run opens.
-    Tags: dvc.stage, dvc.exp, git.commit, params.raw_hash (also under its older name params.hash),
-    plus the caller's (task, seed, variant...).
+    Tags: dvc.stage, dvc.exp, the code that ran (`source_tags`: MLflow's source tags, git.commit,
+    git.dirty), params.raw_hash (also under its older name params.hash), plus the caller's (task,
+    seed, variant...). `run.made` is `made_here()`, for the stage's run record.
     A body that raises leaves the run FAILED; Ctrl-C or SIGTERM (how DVC stops a stage) leaves it KILLED.
     """
     uri = tracking_uri()
@@ -417,9 +531,10 @@ def stage_run(
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     client = StoreClient(client, uri)
 
+    made = made_here(start)
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
-        "git.commit": git_commit(repo_root()),
+        **source_tags(stage, made),
         RAW_HASH_TAG: params_hash,
         "params.hash": params_hash,
         **tags,
@@ -432,6 +547,7 @@ def stage_run(
     try:
         with _run(client, experiment_id, stage, all_tags, start_time=to_ms(start)) as run:
             run._experiment_id = experiment_id
+            run.made = made
             run.log_params(params)
             if raw_params is not None:
                 run.log_text(json.dumps(raw_params, indent=2, sort_keys=True) + "\n", "params.json")

@@ -9,8 +9,10 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
 - every claim names a metric a stage produces, and report.json's verdicts are the ones the claims'
   rules give on the committed metrics; every interval lies within the values its metric can take,
   and every claim that differs or is inconclusive carries a note on why;
-- every figure copy in the report says where it came from (PNG metadata), and provenance can
-  explain the report's inputs;
+- every figure copy in the report says where it came from (PNG metadata: stage, params, the commit
+  that ran it, where and when), and provenance can explain the report's inputs, each stage's run
+  record naming the code that ran it, where and when (what `rlvr provenance` prints, with or
+  without the MLflow store);
 - reports/benchmarks.json names its machine.
 
 Each check returns its problems, one line each; none means it holds. Beside the checks, `rlvr
@@ -163,12 +165,15 @@ def figure_problems(root: Path) -> list[str]:
             text = getattr(im, "text", {})
             if not (text.get("rlvr:stage") and text.get("rlvr:git_commit") and text.get("rlvr:params")):
                 problems.append(f"{png.relative_to(root)}: no provenance in its PNG metadata")
+            elif json.loads(text.get("rlvr:made") or "null") is None:
+                problems.append(f"{png.relative_to(root)}: its PNG metadata does not say where or when made")
     return problems
 
 
 def provenance_problems(root: Path) -> list[str]:
-    """Provenance explains every metrics file: its stage, params and input hashes."""
-    from rlvr.report.provenance import ProvenanceError, explain
+    """Provenance explains every metrics file: its stage, params and input hashes, and (its run
+    record) which code ran it, where and when."""
+    from rlvr.report.provenance import ProvenanceError, explain, unexplained
 
     problems = []
     for f in sorted((root / "reports" / "metrics").glob("*.json")):
@@ -179,6 +184,8 @@ def provenance_problems(root: Path) -> list[str]:
             continue
         if not info["deps"]:
             problems.append(f"{f.relative_to(root)}: stage {info['stage']} records no inputs")
+        if unexplained(info):
+            problems.append(f"{f.relative_to(root)}: {unexplained(info)}")
     return problems
 
 

@@ -16,11 +16,10 @@ import json
 from pathlib import Path
 
 from rlvr.files import read_json_dir
-from rlvr.gitinfo import committed_text, short_commit, uncommitted
+from rlvr.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
 from rlvr.report.evidence import judge_all, summary_counts, verdict_record
 
 REPORT_JSON = "reports/report.json"
-CODE_PATHS = ("rlvr", "bench", "experiments", "params.yaml", "dvc.yaml", "pyproject.toml")
 WORDS = ("identical", "statistically the same", "moved")
 VOLATILE = ("seconds", "per_second", "mlflow")  # metric keys that name a run or a duration
 

@@ -1,8 +1,9 @@
 """Provenance: which stage, params, inputs and MLflow runs produced a figure or a metrics file.
 
 Everything comes from what DVC recorded (dvc.lock: the stage, its exact param values, dep and out
-hashes) and from the stage's own metrics JSON (the MLflow run ids it wrote), so the chain
-dvc.lock -> metrics file -> MLflow run can be followed from any output. The stages upstream of it
+hashes) and from the stage's own run record (the MLflow run ids it wrote, and where, when and with
+which commit it ran), so the chain dvc.lock -> run record -> MLflow run can be followed from any
+output, and a clone without the MLflow store still says where a result was made. The stages upstream of it
 are found through dvc.lock too (a dep of one stage is an out of another, or a folder holding outs),
 so a figure made from checkpoints also names the settings those checkpoints were trained with.
 Git says whether the file and the code differ from what was committed.
@@ -154,9 +155,9 @@ def dirty_flags(root: Path, path: str, out: dict) -> dict[str, Any]:
     }
 
 
-def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
-    """MLflow run ids the stage wrote into its metrics JSON files."""
-    ids: dict[str, str] = {}
+def _json_outs(root: Path, stage: dict) -> list[dict]:
+    """The stage's JSON outputs that hold a table (its results, run record, headline)."""
+    found = []
     for out in _entries(stage):
         p = root / out["path"]
         if p.suffix == ".json" and p.is_file():
@@ -165,11 +166,25 @@ def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
             except json.JSONDecodeError:
                 continue
             if isinstance(data, dict):
-                if "mlflow_run_id" in data:
-                    ids["stage"] = data["mlflow_run_id"]
-                for seed, rid in (data.get("mlflow_seed_run_ids") or {}).items():
-                    ids[seed if str(seed).startswith("seed") else f"seed{seed}"] = rid  # seed3, seed3-g1
+                found.append(data)
+    return found
+
+
+def mlflow_run_ids(root: Path, stage: dict) -> dict[str, str]:
+    """MLflow run ids the stage wrote into its run record."""
+    ids: dict[str, str] = {}
+    for data in _json_outs(root, stage):
+        if "mlflow_run_id" in data:
+            ids["stage"] = data["mlflow_run_id"]
+        for seed, rid in (data.get("mlflow_seed_run_ids") or {}).items():
+            ids[seed if str(seed).startswith("seed") else f"seed{seed}"] = rid  # seed3, seed3-g1
     return ids
+
+
+def made_by(root: Path, stage: dict) -> dict | None:
+    """Where, when and with which code the stage last ran, as its run record says (`made`: git_commit,
+    git_dirty, host, tracking_uri, started_utc); None for a stage whose record does not say."""
+    return next((d["made"] for d in _json_outs(root, stage) if isinstance(d.get("made"), dict)), None)
 
 
 def explain(
@@ -178,9 +193,11 @@ def explain(
     """Everything that produced `path`: stage, cmd, params, dep/out hashes, the stages upstream with
     their params, run ids, commit, whether the file or the code differ from it, staleness.
 
-    Keys: path, stage, cmd, params, deps, out, upstream, mlflow_runs, git_commit, dirty; with
-    `mlflow_uri` (the tracking store to look the runs up in) mlflow_status (when there are runs),
-    with check_stale stale and dvc_status."""
+    Keys: path, stage, cmd, params, deps, out, upstream, mlflow_runs, made (the run record's, or
+    None), git_commit and git_dirty (the code that ran the stage, from `made`; without one, the last
+    commit to touch dvc.lock and None), commit_from ("run record" or "dvc.lock"), dirty (the file
+    and the code now); with `mlflow_uri` (the tracking store to look the runs up in) mlflow_status
+    (when there are runs), with check_stale stale and dvc_status."""
     lock = lock if lock is not None else load_lock(root)  # parsed once by callers that explain many files
     p = Path(path)
     if p.is_absolute():
@@ -189,6 +206,7 @@ def explain(
         except ValueError:
             raise ProvenanceError(f"{path}: outside the repository {root}") from None
     name, stage, out = find_stage(lock, p.as_posix())
+    made = made_by(root, stage)
     info: dict[str, Any] = {
         "path": path,
         "stage": name,
@@ -198,7 +216,10 @@ def explain(
         "out": {"path": out["path"], "md5": out.get("md5")},
         "upstream": upstream(lock, name),
         "mlflow_runs": mlflow_run_ids(root, stage),
-        "git_commit": git_commit(root, "dvc.lock"),
+        "made": made,
+        "git_commit": made["git_commit"] if made else git_commit(root, "dvc.lock"),
+        "git_dirty": made.get("git_dirty") if made else None,
+        "commit_from": "run record" if made else "dvc.lock",
         "dirty": dirty_flags(root, p.as_posix(), out),
     }
     if mlflow_uri is not None and info["mlflow_runs"]:
@@ -228,7 +249,10 @@ def dvc_status(root: Path, name: str) -> tuple[bool | None, str]:
 
 
 def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
-    """Look the runs up in the tracking store at `uri` (FINISHED, FAILED...), 'missing' if absent."""
+    """Look the runs up in the tracking store at `uri` (FINISHED, FAILED...), 'missing' if absent. A
+    local SQLite store that does not exist (a fresh clone) is not made by looking."""
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        return {k: "missing" for k in ids}
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -241,6 +265,16 @@ def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def code_line(info: dict) -> str:
+    """The code that made it, in words: `git 2b521db0ab (uncommitted changes), made on host at
+    time`, or the last commit to touch dvc.lock where no run record names the code that ran."""
+    made = info.get("made")
+    if not made:
+        return f"git {info['git_commit'][:10]} (last to touch dvc.lock; no run record names the code)"
+    dirty = {True: " (uncommitted changes)", False: "", None: " (outside git)"}[made.get("git_dirty")]
+    return f"git {made['git_commit'][:10]}{dirty}, made on {made.get('host')} at {made.get('started_utc')}"
+
+
 def footer(info: dict) -> str:
     """One-paragraph provenance line for a figure in the report."""
     params = "; ".join(
@@ -250,8 +284,16 @@ def footer(info: dict) -> str:
     runs = ", ".join(f"{k}={v}" for k, v in info["mlflow_runs"].items()) or "none"
     return (
         f"stage `{info['stage']}` (`{info['cmd']}`) · params: {params} · inputs: {deps} · "
-        f"MLflow runs: {runs} · code: git {info['git_commit'][:10]}"
+        f"MLflow runs: {runs} · code: {code_line(info)}"
     )
+
+
+def unexplained(info: dict) -> str | None:
+    """Why `info` cannot say where its result was made (its stage's run record names no code, host
+    or time), or None when it can. `rlvr verify` fails on it; `rlvr provenance` prints it."""
+    if info.get("made"):
+        return None
+    return f"stage {info['stage']}: its run record does not say which code ran it, where or when (rerun it)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,8 +352,8 @@ def format_explain(info: dict[str, Any]) -> str:
         f"path      {info['path']}",
         f"stage     {info['stage']}   cmd: {info['cmd']}",
         f"out       {info['out']['path']} md5 {(info['out']['md5'] or '-')[:8]}",
-        f"commit    {info['git_commit'][:10]} (last to touch dvc.lock)   "
-        f"file: {_flag(dirty['file'], 'MODIFIED since its commit', 'as committed')}   code: {code}",
+        f"made by   {code_line(info)}",
+        f"now       file: {_flag(dirty['file'], 'MODIFIED since its commit', 'as committed')}   code: {code}",
     ]
     if "stale" in info:
         said = (info["dvc_status"] or "up to date").expandtabs(2).splitlines()
@@ -335,7 +377,15 @@ def format_explain(info: dict[str, Any]) -> str:
     lines.append(f"inputs    {inputs or 'none'}")
     status = info.get("mlflow_status", {})
     runs = ", ".join(
-        f"{k}={v}" + (f" ({status[k]})" if k in status else "") for k, v in info["mlflow_runs"].items()
+        f"{k}={v}" + (f" ({status[k]})" if status.get(k, "missing") != "missing" else "")
+        for k, v in info["mlflow_runs"].items()
     )
     lines.append(f"mlflow    {runs or 'no runs recorded'}")
+    absent = [k for k in info["mlflow_runs"] if status.get(k) == "missing"]
+    if absent:
+        made = info.get("made") or {}
+        where = f"; they were logged to {made['tracking_uri']}" if made.get("tracking_uri") else ""
+        lines.append(f"          not in this tracking store: {', '.join(absent)}{where}")
+    if unexplained(info):
+        lines.append(f"          {unexplained(info)}")
     return "\n".join(lines)

@@ -6,9 +6,9 @@ A sweep is a set of DVC experiments over chapter B's `grpo` variant (docs/sweeps
     RLVR_THREADS=1 dvc queue start -j 2
 
 This module reads what `dvc exp show --json` reports for every experiment (its params.yaml values
-and `reports/metrics/passk.json`) and tabulates, per grid point, GRPO's pass@1 and pass@64 against
-the SFT start's, the problems never solved, and the crossover k per chain
-(`rlvr.passk.first_crossing`): narrowing is pass@64 below SFT's.
+and the pass@k headline, `reports/headline/passk.json`) and tabulates, per grid point, GRPO's
+pass@1 and pass@64 against the SFT start's, the problems never solved, and the crossover k per
+chain (`rlvr.passk.first_crossing`): narrowing is pass@64 below SFT's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from rlvr.fields import ConfigError, flatten
 
-PASSK = "reports/metrics/passk.json"
+PASSK = "reports/headline/passk.json"  # DVC's metrics of stage passk: its headline variants' numbers
 FOOTNOTE = (
     'Seed means of the variant\'s seeds, on the held-out problems (64 samples each). "narrows?": the '
     "seed-mean pass@64 is below the SFT start's; a point comparison, no interval (`rlvr diff` gives one "

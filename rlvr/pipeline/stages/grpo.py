@@ -8,7 +8,8 @@ import torch
 
 from rlvr.configs import GRPOConfig
 from rlvr.files import read_heldout, read_jsonl, write_tsv
-from rlvr.grpo import GRPOData, seed_summary, train_grpo
+from rlvr.grpo import GRPOData, train_grpo
+from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
@@ -20,11 +21,11 @@ from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
     over_seeds,
-    pick,
     run_name,
     seed_results,
     stream_seed,
     tracked,
+    with_intervals,
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
@@ -44,6 +45,7 @@ KEY_METRICS = (
     "clip_frac_max",
     "frac_reward_zero_std_mean",
 )
+HEADLINE = ("eval_acc_start", "eval_acc_final")  # what DVC shows of it (`dvc exp show`): chain means
 
 
 def train_seed(
@@ -137,14 +139,15 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "grpo_seeds": cfg.grpo_seeds,
             **chain_metrics(per_unit),
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "mlflow_seed_run_ids": run_ids,
             "params_hash": own_hash,
         }
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, HEADLINE)
         band = curve_band(eval_curves, "eval_acc")
         write_tsv(paths.eval_mean, band)
         mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean
-        mlrun.log_metrics(pick(metrics, KEY_METRICS))
+        mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))
         for path in (paths.metrics, paths.eval_mean):
             mlrun.log_artifact(path)
     return {

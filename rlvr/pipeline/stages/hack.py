@@ -18,9 +18,9 @@ from rlvr.pipeline.seeds import (
     SeedResult,
     load_start,
     over_seeds,
-    pick,
     seed_results,
     tracked,
+    with_intervals,
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
@@ -39,6 +39,7 @@ KEY_METRICS = (
     "digits_per_response_end",
     "reward_minus_accuracy_end",
 )
+HEADLINE = ("reward_mean_end", "accuracy_end")  # what DVC shows of it (`dvc exp show`): seed means
 
 
 def sample_steps(cfg: HackConfig) -> list[int]:
@@ -112,12 +113,13 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             "seeds": cfg.seeds,
             "seeds_digits_rose": rose,
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "params_hash": own_hash,
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, HEADLINE)
         plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
-        mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
+        mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)
     return {k: metrics[k] for k in ("reward_mean_end", "accuracy_end", "digits_per_response_end")}

@@ -47,24 +47,39 @@ def score(
 
 
 def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
-    """Model -> the numbers its MLflow run shows (chain or seed means): pass@1, pass@n
-    (`pass_at_64`), problems never solved in n and, for a variant, the k where SFT catches up."""
+    """Model -> the numbers its MLflow run shows (chain means), each with its 95% interval over
+    chains as `<name>_ci95_lo` / `_hi`: pass@1, pass@n (`pass_at_64`), problems never solved in n and,
+    for a variant, the k where SFT catches up (its interval: the bootstrap's)."""
+    from rlvr.stats import mean_ci
+
+    names = {"pass_at_1": "pass_at_1", "pass_at_n": f"pass_at_{n}", "never_solved": "never_solved"}
     out = {}
     starts = [("sft", metrics["sft"])] + ([] if contrast is None else [(contrast, metrics["contrast"])])
     for model, m in starts:
-        out[model] = {
-            "pass_at_1": m["pass_at_1"],
-            f"pass_at_{n}": m["pass_at_n"],
-            "never_solved": m["never_solved"],
-        }
+        out[model] = {}
+        for key, name in names.items():
+            out[model][name] = m[key]
+            lo, hi = m["ci95"].get(key) or (None, None)
+            out[model] |= {} if lo is None else {f"{name}_ci95_lo": lo, f"{name}_ci95_hi": hi}
     for v, m in metrics["variants"].items():
-        out[v] = {
-            "pass_at_1": m["pass_at_1_rl"],
-            f"pass_at_{n}": m["pass_at_n_rl"],
-            "never_solved": m["never_solved_rl"],
-            "crossover_k": m["crossover_k"],  # of the chain-mean curves (k_max + 1: none)
-        }
+        out[v] = {}
+        for key, name in names.items():
+            _, lo, hi = mean_ci(m["per_seed"][f"{key}_rl"])  # over chains, as the report does
+            out[v][name] = m[f"{key}_rl"]
+            out[v] |= {} if lo is None else {f"{name}_ci95_lo": lo, f"{name}_ci95_hi": hi}
+        out[v]["crossover_k"] = m["crossover_k"]  # of the chain-mean curves (k_max + 1: none)
+        lo, hi = m.get("crossover_k_ci95") or (None, None)
+        out[v] |= {} if lo is None else {"crossover_k_ci95_lo": lo, "crossover_k_ci95_hi": hi}
     return out
+
+
+def headline_keys(variants: list[str]) -> tuple[str, ...]:
+    """What DVC shows of pass@k (`dvc exp show`, and `rlvr sweep-report` reads): the SFT start's
+    pass@1, pass@n and problems never solved, and the same of `variants` (passk.headline, the
+    claims' own) with their per-chain crossovers, at their keys in the results."""
+    start = ("sft.pass_at_1", "sft.pass_at_n", "sft.never_solved")
+    rl = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossovers")
+    return (*start, *(f"variants.{v}.{k}" for v in variants for k in rl))
 
 
 def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
@@ -123,7 +138,9 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         metrics, curves = summarise_counts(
             counts, chains, samples, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast, reps, k_max
         )
-        metrics.update(mlflow_run_id=mlrun.run_id, params_hash=config_hash("passk", None, params))
+        metrics.update(
+            mlflow_run_id=mlrun.run_id, made=mlrun.made, params_hash=config_hash("passk", None, params)
+        )
         write_json(
             paths.counts,
             {
@@ -134,7 +151,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 "counts": counts,
             },
         )
-        write_metrics(paths.metrics, metrics)
+        write_metrics(paths.metrics, metrics, headline_keys([v for v in variants if v in cfg.headline]))
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
         figures = [

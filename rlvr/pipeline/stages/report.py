@@ -3,9 +3,10 @@ figures with captions and provenance, the GRPO learning curves, the variant tabl
 samples, the reruns in a fresh clone and the benchmarks.
 
 Each figure is copied into `reports/report-figures/` with its provenance (stage, params from
-dvc.lock, input hashes, MLflow run ids, git commit) written into PNG text chunks, so a figure taken
-out of the page still says where it came from. The learning-curve figures are drawn here, from the
-curves the GRPO stages wrote, because each overlays every variant of a chapter.
+dvc.lock, input hashes, MLflow run ids, and the commit that ran the stage with where and when, from
+its run record) written into PNG text chunks, so a figure taken out of the page still says where it
+came from; a figure this stage draws names this stage's own run. The learning-curve figures are
+drawn here, from the curves the GRPO stages wrote, because each overlays every variant of a chapter.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from rlvr.fields import ConfigError
 from rlvr.files import atomic_write, read_json_dir, write_text
-from rlvr.gitinfo import git_commit, short_commit
+from rlvr.gitinfo import short_commit
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
@@ -31,7 +32,7 @@ from rlvr.report.claims import load_claims
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
-from rlvr.report.provenance import explain, footer, load_lock
+from rlvr.report.provenance import code_line, explain, footer, load_lock
 
 CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
 
@@ -46,20 +47,28 @@ def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
     meta.add_text("rlvr:deps", json.dumps(info["deps"], sort_keys=True))
     meta.add_text("rlvr:mlflow_runs", json.dumps(info["mlflow_runs"], sort_keys=True))
     meta.add_text("rlvr:git_commit", info["git_commit"])
+    meta.add_text("rlvr:git_dirty", json.dumps(info.get("git_dirty")))
+    meta.add_text("rlvr:made", json.dumps(info.get("made"), sort_keys=True))
     with Image.open(src) as im:
         atomic_write(dst, lambda tmp: im.save(tmp, format="PNG", pnginfo=meta))
     return dst
 
 
-def merged_info(infos: list[dict]) -> dict:
-    """One provenance record for a figure drawn from several stages' outputs (the learning curves)."""
+def merged_info(infos: list[dict], made: dict) -> dict:
+    """One provenance record for a figure this stage draws from several stages' outputs (the learning
+    curves): their params, inputs and runs; the code that drew it (`made`: this stage's run)."""
     return {
         "stage": "report, from " + ", ".join(i["stage"] for i in infos),
         "params": {i["stage"]: i["params"] for i in infos},
         "deps": {p: h for i in infos for p, h in i["deps"].items()},
         "mlflow_runs": {f"{i['stage']}:{k}": v for i in infos for k, v in i["mlflow_runs"].items()},
-        "git_commit": infos[0]["git_commit"],
+        **drawn_here(made),
     }
+
+
+def drawn_here(made: dict) -> dict:
+    """The provenance fields of a figure this stage draws: its own run's code, host and time."""
+    return {"made": made, "git_commit": made["git_commit"], "git_dirty": made["git_dirty"]}
 
 
 def caption(name: str) -> tuple[str, str]:
@@ -82,7 +91,7 @@ def learning_curve_runs(metrics: dict[str, dict], task: str) -> dict[str, dict]:
     return runs
 
 
-def scaling_figure(bench: dict | None, path: Path) -> dict | None:
+def scaling_figure(bench: dict | None, path: Path, made: dict) -> dict | None:
     """The step-cost scaling figure from `rlvr bench --only scaling`'s record, when there is one."""
     scaling = (bench or {}).get("scaling")
     if not scaling:
@@ -99,10 +108,13 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
             "params": {"rlvr bench --only scaling": settings},
             "deps": {f"{source}#scaling": digest},
             "mlflow_runs": {},
-            "git_commit": git_commit(Path.cwd()),
+            **drawn_here(made),
         },
     )
-    prov = f"drawn by stage `report` from `{source}` (`rlvr bench --only scaling`; TRL {scaling['trl']})"
+    prov = (
+        f"drawn by stage `report` (code: {code_line(drawn_here(made))}) from `{source}` "
+        f"(`rlvr bench --only scaling`; TRL {scaling['trl']})"
+    )
     return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
 
 
@@ -174,10 +186,11 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             )
             infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, lock=lock) for v in runs]
             prov = (
-                f"drawn by stage `report` from `{GRPO_CURVES.as_posix()}/<variant>/seed<n>.tsv` and "
-                f"`seed<n>-eval.tsv`; " + " | ".join(footer(i) for i in infos)
+                f"drawn by stage `report` (code: {code_line(drawn_here(mlrun.made))}) from "
+                f"`{GRPO_CURVES.as_posix()}/<variant>/seed<n>.tsv` and `seed<n>-eval.tsv`; "
+                + " | ".join(footer(i) for i in infos)
             )
-            figure_with_metadata(png, png, merged_info(infos))
+            figure_with_metadata(png, png, merged_info(infos, mlrun.made))
             figures.append(
                 {
                     "name": name,
@@ -218,7 +231,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 "provenance": f"made by {starts.get('made', '`rlvr starts`')}, not a DVC stage",
             }
         )
-        bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
+        bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png", mlrun.made)
         records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(
             ReportData(
@@ -247,7 +260,9 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 "by_class": class_counts(rows),
                 "claims": records,
                 "mlflow_run_id": mlrun.run_id,
+                "made": mlrun.made,
             },
+            ("counts",),  # its headline: claims per verdict
         )
         mlrun.log_metrics({f"claims_{k}": v for k, v in counts.items()})
         for path in (paths.markdown, paths.html, paths.verdicts):

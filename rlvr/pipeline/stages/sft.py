@@ -22,10 +22,10 @@ from rlvr.pipeline.seeds import (
     SFT_LOGGED,
     SeedResult,
     over_seeds,
-    pick,
     run_name,
     seed_results,
     tracked,
+    with_intervals,
 )
 from rlvr.pipeline.specs import config_hash
 from rlvr.rollout import accuracy, answer_batch, answer_probability, correct_counts
@@ -43,6 +43,8 @@ KEY_METRICS = (
     "sampled_acc_heldout",
     "sampled_acc_train",
 )
+# What DVC shows of it (`dvc exp show`), chain means: the start's loss and accuracy (held-out: chapter B)
+HEADLINE = ("final_loss", "sampled_acc_train", "sampled_acc_heldout")
 
 
 def train_seed(
@@ -179,10 +181,11 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             "noised_fraction": sum(r["noised"] for r in rows) / len(rows),
             **seed_metrics(per_seed),
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "params_hash": params_hash,
         }
-        write_metrics(paths.metrics, metrics)
-        mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "noised_fraction")))
+        write_metrics(paths.metrics, metrics, HEADLINE)
+        mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "noised_fraction")))
     return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
 
 

@@ -24,13 +24,22 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import SFT_LOGGED, SeedResult, over_seeds, pick, run_name, seed_results, tracked
+from rlvr.pipeline.seeds import (
+    SFT_LOGGED,
+    SeedResult,
+    over_seeds,
+    run_name,
+    seed_results,
+    tracked,
+    with_intervals,
+)
 from rlvr.pipeline.specs import config_hash
 from rlvr.sft import encode_sft, final_loss, warm_up
 from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer
 
 KEY_METRICS = ("final_loss",)  # what each run shows in MLflow; the rest is in the metrics JSON
+HEADLINE = ("steps", "final_loss")  # what DVC shows of it: chain means (no loss without clean epochs)
 PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of every chain's initial weights
 
 
@@ -132,8 +141,9 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             **({"perturbation": eps} if eps else {}),
             **seed_metrics(per_seed),
             "mlflow_run_id": mlrun.run_id,
+            "made": mlrun.made,
             "params_hash": params_hash,
         }
-        write_metrics(paths.metrics, metrics)
-        mlrun.log_metrics(pick(metrics, KEY_METRICS))
+        write_metrics(paths.metrics, metrics, HEADLINE)
+        mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))
     return metrics

@@ -16,7 +16,7 @@ def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # n
     set_determinism(params.worked.seed, thread_budget(params.threads))
     with tracked("worked", None, params, {}) as mlrun:
         metrics = worked_metrics(params.worked)
-        write_metrics(paths.metrics, {**metrics, "mlflow_run_id": mlrun.run_id})
+        write_metrics(paths.metrics, {**metrics, "mlflow_run_id": mlrun.run_id, "made": mlrun.made})
         figures = worked_figures(metrics, {p.name: p for p in paths.figures})
         for path in (paths.metrics, *figures):
             mlrun.log_artifact(path)
