@@ -151,7 +151,7 @@ def test_kl_per_token_is_trls_kl_the_masked_mean_of_k3(tiny_batch):
 
 def test_every_step_logs_the_learning_rate_and_the_tokens_sampled_so_far(tiny_batch):
     policy, _ = tiny_batch
-    cfg = make(GRPOConfig, group_size=4, prompts_per_step=4, steps=3, eval_every=3, eval_samples=2, lr=3e-3)
+    cfg = make(GRPOConfig, group_size=4, prompts_per_step=4, steps=3, eval_every=3, lr=3e-3)
     data = GRPOData(PROBLEMS, PROBLEMS[:4], TOK, 2)
     rows = train_grpo(copy.deepcopy(policy), cfg, data, torch.Generator().manual_seed(3))[1:]
     assert [r["lr"] for r in rows] == [3e-3] * 3
