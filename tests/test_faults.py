@@ -690,3 +690,170 @@ def test_an_empty_sweep_is_refused_and_the_committed_sweep_kept(tmp_path, monkey
     assert (sweep / "sweep.md").read_text() == "the committed sweep\n" and (
         sweep / "sweep.png"
     ).read_bytes() == b"png"
+
+
+# ------------------------------------------------------------------ the guard asks the store what stages ask
+
+
+class _FakeServer:
+    """An HTTP tracking server on 127.0.0.1 that answers /health and, when `api` is True, the
+    MLflow REST calls the guard makes (an experiment, runs made, updated, deleted, searched);
+    otherwise every API call fails as a broken backend does (500 with MLflow's error body)."""
+
+    def __init__(self, api: bool) -> None:
+        import http.server
+        import threading
+
+        self.api, self.calls, self.runs, self.experiments = api, [], {}, {}
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _answer(self, code: int, body: dict | str) -> None:
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_POST(self):
+                self._handle("POST")
+
+            def _handle(self, method: str) -> None:
+                from urllib.parse import parse_qs, urlparse
+
+                url = urlparse(self.path)
+                if url.path == "/health":
+                    return self._answer(200, "OK")
+                size = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(size) or b"{}") if method == "POST" else parse_qs(url.query)
+                server.calls.append(url.path.removeprefix("/api/2.0/mlflow/"))
+                if not server.api:
+                    broken = {"error_code": "INTERNAL_ERROR", "message": "no such table: runs"}
+                    return self._answer(500, broken)
+                self._answer(*server.respond(url.path.removeprefix("/api/2.0/mlflow/"), body))
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def respond(self, call: str, body: dict) -> tuple[int, dict]:
+        if call == "experiments/get-by-name":
+            name = body["experiment_name"][0]
+            if name not in self.experiments:
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"no {name}"}
+            return 200, {"experiment": {"experiment_id": self.experiments[name], "name": name}}
+        if call == "experiments/create":
+            self.experiments[body["name"]] = str(len(self.experiments) + 1)
+            return 200, {"experiment_id": self.experiments[body["name"]]}
+        if call == "runs/create":
+            run_id = f"run{len(self.runs)}"
+            self.runs[run_id] = {"status": "RUNNING", "experiment_id": body["experiment_id"]}
+            return 200, {"run": {"info": {"run_id": run_id, "experiment_id": body["experiment_id"]}}}
+        if call in ("runs/log-batch", "runs/update", "runs/delete"):
+            run = self.runs[body["run_id"]]
+            run.update(status=body.get("status", run["status"]), deleted=call == "runs/delete")
+            return 200, {}
+        if call == "runs/search":
+            return 200, {"runs": []}
+        return 404, {"error_code": "ENDPOINT_NOT_FOUND", "message": call}
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake_server():
+    servers = []
+    yield lambda api: servers.append(_FakeServer(api)) or servers[-1]
+    for s in servers:
+        s.close()
+
+
+def test_the_guard_refuses_a_server_that_answers_health_but_not_the_api(fake_server):
+    """/health says OK, every MLflow call fails: the guard names the server and the call that failed
+    (it used to pass, and DVC then removed the stage's outputs before the stage failed)."""
+    from rlvr.pipeline.probe import probe_store
+    from rlvr.pipeline.tracking import TrackingError
+
+    server = fake_server(api=False)
+    with pytest.raises(TrackingError) as caught:
+        probe_store(server.uri)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"MLflow tracking server {server.uri}: ")
+    assert "experiments/get-by-name failed (HTTP 500 INTERNAL_ERROR: no such table: runs)" in line
+
+
+def test_the_guard_makes_and_deletes_a_probe_run_on_a_working_server(fake_server):
+    """What a stage asks of the store: its experiment (made when missing, as a stage makes it), a
+    search for runs, a run created, logged to, ended; the probe run is then deleted."""
+    from rlvr.pipeline.probe import probe_store
+
+    server = fake_server(api=True)
+    probe_store(server.uri)
+    assert server.experiments == {"rlvr-repro": "1"}
+    assert server.calls == [
+        "experiments/get-by-name",
+        "experiments/create",
+        "runs/search",
+        "runs/create",
+        "runs/log-batch",
+        "runs/update",
+        "runs/delete",
+    ]
+    assert server.runs == {"run0": {"status": "FINISHED", "experiment_id": "1", "deleted": True}}
+    probe_store(server.uri)  # the experiment is found now: not made again
+    assert server.calls.count("experiments/create") == 1 and server.runs["run1"]["deleted"]
+
+
+def test_the_guard_refuses_a_sqlite_file_that_is_not_an_mlflow_store(tmp_path):
+    import sqlite3
+
+    from rlvr.pipeline.probe import probe_store
+    from rlvr.pipeline.tracking import TrackingError
+
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        con.execute("create table notes (x)")
+    with pytest.raises(TrackingError, match=r"mlflow.db has no table experiments: not an MLflow store"):
+        probe_store(f"sqlite:///{db}")
+
+
+HOT_JOURNAL = """
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("pragma cache_size = 1")  # spill to the database file at once: the journal is hot
+con.execute("begin immediate")
+con.executemany("insert into scratch values (?)", [("x" * 500,)] * 2000)
+os._exit(0)  # killed mid-write: no commit, no rollback
+"""
+
+
+def test_the_guard_says_when_it_finds_a_write_cut_short(mlflow_store, capsys):
+    """A stage killed mid-write (or stopped by a full disk) leaves a hot `mlflow.db-journal`; the
+    next open rolls it back. The guard says so in one line, and the store is as before that write."""
+    import sqlite3
+
+    from rlvr.pipeline.probe import probe_store
+
+    db = Path(mlflow_store.removeprefix("sqlite:///"))
+    with sqlite3.connect(db) as con:
+        con.execute("create table scratch (x)")
+    subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(db)], check=True)
+    journal = Path(f"{db}-journal")
+    assert journal.stat().st_size > 0
+    probe_store(mlflow_store)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"rlvr: note: {journal} was left by a write cut short")
+    assert "SQLite has rolled it back" in err[0]
+    assert not journal.exists() or journal.stat().st_size == 0
+    with sqlite3.connect(db) as con:
+        assert con.execute("select count(*) from scratch").fetchone()[0] == 0
+    probe_store(mlflow_store)  # nothing found the second time
+    assert capsys.readouterr().err == ""
