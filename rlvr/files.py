@@ -28,6 +28,11 @@ def why_write_failed(exc: BaseException, folder: Path) -> str:
     import resource
     import shutil
 
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():  # mkdir says "File exists", or "Not a directory"
+        return f"{existing} is not a folder"
     if isinstance(exc, OSError) and exc.errno:
         reason = os.strerror(exc.errno)
         if exc.errno == errno.EFBIG:
@@ -52,17 +57,20 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     """Write through a temp file in the same folder, then rename: readers never see half a file.
     A failed write removes the temp file, leaves `path` as it was and raises WriteError naming it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    tmp = None
+    try:  # a folder that cannot be made, or a temp file that cannot be opened, is the output's failure
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         write(tmp)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as exc:  # RuntimeError: torch.save's zip writer on a short write
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise WriteError(f"{path}: cannot be written ({why_write_failed(exc, path.parent)})") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
     return path
 

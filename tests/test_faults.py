@@ -24,7 +24,24 @@ from rlvr.pipeline.config import load_params
 from rlvr.tasks import check_params
 
 BIN = Path(sys.executable).parent
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _writes_into_read_only_folders() -> bool:
+    """Whether this process ignores folder permissions (root, unless its capabilities were dropped)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o555)
+        try:
+            Path(d, "x").write_text("x")
+            return True
+        except PermissionError:
+            return False
+        finally:
+            os.chmod(d, 0o755)
+
+
+IS_ROOT = _writes_into_read_only_folders()  # permissions do not bind it
 
 
 def _write_params(tmp_path: Path, raw: dict | str) -> Path:
@@ -857,3 +874,90 @@ def test_the_guard_says_when_it_finds_a_write_cut_short(mlflow_store, capsys):
         assert con.execute("select count(*) from scratch").fetchone()[0] == 0
     probe_store(mlflow_store)  # nothing found the second time
     assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------------------ run records are outputs too
+
+SFT_COMMITTED = (
+    "data/two_digit/sft/seed0.pt",
+    "data/two_digit/sft/seed1.pt",
+    "reports/curves/sft/two_digit/seed0.tsv",
+    "reports/metrics/sft-two_digit.json",
+    "reports/runs/sft-two_digit.json",
+)
+
+
+@pytest.fixture
+def committed_sft(tmp_path, monkeypatch):
+    """A checkout in tmp_path (tiny params) holding sft@two_digit's committed outputs, each a few
+    bytes saying so: a stage that stops before any work leaves every one as it was."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    _write_params(tmp_path, tiny_raw())
+    for rel in SFT_COMMITTED:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"committed {rel}\n")
+    return tmp_path
+
+
+def _unchanged(root: Path, rels=SFT_COMMITTED) -> bool:
+    return all((root / rel).read_text() == f"committed {rel}\n" for rel in rels)
+
+
+def test_a_run_record_folder_in_the_way_fails_before_any_work(committed_sft):
+    """reports/runs is a file: the stage names its run record before it reads or trains anything
+    (it used to train, fail on a temp file's name and remove the committed checkpoints)."""
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    shutil.rmtree(d / "reports/runs")
+    (d / "reports/runs").write_text("in the way")
+    with pytest.raises(
+        guard.OutputError,
+        match=r"^reports/runs/sft-two_digit\.json: cannot be written: reports/runs is not a folder$",
+    ):
+        run_stage("sft", "two_digit", progress=False)
+    assert _unchanged(d, [r for r in SFT_COMMITTED if not r.startswith("reports/runs")])
+
+
+@pytest.mark.skipif(IS_ROOT, reason="root may write into a read-only folder")
+def test_a_read_only_run_record_folder_fails_before_any_work(committed_sft):
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    (d / "reports/runs").chmod(0o555)
+    try:
+        with pytest.raises(guard.OutputError, match=r"^reports/runs/sft-two_digit\.json: cannot be written"):
+            run_stage("sft", "two_digit", progress=False)
+    finally:
+        (d / "reports/runs").chmod(0o755)
+    assert _unchanged(d)
+
+
+def test_a_stage_that_fails_part_way_removes_its_run_record_too(committed_sft, monkeypatch):
+    """A stage that wrote its metrics and run record, then failed: both go, with its other outputs
+    (never a stale record beside no metrics, nor new metrics beside an old record)."""
+    import rlvr.pipeline.stages.sft as sft_stage
+    from rlvr.pipeline.records import write_metrics
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+
+    def fails_after_its_metrics(params, name, paths, progress=True):
+        write_metrics(paths.metrics, {"sft_run": name, "mlflow_run_id": "new"})
+        raise RuntimeError("failed after writing its metrics")
+
+    monkeypatch.setattr(sft_stage, "run", fails_after_its_metrics)
+    with pytest.raises(RuntimeError):
+        run_stage("sft", "two_digit", progress=False)
+    assert not any((d / rel).exists() for rel in SFT_COMMITTED)
+
+
+def test_a_write_into_a_folder_that_cannot_be_made_names_the_file_not_a_temp_file(tmp_path):
+    from rlvr.files import WriteError, write_json
+
+    (tmp_path / "runs").write_text("in the way")
+    target = tmp_path / "runs" / "x.json"
+    with pytest.raises(WriteError) as caught:
+        write_json(target, {"a": 1})
+    assert str(caught.value) == f"{target}: cannot be written ({tmp_path / 'runs'} is not a folder)"

@@ -25,7 +25,7 @@ from rlvr.fields import ConfigError, UserError, record_reads
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
 from rlvr.pipeline.determinism import check_device, thread_budget
-from rlvr.pipeline.specs import STAGES, instance_paths, stage
+from rlvr.pipeline.specs import STAGES, instance_outputs, instance_paths, stage
 from rlvr.tasks import check_params
 
 
@@ -49,7 +49,7 @@ def run_stage(
     check_device(params.raw["device"])  # raw: a stage that runs no model records no read of it
     module = importlib.import_module(f"rlvr.pipeline.stages.{name}")
     paths = instance_paths(name, key, params)
-    outputs = [Path(p) for p in (*spec.outs(paths), *spec.metrics(paths))]
+    outputs = instance_outputs(name, key, params)
     if watch:
         guard.watch_dvc(outputs)
     guard.preflight(outputs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlvr.pipeline import paths
@@ -258,6 +259,15 @@ def instance_paths(name: str, key: str | None, p: Params):
     """The paths of one stage instance (`key`: the SFT run or variant; None for the others)."""
     s = stage(name)
     return s.paths(key, _item(s, key, p), p)
+
+
+def instance_outputs(name: str, key: str | None, p: Params) -> list[Path]:
+    """Everything the instance writes: its outputs, its metrics files and their run records (DVC
+    outputs too, and as easily in the way or read-only)."""
+    s = stage(name)
+    x = instance_paths(name, key, p)
+    metrics = s.metrics(x)
+    return [Path(o) for o in (*s.outs(x), *metrics, *map(record_path, metrics))]
 
 
 def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
