@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,36 +22,99 @@ class WriteError(UserError):
     naming the file and what failed; the file it would have replaced is left as it was."""
 
 
-def why_write_failed(exc: BaseException, folder: Path) -> str:
-    """What stopped a write, in words: errno's text where there is one, else what the machine says
-    (torch's zip writer reports a short write as "unexpected pos", naming no cause)."""
-    import errno
+def _file_size_limit() -> int | None:
+    """The soft file-size limit (`ulimit -f`) in bytes; None when there is none."""
     import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def errno_reason(code: int, text: str | None = None) -> str:
+    """errno's words (or `text`), with the limit behind EFBIG: "File too large: the file-size limit
+    (ulimit -f) is 65536 bytes"."""
+    import errno
+
+    reason = text or os.strerror(code)
+    if code == errno.EFBIG and (soft := _file_size_limit()) is not None:
+        reason += f": the file-size limit (ulimit -f) is {soft} bytes"
+    return reason
+
+
+def what_to_do(code: int | None) -> str | None:
+    """What a user does about a failed write with this errno (None: nothing general to say)."""
+    import errno
+
+    return {
+        errno.EFBIG: "raise the limit",
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space",
+        errno.EACCES: "make it writable",
+        errno.EPERM: "make it writable",
+        errno.EROFS: "make it writable",
+    }.get(code)
+
+
+def why_write_failed(exc: BaseException, folder: Path) -> tuple[str, str | None]:
+    """What stopped a write, in words, and what to do about it: errno's text where there is one,
+    else what the machine says (torch's zip writer reports a short write as "unexpected pos",
+    naming no cause)."""
+    import errno
     import shutil
 
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():  # mkdir says "File exists", or "Not a directory"
-        return f"{existing} is not a folder"
+        return f"{existing} is not a folder", "move it away"
     if isinstance(exc, OSError) and exc.errno:
-        reason = os.strerror(exc.errno)
-        if exc.errno == errno.EFBIG:
-            soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-            reason += (
-                f": the file-size limit (ulimit -f) is {soft} bytes" if soft != resource.RLIM_INFINITY else ""
-            )
-        return reason
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    if soft != resource.RLIM_INFINITY:
-        return f"write failed; the file-size limit (ulimit -f) is {soft} bytes"
+        return errno_reason(exc.errno), what_to_do(exc.errno)
+    if (soft := _file_size_limit()) is not None:
+        return f"write failed; the file-size limit (ulimit -f) is {soft} bytes", what_to_do(errno.EFBIG)
     try:
         if shutil.disk_usage(folder).free < 16 * 2**20:
-            return "write failed; the disk is full"
+            return "write failed; the disk is full", what_to_do(errno.ENOSPC)
     except OSError:
         pass
     first = (str(exc).splitlines() or [type(exc).__name__])[0]
-    return f"write failed: {first[:120]}"
+    return f"write failed: {first[:120]}", None
+
+
+# torch reports a failed file operation in a RuntimeError: "unable to resize file </torch_1_2_0> to
+# the right size: File too large (27)" (a shared-memory file), "unable to open file <x.pt>: ... (2)"
+_TORCH_FILE_ERROR = re.compile(
+    r"unable to [^<]*<(?P<file>[^>]+)>[^:]*: (?P<reason>.+?) \((?P<errno>\d+)\)\s*$"
+)
+
+
+def file_failure(exc: BaseException) -> tuple[str | None, int | None, str] | None:
+    """(file, errno, words) of a failed read or write, found in `exc` or in the errors it wraps (a
+    seed worker's error is re-raised in the stage with the worker's as its cause); None when none
+    of them is one. A torch shared-memory file is named where it lives (/dev/shm)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and not isinstance(exc, UserError) and (exc.errno or exc.filename):
+            return exc.filename, exc.errno, exc.strerror or str(exc)
+        found = _TORCH_FILE_ERROR.search(str(exc)) if isinstance(exc, RuntimeError) else None
+        if found:
+            name = found["file"]
+            name = f"/dev/shm{name}" if name.startswith("/torch_") else name
+            return name, int(found["errno"]), found["reason"]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def os_failure(exc: BaseException) -> str | None:
+    """One line for a failed read or write however it was raised (`file_failure`): "<file>:
+    <why>; <what to do>"; None when `exc` is not one (a bug keeps its traceback)."""
+    failure = file_failure(exc)
+    if failure is None:
+        return None
+    name, code, text = failure
+    reason = errno_reason(code, text) if code else text
+    advice = what_to_do(code)
+    return f"{name + ': ' if name else ''}{reason}{'; ' + advice if advice else ''}"
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
@@ -67,7 +131,8 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     except (OSError, RuntimeError) as exc:  # RuntimeError: torch.save's zip writer on a short write
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        raise WriteError(f"{path}: cannot be written ({why_write_failed(exc, path.parent)})") from None
+        reason, advice = why_write_failed(exc, path.parent)
+        raise WriteError(f"{path}: cannot be written ({reason}){'; ' + advice if advice else ''}") from None
     except BaseException:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

@@ -527,7 +527,7 @@ def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_old_file(tmp
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2, out.stderr
     assert len(lines) == 1 and lines[0].startswith(f"rlvr: error: {target}: cannot be written (")
-    assert lines[0].endswith("the file-size limit (ulimit -f) is 65536 bytes)")
+    assert lines[0].endswith("the file-size limit (ulimit -f) is 65536 bytes); raise the limit")
     assert target.read_bytes() == b"the committed version"
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temp file left
 
@@ -561,7 +561,7 @@ from pathlib import Path
 from rlvr.pipeline.seeds import seed_results
 
 def slow(seed, out):
-    print(os.getpid(), flush=True)
+    os.write(1, f"{os.getpid()}\\n".encode())  # one write: the two workers' lines never interleave
     time.sleep(20)
     Path(out, f"seed{seed}").write_text("finished")  # what a worker orphaned by SIGKILL would do
     return seed
@@ -960,4 +960,142 @@ def test_a_write_into_a_folder_that_cannot_be_made_names_the_file_not_a_temp_fil
     target = tmp_path / "runs" / "x.json"
     with pytest.raises(WriteError) as caught:
         write_json(target, {"a": 1})
-    assert str(caught.value) == f"{target}: cannot be written ({tmp_path / 'runs'} is not a folder)"
+    assert (
+        str(caught.value)
+        == f"{target}: cannot be written ({tmp_path / 'runs'} is not a folder); move it away"
+    )
+
+
+# ------------------------------------------------------------------ room for every write, checked first
+
+
+def test_an_output_larger_than_the_file_size_limit_fails_before_any_work(committed_sft):
+    """Under `ulimit -f 64` (64 KiB) the stage would write its checkpoints anew (100 KiB now):
+    it says so in one line before it reads or trains anything, and every committed file stays."""
+    d = committed_sft
+    (d / "data/two_digit/sft/seed1.pt").write_bytes(b"w" * 100 * 1024)
+    out = subprocess.run(
+        ["bash", "-c", f'ulimit -f 64; exec "{sys.executable}" -m rlvr.pipeline sft two_digit --quiet'],
+        cwd=d,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "rlvr: error: data/two_digit/sft/seed1.pt: too large for the file-size limit (ulimit -f) of "
+        "65536 bytes (the stage writes it anew: 102400 bytes now); raise the limit"
+    ]
+    assert (d / "data/two_digit/sft/seed1.pt").stat().st_size == 100 * 1024
+    assert _unchanged(d, [r for r in SFT_COMMITTED if not r.endswith("seed1.pt")])
+
+
+def test_a_disk_without_room_for_the_outputs_fails_before_any_work(committed_sft, monkeypatch):
+    import collections
+
+    from rlvr.pipeline.run import run_stage
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(guard.shutil, "disk_usage", lambda p: usage(2**30, 2**30 - 2**20, 2**20))
+    with pytest.raises(guard.OutputError) as caught:
+        run_stage("sft", "two_digit", progress=False)
+    assert str(caught.value).startswith("data/two_digit/sft: cannot be written: 1.0 MiB free on its disk")
+    assert str(caught.value).endswith("; free some space")
+    assert _unchanged(committed_sft)
+
+
+def test_the_guard_checks_what_every_stage_will_write(committed_sft, mlflow_store):
+    """`check` runs before DVC removes any output: a run record that no stage could write (here
+    the hack's, its folder a file) stops it, whichever stages `dvc repro` would run next."""
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    shutil.rmtree(d / "reports/runs")
+    (d / "reports/runs").write_text("in the way")
+    with pytest.raises(
+        guard.OutputError, match=r"^reports/runs/\S+\.json: cannot be written: reports/runs is"
+    ):
+        run_stage("check", None, progress=False)
+    assert not (d / "data/params.checked").exists()
+
+
+HANDOFF = """
+import sys, torch
+from rlvr.fields import UserError
+from rlvr.pipeline.seeds import seed_results
+
+def echo(seed, data):
+    return torch.zeros(2**21, dtype=torch.uint8) if sys.argv[1] == "back" else int(data[seed])
+
+big = torch.zeros(2**21 if sys.argv[1] == "out" else 4, dtype=torch.uint8)  # 2 MiB to the workers
+try:
+    with seed_results(echo, [0, 1], (big,), workers=2) as results:
+        print([type(r).__name__ for r in results])
+except UserError as exc:
+    print(f"rlvr: error: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.mark.parametrize("way", ["out", "back"])
+def test_tensors_too_large_for_the_workers_shared_memory_are_one_line(tmp_path, way):
+    """Seed workers get their inputs (out) and return their weights (back) through shared memory
+    files in /dev/shm, which a file-size limit also caps: one line naming the file and what to do
+    (it was torch's traceback "unable to resize file </torch_...>: File too large")."""
+    out = subprocess.run(
+        ["bash", "-c", f'ulimit -f 1024; exec "{sys.executable}" -c "$0" {way}', HANDOFF],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr[-3000:]
+    assert lines[0].startswith("rlvr: error: /dev/shm/torch_")
+    assert (
+        ": cannot be written (File too large: the file-size limit (ulimit -f) is 1048576 bytes)" in lines[0]
+    )
+    assert lines[0].endswith(
+        "seed workers take their tensors through shared memory: raise the limit, or set "
+        "RLVR_THREADS=1 to train the seeds in the stage process"
+    )
+
+
+@pytest.mark.parametrize(
+    "error, line",
+    [
+        (
+            RuntimeError(
+                "unable to resize file </torch_7_8_0> to the right size: No space left on device (28)"
+            ),
+            "/dev/shm/torch_7_8_0: No space left on device; free some space",
+        ),
+        (OSError(27, "File too large", "data/x.pt"), "data/x.pt: File too large"),  # and the limit, if any
+        (
+            PermissionError(13, "Permission denied", "reports/runs/x.json"),
+            "reports/runs/x.json: Permission denied; make it writable",
+        ),
+    ],
+)
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_an_os_failure_that_reaches_the_cli_is_one_line_naming_the_file(
+    monkeypatch, capsys, error, line, wrapped
+):
+    """Whatever raised it, as it was or wrapped in another error (a worker's re-raised in the
+    stage, torch's errno inside a RuntimeError): one line naming the file. A bug stays a traceback."""
+    import rlvr.pipeline.run as stages
+    from rlvr import cli
+
+    def fails(*args, **kwargs):
+        if not wrapped:
+            raise error
+        raise RuntimeError("while saving") from error
+
+    monkeypatch.setattr(stages, "run_stage", fails)
+    assert cli.main(["sft", "--run", "two_digit"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"rlvr: error: {line}"), err
+    monkeypatch.setattr(stages, "run_stage", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["sft", "--run", "two_digit"])

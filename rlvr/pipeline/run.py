@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from rlvr.fields import ConfigError, UserError, record_reads
+from rlvr.files import os_failure
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
 from rlvr.pipeline.determinism import check_device, thread_budget
@@ -90,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a failed write (disk full, file too large, read-only): name the file
-        print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:  # a failed write (disk full, file too large, read-only): name the file
+        line = os_failure(exc)
+        if line is None:
+            raise  # a bug: its traceback
+        print(f"rlvr: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

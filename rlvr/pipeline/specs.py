@@ -264,10 +264,25 @@ def instance_paths(name: str, key: str | None, p: Params):
 def instance_outputs(name: str, key: str | None, p: Params) -> list[Path]:
     """Everything the instance writes: its outputs, its metrics files and their run records (DVC
     outputs too, and as easily in the way or read-only)."""
-    s = stage(name)
-    x = instance_paths(name, key, p)
+    return _written(stage(name), instance_paths(name, key, p))
+
+
+def _written(s: Stage, x) -> list[Path]:
+    """What stage `s` writes, given its paths object: outputs, metrics files, their run records."""
     metrics = s.metrics(x)
     return [Path(o) for o in (*s.outs(x), *metrics, *map(record_path, metrics))]
+
+
+def every_output(raw: dict) -> list[Path]:
+    """What every stage instance of the pipeline writes (`instance_outputs` of each), read from the
+    raw params.yaml mapping so that listing them records no stage's reads: the guard checks them
+    all before `dvc repro` removes any."""
+    out = []
+    for s in STAGES.values():
+        for key in [None] if s.foreach is None else list(raw[s.foreach]):
+            item = None if key is None else _RawView(raw[s.foreach][key])
+            out += _written(s, s.paths(key, item, _RawView(raw)))
+    return out
 
 
 def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
