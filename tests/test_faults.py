@@ -1,7 +1,9 @@
 """Faults: each ends in one line and loses nothing.
 
 Damaged, foreign and stale checkpoints are covered in test_checkpoint.py, a truncated metrics file
-in `rlvr diff` in test_compare.py; everything else a fault run against the CLI found is here.
+in `rlvr diff` in test_compare.py, the values `rlvr check` refuses (seeds outside [0, 2**32),
+repeated seeds, non-finite or non-positive learning rates...) and a run that diverges anyway in
+test_check_values.py; everything else a fault run against the CLI found is here.
 """
 
 import json
