@@ -152,29 +152,60 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
     return write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
+class InputError(UserError):
+    """A file a stage or a report reads that is damaged or not what its writer writes (cut short, a
+    merge conflict, edited by hand): one line naming it and the stage to rerun."""
+
+
+def damaged(path: str | Path, what: str) -> InputError:
+    return InputError(f"{path}: {what}; rerun the stage that writes it (dvc repro)")
+
+
+def _parse(path: Path, text: str, line: int | None = None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {line}" if line is not None else f"line {exc.lineno} column {exc.colno}"
+        raise damaged(path, f"not valid JSON ({exc.msg} at {where})") from None
+
+
+def _text(path: Path) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
-    return json.loads(path.read_text())
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise damaged(path, "not text (not UTF-8)") from None
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON file's contents; a damaged one is one InputError naming it."""
+    return _parse(Path(path), _text(Path(path)))
 
 
 def read_heldout(path: str | Path) -> list[dict]:
     """The held-out problems a data stage wrote (rows of a, b, prompt, answer)."""
-    return read_json(path)["problems"]
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("problems"), list):
+        raise damaged(path, "no list `problems`: not a held-out file")
+    return data["problems"]
 
 
 def read_validation(path: str | Path) -> list[dict]:
     """The validation problems the data stage wrote beside the held-out ones (empty where the task
     has no validation split)."""
-    return read_json(path).get("validation", [])
+    data = read_json(path)
+    return data.get("validation", []) if isinstance(data, dict) else []
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
+    """The rows of a JSON-lines file, each a JSON object; a damaged line is one InputError."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [(i, _parse(path, line, i)) for i, line in enumerate(_text(path).splitlines(), 1) if line.strip()]
+    bad = next((i for i, row in rows if not isinstance(row, dict)), None)
+    if bad is not None:
+        raise damaged(path, f"line {bad} is not a JSON object")
+    return [row for _, row in rows]
 
 
 def write_tsv(path: str | Path, rows: list[dict]) -> Path:
@@ -191,4 +222,4 @@ def _fmt(v: Any) -> str:
 
 def read_json_dir(folder: str | Path) -> dict[str, Any]:
     """Every `*.json` in a folder, parsed: {file name: content}."""
-    return {p.name: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
+    return {p.name: read_json(p) for p in sorted(Path(folder).glob("*.json"))}

@@ -1101,3 +1101,109 @@ def test_an_os_failure_that_reaches_the_cli_is_one_line_naming_the_file(
     monkeypatch.setattr(stages, "run_stage", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         cli.main(["sft", "--run", "two_digit"])
+
+
+# ------------------------------------------------------------------ every input loaded before any work
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _mlflow_runs(uri: str) -> list[str]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    return [
+        r.info.run_name
+        for r in client.search_runs([client.get_experiment_by_name("rlvr-repro").experiment_id])
+    ]
+
+
+def test_a_damaged_warm_up_of_a_later_chain_stops_sft_before_any_training(committed_sft, mlflow_store):
+    """Chain 1's warm-up state is cut short: sft@two_digit names it before any chain trains (it
+    used to train the chains before it, then fail, a FAILED run and the committed outputs lost)."""
+    from rlvr.pipeline.checkpoint import CheckpointError
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    run_stage("data", None, progress=False)
+    run_stage("warmup", "two_digit", progress=False)  # two_digit: no clean epochs, no training
+    _truncate(d / "data/warmup/two_digit/seed1.pt")
+    before = _mlflow_runs(mlflow_store)
+    with pytest.raises(CheckpointError, match=r"^data/warmup/two_digit/seed1\.pt: not a readable checkpoint"):
+        run_stage("sft", "two_digit", progress=False)
+    assert _mlflow_runs(mlflow_store) == before  # no run opened: nothing trained
+    assert _unchanged(d)
+
+
+def _passk_checkpoints(params) -> list[Path]:
+    """Every checkpoint passk scores, written (untrained weights, the right run names and hashes)."""
+    from rlvr.model import TinyLM
+    from rlvr.pipeline import checkpoint
+    from rlvr.pipeline.paths import unit_name
+    from rlvr.pipeline.specs import config_hash, instance_paths, scored_variants
+    from rlvr.tokenizer import Tokenizer
+
+    tok, paths = Tokenizer(), instance_paths("passk", None, params)
+    run = params.passk.sft
+    model = TinyLM(params.sft_run(run).model or params.model, len(tok))
+    made = []
+    for s in params.sft_run(run).seeds:
+        made.append(paths.start.checkpoint(s))
+        checkpoint.save(made[-1], model, tok, f"sft@{run}/seed{s}", config_hash("sft", run, params))
+    for v in scored_variants(params):
+        cfg = params.variant(v)
+        for s in cfg.seeds:
+            for r in range(cfg.grpo_seeds):
+                made.append(paths.variant_checkpoint(v, s, r))
+                unit = f"grpo@{v}/{unit_name(s, r)}"
+                checkpoint.save(made[-1], model, tok, unit, config_hash("grpo", v, params))
+    return made
+
+
+def test_a_damaged_checkpoint_of_any_scored_model_stops_passk_before_any_scoring(
+    tmp_path, monkeypatch, mlflow_store
+):
+    """The last checkpoint passk scores is cut short: named before any model is scored (its
+    workers used to find it, after the others had been scored)."""
+    from rlvr.pipeline.checkpoint import CheckpointError
+    from rlvr.pipeline.config import load_params
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    _write_params(tmp_path, tiny_raw())
+    run_stage("data", None, progress=False)
+    made = _passk_checkpoints(load_params())
+    _truncate(made[-1])
+    before = _mlflow_runs(mlflow_store)
+    with pytest.raises(CheckpointError, match=rf"^{made[-1]}: not a readable checkpoint"):
+        run_stage("passk", None, progress=False)
+    assert _mlflow_runs(mlflow_store) == before  # no run opened: nothing scored
+    assert not (tmp_path / "reports/passk-counts.json").exists()
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda t: t[: len(t) // 2], r"not valid JSON \(.* at line \d+\)"),
+        (lambda t: t.replace("{", "[", 1), r"not valid JSON \(.*\)"),
+        (lambda t: "[1, 2]\n" + t, r"line 1 is not a JSON object"),
+    ],
+)
+def test_damaged_training_rows_are_one_line_before_any_work(
+    tmp_path, monkeypatch, mlflow_store, damage, message
+):
+    """A stage's JSON input cut short or edited by hand: one line naming it, not json's traceback."""
+    from rlvr.files import InputError
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    _write_params(tmp_path, tiny_raw())
+    run_stage("data", None, progress=False)
+    rows = tmp_path / "data/two_digit/sft.jsonl"
+    rows.write_text(damage(rows.read_text()))
+    with pytest.raises(InputError, match=rf"^data/two_digit/sft\.jsonl: {message}; rerun the stage"):
+        run_stage("sft", "two_digit", progress=False)
