@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, tiny_raw
+from conftest import ROOT, at_head, tiny_raw
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline import guard
@@ -1207,3 +1207,133 @@ def test_damaged_training_rows_are_one_line_before_any_work(
     rows.write_text(damage(rows.read_text()))
     with pytest.raises(InputError, match=rf"^data/two_digit/sft\.jsonl: {message}; rerun the stage"):
         run_stage("sft", "two_digit", progress=False)
+
+
+# ------------------------------------------------------------------ damaged report inputs: one line
+
+
+@pytest.fixture
+def committed_reports(tmp_path):
+    """The committed results (HEAD's reports/, experiments/ and dvc.lock) in tmp_path, to damage."""
+    shutil.copytree(at_head("reports"), tmp_path / "reports")
+    shutil.copytree(at_head("experiments"), tmp_path / "experiments")
+    shutil.copy(at_head("dvc.lock"), tmp_path / "dvc.lock")
+    return tmp_path
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    data = change(data) or data
+    path.write_text(json.dumps(data))
+
+
+def _cut(path: Path) -> None:
+    path.write_text(path.read_text()[: path.stat().st_size // 2])
+
+
+VERDICTS_DAMAGE = {
+    "a list": (lambda p: p.write_text("[]"), r"expected a mapping, found a list"),
+    "empty": (lambda p: p.write_text("{}"), r"no `counts`"),
+    "a claim a string": (
+        lambda p: _edit_json(p, lambda d: d["claims"].update({"A-dynamic-sampling": "reproduced"})),
+        r"claims\.A-dynamic-sampling: expected a mapping, found a string",
+    ),
+    "a verdict a number": (
+        lambda p: _edit_json(p, lambda d: d["claims"]["A-dynamic-sampling"].update(verdict=3)),
+        r"claims\.A-dynamic-sampling\.verdict: expected a string, found a number",
+    ),
+    "cut short": (_cut, r"not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("damage", list(VERDICTS_DAMAGE))
+def test_summary_and_verify_name_a_damaged_report_json(committed_reports, damage):
+    """`rlvr summary` and `rlvr verify` on a report.json that is a list, empty, holds a claim of the
+    wrong type or is cut short: one line naming the file and the place (they were tracebacks)."""
+    from rlvr.files import InputError
+    from rlvr.pipeline.verify import claims_problems
+    from rlvr.report.summary import summary
+
+    d = committed_reports
+    path = d / "reports/report.json"
+    harm, where = VERDICTS_DAMAGE[damage]
+    harm(path)
+    message = rf"^{path}: {where}.*; rerun the stage that writes it \(dvc repro\)$"
+    with pytest.raises(InputError, match=message):
+        summary(d / "reports")
+    with pytest.raises(InputError, match=message):
+        claims_problems(d)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["reports/runs/grpo-grpo.json", "reports/metrics/grpo-grpo.json", "reports/metrics/sft-two_digit.json"],
+)
+def test_summary_names_a_damaged_metrics_file_or_run_record(committed_reports, rel):
+    from rlvr.files import InputError
+    from rlvr.report.summary import summary
+
+    path = committed_reports / rel
+    _cut(path)
+    with pytest.raises(InputError, match=rf"^{path}: not valid JSON"):
+        summary(committed_reports / "reports")
+    path.write_text(json.dumps({"per_seed": "x"}))
+    with pytest.raises(InputError, match=rf"^{path}: "):
+        summary(committed_reports / "reports")
+
+
+def test_verify_names_a_damaged_metrics_file(committed_reports):
+    from rlvr.files import InputError
+    from rlvr.pipeline.verify import claims_problems
+
+    path = committed_reports / "reports/metrics/passk.json"
+    _edit_json(path, lambda d: d.update(variants=[1, 2]))
+    with pytest.raises(InputError, match=rf"^{path}: variants: expected a mapping, found a list"):
+        claims_problems(committed_reports)
+
+
+COUNTS_DAMAGE = {
+    "n a string": (lambda d: d.update(n="256"), r"n: expected an integer, found a string"),
+    "counts a list": (lambda d: d.update(counts=[]), r"counts: expected a mapping, found a list"),
+    "a count a string": (
+        lambda d: d["counts"]["grpo/seed0"].__setitem__(3, "7"),
+        r"counts\.grpo/seed0\[3\]: expected an integer, found a string",
+    ),
+    "n_by_model a list": (lambda d: d.update(n_by_model=[]), r"n_by_model: expected a mapping, found a list"),
+    "a row cut to 10 problems": (
+        lambda d: d["counts"].update({"grpo/seed3": d["counts"]["grpo/seed3"][:10]}),
+        r"counts\.grpo/seed3: 10 values for 300 problems",
+    ),
+    "a count above its samples": (
+        lambda d: d["counts"]["dapo/seed1"].__setitem__(0, 10**6),
+        r"counts\.dapo/seed1\[0\] = 1000000: must lie in \[0, 64\], the samples drawn",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(COUNTS_DAMAGE))
+def test_diff_refuses_damaged_or_misshapen_pass_at_k_counts(committed_reports, damage):
+    """One damaged field of passk-counts.json is one line naming it; a row cut to 10 of 300
+    problems is refused (it used to be compared silently: the paired p-value moved 0.175 -> 0.717)."""
+    from rlvr.files import InputError
+    from rlvr.report.compare import diff_variants
+
+    d = committed_reports
+    counts = d / "reports/passk-counts.json"
+    change, where = COUNTS_DAMAGE[damage]
+    _edit_json(counts, change)
+    with pytest.raises(InputError, match=rf"^{counts}: {where}"):
+        diff_variants(d / "reports/metrics", counts, "grpo", "dr_grpo")
+
+
+def test_every_committed_report_input_passes_its_schema():
+    """The schemas describe what the stages write: HEAD's own files all pass."""
+    from rlvr.report import inputs
+
+    reports = at_head("reports")
+    assert inputs.read_verdicts(reports / "report.json")["claims"]
+    metrics = inputs.read_metrics_dir(reports / "metrics")
+    assert {"passk.json", "grpo-grpo.json", "sft-two_digit.json"} <= set(metrics)
+    assert inputs.read_records_dir(reports / "runs")
+    counts = inputs.read_counts(reports / "passk-counts.json")
+    assert all(len(row) == len(counts["problems"]) for row in counts["counts"].values())

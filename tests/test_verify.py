@@ -117,14 +117,16 @@ def test_a_verdict_that_flipped_against_head_is_found(tmp_path):
 
     report = tmp_path / "reports/report.json"
     report.parent.mkdir()
-    old = {"claims": {"a": {"verdict": "reproduced", "ours": 1.0, "interval": [0.9, 1.1]}}}
+    old = {"counts": {}, "claims": {"a": {"verdict": "reproduced", "ours": 1.0, "interval": [0.9, 1.1]}}}
     report.write_text(json.dumps(old))
     git("init", "-q")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
     assert verify.flip_problems(tmp_path) == []
     report.write_text(
-        json.dumps({"claims": {"a": {"verdict": "differs", "ours": 0.5, "interval": [0.4, 0.6]}}})
+        json.dumps(
+            {"counts": {}, "claims": {"a": {"verdict": "differs", "ours": 0.5, "interval": [0.4, 0.6]}}}
+        )
     )
     assert verify.flip_problems(tmp_path) == ["claim a: reproduced at HEAD, differs here"]
     from rlvr.report.moves import moved_lines

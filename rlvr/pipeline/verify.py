@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr.files import read_json_dir
+from rlvr.report.inputs import read_metrics_dir, read_verdicts
 
 
 def dvc_yaml_problems(root: Path) -> list[str]:
@@ -97,7 +97,7 @@ def claims_problems(root: Path) -> list[str]:
     path = root / "experiments" / "claims.yaml"
     claims = check_claims(yaml.safe_load(path.read_text()), str(path))
     produced = produced_paths(root)
-    metrics = read_json_dir(root / "reports" / "metrics")
+    metrics = read_metrics_dir(root / "reports" / "metrics")
     problems = []
     for c in claims:
         for ref in [c[k] for k in ("metric", "other") if k in c]:
@@ -111,7 +111,7 @@ def claims_problems(root: Path) -> list[str]:
     if problems:
         return problems
     expected = {r["id"]: verdict_record(r) for r in evaluate_claims(claims, metrics)}
-    committed = json.loads((root / "reports" / "report.json").read_text())["claims"]
+    committed = read_verdicts(root / "reports" / "report.json")["claims"]
     problems += feasible_problems(claims, committed) + note_problems(claims, expected)
     for cid in sorted(set(expected) | set(committed)):
         want, have = expected.get(cid), committed.get(cid)
@@ -159,7 +159,7 @@ def against_committed(root: Path) -> dict | None:
     from rlvr.report.moves import against_committed as against
 
     path = root / "reports" / "report.json"
-    return against(root, json.loads(path.read_text())) if path.is_file() else None
+    return against(root, read_verdicts(path)) if path.is_file() else None
 
 
 def flip_problems(root: Path) -> list[str]:

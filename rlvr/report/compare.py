@@ -18,7 +18,6 @@ interval and leaves coverage as it was; it only removes impossible values such a
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlvr.fields import ConfigError
+from rlvr.report.inputs import read_counts, read_metrics
 from rlvr.stats import t_quantile, t_two_sided_p
 
 # Metrics shown first, in this order; any other metric both variants have follows alphabetically.
@@ -137,14 +137,6 @@ def delta(a: list[float], b: list[float], paired: bool, bounds: tuple[float, flo
 # Inputs
 
 
-def _read_json(path: Path) -> Any:
-    """Parsed JSON, or a one-line ConfigError naming the file (a truncated write, a merge conflict)."""
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc}); rerun the stage that writes it") from None
-
-
 def load_variant(metrics_dir: Path, variant: str) -> dict:
     """A variant's metrics file, checked, with seeds in ascending order (per-seed values reordered
     to match), so two variants that ran the same seeds line up value by value."""
@@ -154,7 +146,7 @@ def load_variant(metrics_dir: Path, variant: str) -> dict:
         raise ConfigError(
             f"variant {variant!r}: no {path}; variants with results: {', '.join(known) or 'none'}"
         )
-    m = _read_json(path)
+    m = read_metrics(path)
     missing = [k for k in ("task", "seeds", "per_seed") if not isinstance(m, dict) or k not in m]
     if missing:
         raise ConfigError(f"{path}: no {', '.join(missing)}; not a GRPO metrics file (rerun `rlvr grpo`)")
@@ -171,7 +163,7 @@ def load_counts(counts_path: Path) -> dict | None:
     """The pass@k stage's per-problem correct counts, or None before that stage has run."""
     if not counts_path.is_file():
         return None
-    data = _read_json(counts_path)
+    data = read_counts(counts_path)
     if not isinstance(data, dict) or not {"n", "counts"} <= set(data):
         raise ConfigError(f"{counts_path}: no n or counts; not a pass@k counts file (rerun `rlvr passk`)")
     return data

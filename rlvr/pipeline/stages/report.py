@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from rlvr.fields import ConfigError
-from rlvr.files import atomic_write, read_json_dir, write_text
+from rlvr.files import atomic_write, write_text
 from rlvr.gitinfo import git_commit, short_commit
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
@@ -29,6 +29,7 @@ from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
 from rlvr.report.claims import check_claims, class_counts, evaluate_claims, fair_bench, render, verdict_record
+from rlvr.report.inputs import checked, read_counts, read_metrics_dir
 from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import explain, footer, load_lock
 
@@ -159,7 +160,7 @@ def run_info(root: Path, params: Params) -> dict:
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
-    metrics = read_json_dir(paths.metrics)
+    metrics = read_metrics_dir(paths.metrics)
     rows = evaluate_claims(claims, metrics)
     lock = load_lock(root)
     with tracked("report", None, params, {}) as mlrun:
@@ -202,10 +203,10 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                     "kind": "result",
                 }
             )
-        samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
-        problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
-        bench = fair_bench(json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None)
-        starts = json.loads(paths.starts.read_text()) if paths.starts.is_file() else None
+        samples = checked(paths.samples, dict) if paths.samples.is_file() else None
+        problems = read_counts(paths.counts) if paths.counts.is_file() else None
+        bench = fair_bench(checked(paths.benchmarks, dict) if paths.benchmarks.is_file() else None)
+        starts = checked(paths.starts, dict) if paths.starts.is_file() else None
         starts_png = paths.starts.parent / "starts-passk.png"
         starts_figure = (
             None
