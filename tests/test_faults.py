@@ -7,6 +7,7 @@ test_check_values.py; everything else a fault run against the CLI found is here.
 """
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from conftest import ROOT, at_head, tiny_raw
 
@@ -1337,3 +1339,123 @@ def test_every_committed_report_input_passes_its_schema():
     assert inputs.read_records_dir(reports / "runs")
     counts = inputs.read_counts(reports / "passk-counts.json")
     assert all(len(row) == len(counts["problems"]) for row in counts["counts"].values())
+
+
+# ------------------------------------------------------------------ minors
+
+
+def _sweep_show(param: str = "beta", passk_moves: bool = True) -> list[dict]:
+    """`dvc exp show --json` for a workspace (no name, as DVC prints it), its commit and two
+    experiments over `variants.grpo.<param>`; their pass@k results move with it unless told not to."""
+
+    def entry(rev, name, value, pass1):
+        params = {"variants": {"grpo": {"task": "two_digit", param: value}}, "hack": {"steps": value}}
+        variant = {"pass_at_1_rl": pass1, "pass_at_n_rl": 0.98, "never_solved_rl": 4.0, "crossovers": "none"}
+        passk = {
+            "sft": {"pass_at_1": 0.5, "pass_at_n": 0.99, "never_solved": 4},
+            "variants": {"grpo": variant},
+        }
+        data = {
+            "params": {"params.yaml": {"data": params}},
+            "metrics": {"reports/metrics/passk.json": {"data": passk}},
+        }
+        return {"rev": rev, "name": name, "data": data}
+
+    moved = (lambda x: x) if passk_moves else (lambda x: 0.8)
+    head = entry("abc1234" * 5, None, 1, 0.8)
+    head["experiments"] = [
+        {"revs": [entry("b" * 40, "exp-2", 2, moved(0.7))]},
+        {"revs": [entry("c" * 40, "exp-3", 3, moved(0.6))]},
+    ]
+    return [entry("workspace", None, 5, moved(0.9)), head]
+
+
+def test_the_sweep_table_names_the_workspace_whole():
+    from rlvr.report.sweep import experiments
+
+    assert [e["name"] for e in experiments(_sweep_show())] == ["workspace", "abc1234", "exp-2", "exp-3"]
+
+
+def test_a_sweep_that_does_not_reach_pass_at_k_keeps_the_committed_table(tmp_path):
+    """A sweep over a param pass@k does not depend on (the hack's steps): every experiment's pass@k
+    results are its baseline's, so there is no table to make; the committed one stays."""
+    from rlvr.fields import ConfigError
+    from rlvr.report.sweep import sweep_report
+
+    (tmp_path / "sweep.md").write_text("the committed sweep\n")
+    with pytest.raises(ConfigError) as err:
+        sweep_report(_sweep_show("steps", passk_moves=False), tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "every experiment's pass@k results are the same" in message
+    assert "hack.steps" in message and f"{tmp_path} is left as it is" in message
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.md"]
+    assert (tmp_path / "sweep.md").read_text() == "the committed sweep\n"
+    assert sweep_report(_sweep_show("steps"), tmp_path)["experiments"] == 4  # pass@k moved: a table
+
+
+def test_a_sweep_report_into_a_file_says_it_is_not_a_folder(tmp_path):
+    from rlvr.fields import ConfigError
+    from rlvr.report.sweep import sweep_report
+
+    readme = tmp_path / "README.md"
+    readme.write_text("docs\n")
+    with pytest.raises(ConfigError, match=rf"^--out {readme}: not a folder \(sweep-report writes sweep\.md"):
+        sweep_report(_sweep_show(), readme)
+    assert readme.read_text() == "docs\n"
+
+
+def test_every_interval_a_stage_writes_lies_within_what_its_metric_can_take():
+    """Chains' t-intervals are cut to the metric's range: an SFT accuracy's at 1 (it reached 1.34
+    in a metrics file), a KL's and a loss's at 0, a difference of rates at [-1, 1]."""
+    from rlvr.stats import metric_bounds, seed_metrics
+
+    per_seed = {  # four chains, one near each edge
+        s: {"greedy_acc_heldout": a, "kl_k3_nats_max": k, "final_loss": f, "accuracy_gain": g, "steps": n}
+        for s, (a, k, f, g, n) in enumerate(
+            [
+                (1.0, 0.0, 0.01, -0.9, 0),
+                (0.2, 9.0, 0.02, -0.1, 2000),
+                (1.0, 0.1, 2.0, -1.0, 10),
+                (1.0, 0.0, 0.0, 0.0, 5),
+            ]
+        )
+    }
+    ci = seed_metrics(per_seed)["ci95"]
+    assert ci["greedy_acc_heldout"][1] == 1.0 and 0 < ci["greedy_acc_heldout"][0] < 1
+    assert ci["kl_k3_nats_max"][0] == 0.0 and ci["final_loss"][0] == 0.0 and ci["steps"][0] == 0.0
+    assert ci["accuracy_gain"][0] == -1.0
+    assert metric_bounds("reward_minus_accuracy_end") == (-1.0, 1.0)
+    assert metric_bounds("start_val") == metric_bounds("reached") == (0.0, 1.0)
+    assert metric_bounds("never_solved") == metric_bounds("digits_per_response_end") == (0.0, math.inf)
+    assert metric_bounds("made_up_metric") == (-math.inf, math.inf)
+    from rlvr.passk import _band  # pass@k's curves: a rate's band, and its difference from SFT's
+
+    assert _band([1.0, 0.2, 1.0, 1.0], "pass_at_k")["pass_at_k_hi"] == 1.0
+    assert _band([-1.0, -0.2, -1.0, -1.0], "minus_sft")["minus_sft_lo"] == -1.0
+
+
+def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch, mlflow_store):
+    """The SFT stage writes its chains' intervals through seed_metrics: an accuracy's never above 1
+    (here chains of 1.0, 0.2, 1.0, 1.0 by hand: the t-interval's top would be 1.43)."""
+    import rlvr.pipeline.stages.sft as sft_stage
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    raw = tiny_raw()
+    raw["sft"]["two_digit"]["seeds"] = [0, 1, 2, 3]
+    _write_params(tmp_path, raw)
+    run_stage("data", None, progress=False)
+    run_stage("warmup", "two_digit", progress=False)
+    accuracy = {0: 1.0, 1: 0.2, 2: 1.0, 3: 1.0}
+    monkeypatch.setattr(
+        sft_stage,
+        "accuracies",
+        lambda model, cfg, task, train, held, tok, gen: {
+            "greedy_acc_heldout": accuracy[torch.initial_seed()],
+            "sampled_acc_heldout": 0.5,
+        },
+    )
+    run_stage("sft", "two_digit", progress=False)
+    ci = json.loads((tmp_path / "reports/metrics/sft-two_digit.json").read_text())["ci95"]
+    assert ci["greedy_acc_heldout"][1] == 1.0 and ci["greedy_acc_heldout"][0] > 0
