@@ -1434,6 +1434,7 @@ def test_every_interval_a_stage_writes_lies_within_what_its_metric_can_take():
     assert _band([-1.0, -0.2, -1.0, -1.0], "minus_sft")["minus_sft_lo"] == -1.0
 
 
+@pytest.mark.slow
 def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch, mlflow_store):
     """The SFT stage writes its chains' intervals through seed_metrics: an accuracy's never above 1
     (here chains of 1.0, 0.2, 1.0, 1.0 by hand: the t-interval's top would be 1.43)."""
@@ -1459,3 +1460,61 @@ def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch
     run_stage("sft", "two_digit", progress=False)
     ci = json.loads((tmp_path / "reports/metrics/sft-two_digit.json").read_text())["ci95"]
     assert ci["greedy_acc_heldout"][1] == 1.0 and ci["greedy_acc_heldout"][0] > 0
+
+
+# ------------------------------------------------------------------ under dvc repro: the guard first
+
+
+@pytest.mark.slow
+def test_a_server_failing_the_mlflow_api_stops_repro_before_any_output_is_removed(small_repo, fake_server):
+    """/health answers, the MLflow API does not: `check` fails, and DVC removes nothing (it used
+    to pass, and DVC deleted the stage's committed files before the stage failed)."""
+    d, env = small_repo
+    server = fake_server(api=False)
+    before = {p: _md5(d / p) for p in _lock_outputs(d) if (d / p).is_file() and p != "data/params.checked"}
+    good = (d / "params.yaml").read_text()
+    (d / "params.yaml").write_text(good.replace("kl_samples: 500", "kl_samples: 600"))
+    try:
+        out = subprocess.run(
+            "dvc repro worked",
+            shell=True,
+            cwd=d,
+            capture_output=True,
+            text=True,
+            env={**env, "MLFLOW_TRACKING_URI": server.uri},
+            timeout=300,
+        )
+    finally:
+        (d / "params.yaml").write_text(good)
+    assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+    assert f"rlvr: error: MLflow tracking server {server.uri}: experiments/get-by-name failed" in out.stderr
+    assert {p: _md5(d / p) for p in before} == before
+
+
+@pytest.mark.slow
+def test_a_run_record_no_stage_could_write_stops_repro_before_any_output_is_removed(small_repo, tmp_path):
+    """reports/runs is in the way: `check` names a run record before DVC removes worked's outputs."""
+    d, env = small_repo
+    work = tmp_path / "w"
+    shutil.copytree(d, work, symlinks=True)
+    (work / "params.yaml").write_text(
+        (work / "params.yaml").read_text().replace("kl_samples: 500", "kl_samples: 600")
+    )
+    kept = {
+        p: _md5(work / p) for p in ("reports/metrics/worked.json", "reports/figures/worked-a8-memory.png")
+    }
+    shutil.rmtree(work / "reports/runs")
+    (work / "reports/runs").write_text("in the way")
+    out = subprocess.run(
+        "dvc repro worked",
+        shell=True,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(work)},
+        timeout=300,
+    )
+    assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+    errors = [line for line in out.stderr.splitlines() if line.startswith("rlvr: error:")]
+    assert len(errors) == 1 and errors[0].endswith(": cannot be written: reports/runs is not a folder")
+    assert {p: _md5(work / p) for p in kept} == kept
