@@ -18,10 +18,10 @@ import tempfile
 import time
 
 from bench import fair
-from bench.workloads import grpo_stepper, sampling_call
+from bench.targets import TARGETS
+from bench.workloads import grpo_step_work, grpo_stepper, sampling_call, sampling_work
 
 RUNS = 20  # timed calls after the first, per block
-TARGET_SHARE = {"grpo_step": 0.3, "sampling": 0.75}  # of the fp32 GEMM limit, compiled or not
 VARIANTS = ("eager", "compiled, empty cache", "compiled, warm cache")
 
 
@@ -72,7 +72,7 @@ def bench_compiled(params, work: dict[str, tuple[float, float]]) -> dict:
                         "median_seconds": round(median, 5),
                         "share_of_gemm_limit": round(flops / median / limit, 3),
                     }
-                out[workload] = {**rows, "target_share_of_gemm_limit": TARGET_SHARE[workload]}
+                out[workload] = {**rows, **TARGETS["compiled"][workload]}
             finally:
                 del os.environ["TORCHINDUCTOR_CACHE_DIR"]
     out["method"] = (
@@ -82,3 +82,11 @@ def bench_compiled(params, work: dict[str, tuple[float, float]]) -> dict:
         "calls after it."
     )
     return out
+
+
+def bench(params) -> dict:
+    """`rlvr bench --only compiled`: both workloads, with their FLOPs and GEMM limits (`bench.workloads`)."""
+    work, limits = sampling_work(params)
+    return bench_compiled(
+        params, {"grpo_step": grpo_step_work(params), "sampling": (work, max(limits.values()))}
+    )

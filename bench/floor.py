@@ -14,60 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-RUNNING = re.compile(r"^Running stage '([^']+)'")
-TARGET_RATIO = 1.2  # wall / floor, in total
-
-
-def stage_walls(lines: list[tuple[float, str]], t0: float, t_end: float) -> tuple[float, dict[str, float]]:
-    """DVC's start (t0 to its first stage) and each stage's wall from timestamped output lines:
-    a stage runs from its "Running stage" line to the next one's, the last one to `t_end`."""
-    starts = [(t, m.group(1)) for t, line in lines if (m := RUNNING.match(line))]
-    if not starts:
-        raise RuntimeError("dvc repro ran no stage (no 'Running stage' line in its output)")
-    walls = {}
-    for (t, name), (t_next, _) in zip(starts, [*starts[1:], (t_end, None)], strict=True):
-        walls[name] = t_next - t
-    return starts[0][0] - t0, walls
-
-
-def clone_env(clone: Path) -> dict[str, str]:
-    """The environment a command in a fresh clone runs with: the clone's own code (PYTHONPATH), this
-    environment's packages (dvc on PATH) and no store or DVC root of this checkout's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
-    env.update(PYTHONPATH=str(clone), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
-    return env
-
-
-def timed_repro(clone: Path, env: dict[str, str]) -> dict:
-    """`dvc repro --force` in `clone`, its output timestamped line by line as it arrives: the wall,
-    DVC's start, each stage's wall (`stage_walls`). A failure raises with the tail of its stderr."""
-    import tempfile
-
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:  # progress bars and errors: a file, never a full pipe
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dvc", "repro", "--force"],
-            cwd=clone,
-            env={**env, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            bufsize=1,
-        )
-        lines = [(time.perf_counter(), line) for line in proc.stdout]
-        code = proc.wait()
-        t_end = time.perf_counter()
-        if code != 0:
-            err.seek(0)
-            raise RuntimeError(f"dvc repro failed in the fresh clone (exit {code}):\n{err.read()[-2000:]}")
-    dvc_start, walls = stage_walls(lines, t0, t_end)
-    return {"wall_seconds": t_end - t0, "dvc_start_seconds": dvc_start, "stage_walls": walls}
+from bench.targets import TARGETS
+from rlvr.pipeline.rerun import clone_env, timed_repro
 
 
 def in_process_floor(clone: Path, env: dict[str, str], stages: list[str]) -> dict[str, float]:
@@ -112,9 +65,9 @@ def by_kind(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def bench_pipeline(params) -> dict:  # noqa: ARG001 (every benchmark takes the params)
+def bench(params) -> dict:  # noqa: ARG001 (every benchmark takes the params)
     """A fresh clone of HEAD: the timed `dvc repro --force`, then the in-process floor of the same
-    stages, and their ratio per stage, per kind and in total (target: <= TARGET_RATIO)."""
+    stages, and their ratio per stage, per kind and in total (target: bench/targets.yaml)."""
     import tempfile
 
     from rlvr.gitinfo import git_commit
@@ -141,8 +94,7 @@ def bench_pipeline(params) -> dict:  # noqa: ARG001 (every benchmark takes the p
         "wall_seconds": round(repro["wall_seconds"], 1),
         "floor_seconds": round(floor_total, 1),
         "ratio": round(repro["wall_seconds"] / floor_total, 3),
-        "target_ratio": TARGET_RATIO,
-        "target_grpo_seconds": 360,  # the GRPO matrix's wall budget
+        **TARGETS["pipeline"],
         "dvc_start_seconds": round(repro["dvc_start_seconds"], 2),
         "by_kind": by_kind(rows),
         "stages": rows,

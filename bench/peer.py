@@ -215,3 +215,30 @@ def grpo_trainer_steps(
         with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints its own summary dict
             trainer.train()
     return times
+
+
+PEER_MISSING = "not installed"  # a peer figure when the `peer` extra is absent
+PEER_SKIPPED = "not run (rlvr bench --peer trl)"
+
+
+def note(peer: bool) -> str:
+    """What a peer column says when it was not measured: the extra is missing, or it was not asked
+    for ("" when it was measured)."""
+    return PEER_MISSING if not available() else "" if peer else PEER_SKIPPED
+
+
+def require() -> None:
+    """The `peer` extra is importable (else one clear error), its chatter silenced."""
+    if not available():
+        from rlvr.fields import ConfigError
+
+        raise ConfigError("rlvr bench --peer trl needs TRL and transformers: pip install -e '.[peer]'")
+    quiet()
+
+
+def as_a_user_runs(threads: int, seed: int) -> None:
+    """A peer's block as a user runs it: our thread count (the same cores), seeded, TRL's and
+    transformers' chatter silenced; not our deterministic-ops mode, which costs the peer time."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    require()

@@ -113,30 +113,44 @@ class VerifyFailed(UserError):
 
 
 def _verify(args) -> Text:
+    from rlvr.pipeline import rerun
+    from rlvr.pipeline.paths import RERUNS
+    from rlvr.report.moves import said
+
+    root = Path.cwd()
+    for flag, given in (("--perturb", args.perturb), ("--keep-clone", args.keep_clone)):
+        if given and not args.rerun:
+            raise UserError(f"{flag}: only with --rerun (rlvr verify --rerun {flag} ...)")
+    if args.rerun:
+        keep = Path(args.keep_clone) if args.keep_clone else None
+        if keep is not None and keep.exists():
+            raise UserError(f"--keep-clone {keep}: already exists; name a new folder")
+        record = rerun.rerun_in_clone(root, args.perturb, keep)
+        rerun.write_record(root / RERUNS, "perturbed" if args.perturb else "rerun", record)
+        how = f" with {record['perturbation']}" if record["perturbation"] else ""
+        print("\n".join(said(record, f"a fresh clone of {record['commit'][:10]}{how}, against its commit")))
+        if record["word"] == "moved":
+            raise VerifyFailed(f"a verdict flipped between reproduced and differs (recorded in {RERUNS})")
+        return Text(f"{record['word']} (recorded in {RERUNS})")
     from rlvr.pipeline.verify import verify
 
-    results = verify(Path.cwd())
+    results = verify(root)
     lines = [f"{'ok  ' if not problems else 'FAIL'}  {name}" for name, problems in results.items()]
     for name, problems in results.items():
         lines += [f"rlvr verify: {name}: {p}" for p in problems[:SHOWN]]
         if len(problems) > SHOWN:
             lines.append(f"rlvr verify: {name}: ... and {len(problems) - SHOWN} more")
-    from rlvr.pipeline.verify import against_committed
-    from rlvr.report.moves import moved_lines
-
-    against = against_committed(Path.cwd())
+    against = rerun.workspace_against_head(root)
     if against is not None:
-        moved = moved_lines(against)
-        lines.append(
-            f"against the results committed at {against['commit']}: "
-            + (f"{len(moved)} claim(s) moved" if moved else "nothing moved")
-        )
-        lines += [f"  {m}" for m in moved]
+        lines += said(against, f"the workspace's results against HEAD's ({against['commit']})")
     print("\n".join(lines))
     failed = [name for name, problems in results.items() if problems]
     if failed:
         raise VerifyFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")
-    return Text(f"all {len(results)} checks hold")
+    if against is not None and against["word"] == "moved":
+        raise VerifyFailed("a verdict flipped between reproduced and differs against HEAD")
+    seen = "" if against is None else f"; results {against['word']}"
+    return Text(f"all {len(results)} checks hold{seen}")
 
 
 def _ui(args) -> Text:
@@ -153,13 +167,7 @@ def _ui(args) -> Text:
 def _bench(args) -> dict:
     from bench.suite import bench_all
 
-    return bench_all(
-        load_params(args.params),
-        Path(args.out),
-        only=args.only,
-        peer=args.peer,
-        keep_clone=Path(args.keep_clone) if args.keep_clone else None,
-    )
+    return bench_all(load_params(args.params), Path(args.out), only=args.only, peer=args.peer)
 
 
 STAGE_HELP = {
@@ -226,7 +234,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(fn=_starts)
     s = sub.add_parser(
-        "verify", help="check that the committed results are what the committed code produces (CI runs it)"
+        "verify",
+        help="check that the committed results are what the committed code produces, and say how the "
+        "workspace's results compare with HEAD's: identical, statistically the same or moved (CI runs it)",
+    )
+    s.add_argument(
+        "--rerun",
+        action="store_true",
+        help="rerun the whole pipeline in a fresh clone of HEAD and compare its results with the "
+        "committed ones (as long as the pipeline; recorded in reports/rerun.json)",
+    )
+    s.add_argument(
+        "--perturb",
+        action="store_true",
+        help="with --rerun: every chain's initial weights perturbed by float32-rounding-sized amounts "
+        "(RLVR_PERTURB=1e-6), as another CPU would",
+    )
+    s.add_argument(
+        "--keep-clone",
+        default=None,
+        metavar="DIR",
+        help="with --rerun: move the clone and its results to DIR instead of deleting it",
     )
     s.set_defaults(fn=_verify)
     s = sub.add_parser(
@@ -245,12 +273,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="trl",
         help="also measure TRL's GRPOTrainer and HF generate on the same workloads, each alone and "
         "at its best (needs pip install -e '.[peer]')",
-    )
-    s.add_argument(
-        "--keep-clone",
-        default=None,
-        metavar="DIR",
-        help="fresh_clone: move the clone and its results to DIR instead of deleting it",
     )
     s.set_defaults(fn=_bench)
     return p

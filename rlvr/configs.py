@@ -147,8 +147,7 @@ class GRPOConfig(Section):
     max_gen_rounds: Count  # cap on sampling rounds per step under dynamic sampling
     overlong_buffer: Annotated[int, AtLeast(0)]  # DAPO soft overlong penalty window in tokens (0 = off)
     overlong_penalty: NonNegative  # penalty at the length cap, ramped over the buffer
-    eval_every: Count  # steps between held-out evaluations (and always the last step)
-    eval_samples: Count  # samples per held-out prompt at each evaluation
+    eval_every: Count  # steps between held-out evaluations (exact expected accuracy; and the last step)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from tqdm import tqdm
 from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
 from rlvr.model import TinyLM, grouped_response_logits
 from rlvr.optim import AdamW, check_step, check_weights, diverged_at
-from rlvr.rollout import sample_scored
+from rlvr.rollout import sample_scored, solve_probability
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
 
@@ -483,17 +483,15 @@ def evaluate(
     max_new_tokens: int,
     tok: Tokenizer,
     gen: torch.Generator,
-    n: int,
     shared_prefix: bool = False,
 ) -> dict:
-    """Sampled (T = 1) exact accuracy on the evaluation problems (n samples each), and the policy's
-    exact KL to the reference on one sampled response per problem."""
-    roll, correct = sample_scored(policy, problems, n, max_new_tokens, 1.0, tok, gen)  # correct: (P*n,)
-    acc = float(correct.mean())
-    first = slice(None, None, n)  # one sample per problem is enough for the drift: two forwards are costly
-    kl = exact_drift(
-        policy, ref, roll.tokens[first], roll.mask[first, roll.prompt_len :], roll.prompt_len, shared_prefix
-    )
+    """The expected sampled (T = 1) accuracy on the evaluation problems, computed exactly from the
+    policy's answer probabilities (`answer_probability`: no sampling noise, one forward pass), and
+    the policy's exact KL to the reference on one sampled response per problem."""
+    acc = float(solve_probability(policy, problems, max_new_tokens, 1.0, tok).mean())
+    roll, _ = sample_scored(policy, problems, 1, max_new_tokens, 1.0, tok, gen)  # P rows
+    response_mask = roll.mask[:, roll.prompt_len :]  # (P, T)
+    kl = exact_drift(policy, ref, roll.tokens, response_mask, roll.prompt_len, shared_prefix)
     return {"eval_acc": acc, "eval_kl_exact_nats": kl}
 
 
@@ -564,7 +562,7 @@ def train_grpo(
         )
 
     def evaluation() -> dict:
-        return evaluate(policy, ref, data.evals, n_new, data.tok, eval_gen, cfg.eval_samples, shared_prefix)
+        return evaluate(policy, ref, data.evals, n_new, data.tok, eval_gen, shared_prefix)
 
     curve: list[dict] = [{"step": 0, **evaluation()}]
     if hooks.on_step is not None:

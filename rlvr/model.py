@@ -9,7 +9,8 @@ The sampler is built for RL rollouts, where each prompt is sampled n times:
    the decode step attends to the prompt cache by broadcasting, never by copying it n times;
 2. rows stop at <eos> (later tokens are <pad>, masked out) and the loop stops when all rows have;
 3. random draws come from an explicit torch.Generator through inverse-CDF sampling, one uniform per
-   row per step, so the cache-free reference path (`sample_reference`) reproduces it token for token;
+   row per step, so a cache-free sampler (a full forward per step: tests/test_model.py's oracle)
+   reproduces it token for token;
    the generator lives on the device of the model and prompts (a CUDA one on a GPU), and so does
    every tensor made here, so a seed gives the same tokens on every run on one device (a GPU draws
    other uniforms than the CPU does: the tokens agree per device, not across devices);
@@ -335,31 +336,4 @@ def sample(
                 for b in blocks
             ]
         )  # (B, V)
-    return _finish(prompts, out, n, eos_id, pad_id)
-
-
-@_outside_inference
-def sample_reference(
-    model: TinyLM,
-    prompts: torch.Tensor,
-    n: int,
-    max_new_tokens: int,
-    eos_id: int,
-    pad_id: int,
-    temperature: float = 1.0,
-    generator: torch.Generator | None = None,
-) -> Rollout:
-    """Cache-free sampler: a full forward per step. Slow; the ground truth `sample` is tested against."""
-    _check_prompts(model, prompts, max_new_tokens)
-    seq = prompts.repeat_interleave(n, dim=0)  # (B, Tp)
-    B = seq.shape[0]
-    out = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=seq.device)
-    done = torch.zeros(B, dtype=torch.bool, device=seq.device)
-    for t in range(max_new_tokens):
-        tok = draw(model(seq)[:, -1], temperature, generator)  # (B,)
-        out[:, t] = tok
-        done |= tok == eos_id
-        if bool(done.all()):
-            break
-        seq = torch.cat([seq, tok.view(B, 1)], dim=1)  # (B, Tp+t+1)
     return _finish(prompts, out, n, eos_id, pad_id)

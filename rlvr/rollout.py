@@ -57,6 +57,26 @@ def correct_counts(
     return correct.view(len(problems), n).sum(dim=1).long()  # (P,)
 
 
+def binomial_counts(
+    model: TinyLM,
+    problems: list[Problem],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    tok: Tokenizer,
+    gen: torch.Generator | None,
+) -> torch.Tensor:
+    """Correct samples out of n per problem, drawn from their exact law: (P,) ints.
+
+    Given the model, n samples of a problem are independent and each is right with the chance
+    `solve_probability` computes exactly, so their number of right ones is Binomial(n, p). Drawing
+    it from that law is `correct_counts` in distribution, at the cost of one teacher-forced forward
+    pass instead of n sampled responses per problem (the wrong ones are never looked at).
+    """
+    p = solve_probability(model, problems, max_new_tokens, temperature, tok).double()  # (P,)
+    return torch.binomial(torch.full_like(p, float(n)), p, generator=gen).long()  # (P,)
+
+
 @dataclass(frozen=True)
 class AnswerBatch:
     """Problems with their answers appended, encoded once for `answer_probability`: tokens (P, T)
@@ -98,6 +118,17 @@ def answer_probability(
         logp = torch.log_softmax(logits / temperature, dim=-1)
         logp = logp.gather(-1, tokens[:, c:].unsqueeze(-1)).squeeze(-1)  # (P, T-c) predicts tokens[:, c:]
     return torch.exp((logp * mask[:, c - 1 :]).sum(dim=1))  # (P,)
+
+
+def solve_probability(
+    model: TinyLM, problems: list[Problem], max_new_tokens: int, temperature: float, tok: Tokenizer
+) -> torch.Tensor:
+    """The chance that one sample, cut at `max_new_tokens`, is exactly right, per problem: (P,) on the
+    model's device. `answer_probability`, and 0 where the answer and its <eos> do not fit the cap."""
+    batch = answer_batch(problems, tok)
+    fits = batch.mask.sum(dim=1) <= max_new_tokens  # (P,) answer digits + <eos> within the cap
+    p = answer_probability(model, batch, tok, temperature)  # (P,)
+    return torch.where(fits.to(p.device), p, 0.0)
 
 
 def accuracy(

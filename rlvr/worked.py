@@ -62,16 +62,26 @@ def _floats(x) -> list:
 # ------------------------------------------------------------------------------------------ chapter A
 
 
-def a1_group_of_eight() -> dict:
-    """A1: the '2 + 3 =' group, 4 of 8 responses correct."""
-    answers = [5, 8, 5, 6, 5, 2, 5, 7]
-    rewards = torch.tensor([[1.0 if a == 5 else 0.0 for a in answers]])  # (1, 8)
-    adv = group_advantages(rewards)[0]  # (8,)
-    return {
+def _one_group(rewards: torch.Tensor) -> tuple[dict, torch.Tensor]:
+    """One group's rewards (1, G): its rewards, mean, population SD and advantages as the examples
+    record them, and the advantages (G,)."""
+    adv = group_advantages(rewards)[0]  # (G,)
+    facts = {
         "rewards": _floats(rewards[0]),
         "group_mean": float(rewards.mean()),
         "group_std_population": float(rewards.std(unbiased=False)),
         "advantages": _floats(adv),
+    }
+    return facts, adv
+
+
+def a1_group_of_eight() -> dict:
+    """A1: the '2 + 3 =' group, 4 of 8 responses correct."""
+    answers = [5, 8, 5, 6, 5, 2, 5, 7]
+    rewards = torch.tensor([[1.0 if a == 5 else 0.0 for a in answers]])  # (1, 8)
+    facts, adv = _one_group(rewards)
+    return {
+        **facts,
         "advantage_correct": float(adv[rewards[0] > 0].mean()),
         "advantage_wrong": float(adv[rewards[0] == 0].mean()),
     }
@@ -289,13 +299,9 @@ def b1_two_of_four() -> dict:
 
 def b2_one_of_four() -> dict:
     """B2: a harder prompt, rewards 1, 0, 0, 0: a big push up, three small pushes down."""
-    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]])  # (1, 4)
-    adv = group_advantages(rewards)[0]  # (4,)
+    facts, adv = _one_group(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))  # (1, 4)
     return {
-        "rewards": _floats(rewards[0]),
-        "group_mean": float(rewards.mean()),
-        "group_std_population": float(rewards.std(unbiased=False)),
-        "advantages": _floats(adv),
+        **facts,
         "advantage_correct": float(adv[0]),
         "advantage_wrong": float(adv[1]),
         "advantage_sum": float(adv.sum()),

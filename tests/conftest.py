@@ -88,7 +88,6 @@ TEST_SETTINGS = {
         "overlong_buffer": 0,
         "overlong_penalty": 1.0,
         "eval_every": 5,
-        "eval_samples": 8,
     },
     WorkedConfig: {
         "seed": 0,
@@ -120,12 +119,10 @@ def tiny_raw() -> dict:
     for run in raw["sft"].values():
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)
-    raw["grpo"]["defaults"].update(
-        seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1, eval_samples=2
-    )
+    raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1)
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
     raw["variants"] = {
-        k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_samples": 2} if "steps" in v else {})}
+        k: {**v, "seeds": [0, 1], **({"steps": 2} if "steps" in v else {})}
         for k, v in raw["variants"].items()
         if k in keep
     }
@@ -197,7 +194,8 @@ def tiny_checkout(d: Path, env: dict) -> None:
 
     shutil.copytree(ROOT / "rlvr", d / "rlvr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "experiments", d / "experiments")
-    for name in ("pyproject.toml", ".gitignore", "reports/benchmarks.json", "reports/starts/starts.json"):
+    committed = ("reports/benchmarks.json", "reports/starts/starts.json", "reports/rerun.json")
+    for name in ("pyproject.toml", ".gitignore", *committed):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(at_head(name) if name.startswith("reports/") else ROOT / name, d / name)
     (d / "params.yaml").write_text(yaml.safe_dump(tiny_raw(), sort_keys=False))

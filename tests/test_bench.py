@@ -7,8 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench import fair, peer, workloads
-from bench import suite as bench
+from bench import fair, grpo_step, peer, sampling, scaling, seed_profile, suite, workloads
 from rlvr import flops
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError
@@ -69,8 +68,8 @@ def test_shared_columns_are_what_the_prefill_encodes_once():
 
 def test_phases_time_each_call_less_the_calls_nested_in_it(monkeypatch):
     clock = iter([0.0, 1.0, 3.0, 10.0, 11.0, 12.5])  # outer starts, inner 1..3, inner 10..11, outer ends
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
-    timer = bench._Phases()
+    monkeypatch.setattr(seed_profile.time, "perf_counter", lambda: next(clock))
+    timer = seed_profile.Phases()
     inner = timer.wrap(lambda: "x", "inner")
     outer = timer.wrap(lambda: (inner(), inner()), lambda: "outer")
     assert outer() == ("x", "x")
@@ -80,7 +79,7 @@ def test_phases_time_each_call_less_the_calls_nested_in_it(monkeypatch):
 
 def test_op_classes_sort_torch_ops():
     assert [
-        bench.op_class(n)
+        seed_profile.op_class(n)
         for n in (
             "aten::mm",
             "aten::bmm",
@@ -115,17 +114,15 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
     from rlvr import grpo
 
     params = load_params(ROOT / "params.yaml")
-    small = replace(
-        params.variant("grpo"), steps=3, eval_every=2, eval_samples=2, prompts_per_step=4, group_size=2
-    )
+    small = replace(params.variant("grpo"), steps=3, eval_every=2, prompts_per_step=4, group_size=2)
     params = replace(params, model=replace(TINY, max_len=32), variants={**params.variants, "grpo": small})
     originals = (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate)
     monkeypatch.chdir(tmp_path)
-    out = bench.bench_seed_profile(params, profiled_steps=2)
+    out = seed_profile.bench(params, profiled_steps=2)
     assert (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate) == originals
     assert out["start"] == "untrained" and out["steps"] == 3 and out["threads"] == 1
     assert [r["phase"] for r in out["phases"]] == [
-        *bench.SEED_PHASES,
+        *seed_profile.SEED_PHASES,
         "the rest (checkpoint, reference copy, step rows)",
     ]
     assert all(r["seconds"] >= 0 for r in out["phases"][:-1])  # a fast phase may round to 0 on a fast CPU
@@ -138,7 +135,7 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
 
 
 def test_report_shows_where_a_seed_spends_its_time():
-    from rlvr.report.claims import seed_profile_blocks
+    from rlvr.report.benchtables import seed_profile_blocks
     from rlvr.report.document import markdown
 
     profile = {
@@ -182,27 +179,27 @@ def test_unknown_peer_and_missing_peer_extra_fail_before_any_benchmark(tmp_path,
     params = load_params(ROOT / "params.yaml")
     out = tmp_path / "benchmarks.json"
     with pytest.raises(ConfigError, match="--peer 'vllm': unknown; known peers: trl"):
-        bench.bench_all(params, out, only=["sft"], peer="vllm")
+        suite.bench_all(params, out, only=["sft"], peer="vllm")
     monkeypatch.setattr(peer, "available", lambda: False)
     with pytest.raises(ConfigError, match=r"pip install -e '\.\[peer\]'"):
-        bench.bench_all(params, out, only=["sft"], peer="trl")
+        suite.bench_all(params, out, only=["sft"], peer="trl")
     assert not out.exists()  # nothing ran, nothing written
 
 
 def test_peer_figures_that_were_not_measured_say_why(monkeypatch):
     monkeypatch.setattr(peer, "available", lambda: True)
-    assert bench._peer_note(False) == bench.PEER_SKIPPED  # installed, not asked for
-    assert bench._peer_note(True) == ""  # measured
+    assert peer.note(False) == peer.PEER_SKIPPED  # installed, not asked for
+    assert peer.note(True) == ""  # measured
     monkeypatch.setattr(peer, "available", lambda: False)
-    assert bench._peer_note(False) == bench.PEER_MISSING == "not installed"
+    assert peer.note(False) == peer.PEER_MISSING == "not installed"
 
 
 def test_scaling_moves_one_dimension_at_a_time_from_the_base(monkeypatch):
     from conftest import ROOT
 
-    monkeypatch.setattr(bench, "SCALING", {"group_size": (2, 4), "response_tokens": (2,), "d_model": (16,)})
-    monkeypatch.setattr(bench, "WARMUP", 0)
-    out = bench.bench_scaling(load_params(ROOT / "params.yaml"), steps=1)
+    monkeypatch.setattr(scaling, "SCALING", {"group_size": (2, 4), "response_tokens": (2,), "d_model": (16,)})
+    monkeypatch.setattr(grpo_step, "WARMUP", 0)
+    out = scaling.bench(load_params(ROOT / "params.yaml"), steps=1)
     assert [(r["axis"], r["group_size"], r["response_tokens"], r["d_model"]) for r in out["rows"]] == [
         ("group_size", 2, 4, 128),
         ("group_size", 4, 4, 128),
@@ -210,7 +207,7 @@ def test_scaling_moves_one_dimension_at_a_time_from_the_base(monkeypatch):
         ("d_model", 8, 4, 16),
     ]
     assert all(r["seconds"] > 0 and r["trl_seconds"] is None for r in out["rows"])
-    assert out["trl"] in (bench.PEER_SKIPPED, bench.PEER_MISSING)
+    assert out["trl"] in (peer.PEER_SKIPPED, peer.PEER_MISSING)
 
 
 def _fair_record(prompts: str, knob: str, ours: float, sweep: dict, work: int | None = None) -> dict:
@@ -221,7 +218,7 @@ def _fair_record(prompts: str, knob: str, ours: float, sweep: dict, work: int | 
 
 
 def test_report_shows_fair_peer_ratios_their_best_setting_and_the_method():
-    from rlvr.report.claims import NOT_ALONE, bench_rows, machine_line, peer_blocks, peer_rows
+    from rlvr.report.benchtables import NOT_ALONE, bench_rows, machine_line, peer_blocks, peer_rows
     from rlvr.report.document import markdown
 
     hf = {25: 9.0, 50: 7.0, 100: 8.0, 300: 11.5}  # seconds of a run by prompts per call
@@ -308,7 +305,7 @@ def test_report_shows_fair_peer_ratios_their_best_setting_and_the_method():
 def test_report_never_shows_peer_figures_measured_inside_the_peers_loop():
     """Figures the older method recorded (our step inside TRL's callback, one 19,200-row `generate`
     call) are not shown: each peer row says they were not measured alone."""
-    from rlvr.report.claims import NOT_ALONE, bench_rows, fair_bench, peer_rows
+    from rlvr.report.benchtables import NOT_ALONE, bench_rows, fair_bench, peer_rows
 
     old = {
         "sampling": {
@@ -330,10 +327,10 @@ def test_report_never_shows_peer_figures_measured_inside_the_peers_loop():
     assert shown["rows"][0]["trl_seconds"] is None and shown["trl"] == NOT_ALONE
     fair_scaling = {**old["scaling"], "peer_method": fair.METHOD}
     assert fair_bench({"scaling": fair_scaling})["scaling"] == fair_scaling  # measured alone: kept
-    skipped = {"grpo_step": {"beta_0.0": {"step_seconds": {"median": 0.03}}, "trl": bench.PEER_SKIPPED}}
+    skipped = {"grpo_step": {"beta_0.0": {"step_seconds": {"median": 0.03}}, "trl": peer.PEER_SKIPPED}}
     assert {r[0]: r[1] for r in bench_rows(skipped)}[
         "GRPO step, beta = 0: TRL at its best / ours, measured alone"
-    ] == bench.PEER_SKIPPED
+    ] == peer.PEER_SKIPPED
 
 
 def _logged_blocks(log: list, name: str, seconds: float):
@@ -381,17 +378,22 @@ def test_every_peer_and_ours_block_runs_in_a_fresh_process_over_the_sweep_and_bo
         return [0.5] if fn.__name__ in ("trl_block", "hf_sampling_block") else [0.1]
 
     monkeypatch.setattr(fair, "in_fresh_process", fake_process)
-    r = bench.grpo_vs_trl(params, TINY, 16, 8, 4, 0.0, "bare", 5, bench.trl_generation_batches(16, 8))
+    r = grpo_step.grpo_vs_trl(params, TINY, 16, 8, 4, 0.0, "bare", 5, grpo_step.trl_generation_batches(16, 8))
     assert [c[0] for c in calls] == ["ours_grpo_block", "trl_block"] * 6
     assert [c[1][-1] for c in calls if c[0] == "trl_block"] == [32, 64, 128] * 2  # TRL's generation batch
     assert all(c[1][6] == "bare" for c in calls) and r["prompts"] == "bare" and r["ratio"] == 5.0
     calls.clear()
     for form in fair.FORMS:
-        s = bench.sampling_vs_hf(params, form)
+        s = sampling.sampling_vs_hf(params, form)
         assert s["prompts"] == form and s["work_per_run"] == 300 * 64
     assert [c[0] for c in calls] == ["ours_sampling_block", "hf_sampling_block"] * 16
     per_call = [c[1][2] for c in calls if c[0] == "hf_sampling_block"]
-    assert per_call == list(bench.HF_PROMPTS_PER_CALL) * 4 and bench.HF_PROMPTS_PER_CALL == (25, 50, 100, 300)
+    assert per_call == list(sampling.HF_PROMPTS_PER_CALL) * 4 and sampling.HF_PROMPTS_PER_CALL == (
+        25,
+        50,
+        100,
+        300,
+    )
     assert [c[1][1] for c in calls[::8]] == ["chat", "chat", "bare", "bare"]
 
 
@@ -405,11 +407,11 @@ def test_grpo_step_with_the_peer_compares_both_prompt_forms_at_both_betas(monkey
         asked.append((beta, form, batches))
         return {"prompts": form, "ratio": 5.0}
 
-    monkeypatch.setattr(bench, "_require_peer", lambda: None)
+    monkeypatch.setattr(peer, "require", lambda: None)
     monkeypatch.setattr(peer, "versions", lambda: {"trl": "1.16.0"})
-    monkeypatch.setattr(bench, "grpo_vs_trl", fake_compare)
-    monkeypatch.setattr(bench, "WARMUP", 0)
-    out = bench.bench_grpo_step(params, steps=1, peer=True)
+    monkeypatch.setattr(grpo_step, "grpo_vs_trl", fake_compare)
+    monkeypatch.setattr(grpo_step, "WARMUP", 0)
+    out = grpo_step.bench(params, steps=1, peer=True)
     assert asked == [(b, f, (32, 64, 128)) for b in (0.0, 0.04) for f in ("chat", "bare")]
     assert set(out["beta_0.0"]["vs_trl"]) == {"chat", "bare"} and out["peer_method"] == fair.METHOD
     assert "speedup_vs_trl" not in out["beta_0.0"] and "trl_step_seconds" not in out["beta_0.0"]
@@ -425,11 +427,11 @@ def test_prompt_forms_are_the_chat_template_and_the_bare_question():
     assert fair.tokenizer("chat").prompt_ids("37+48=") == tok.prompt_ids("37+48=")
     assert fair.tokenizer("bare").prompt_ids("37+48=") == tok.encode("37+48=")
     params = load_params(ROOT / "params.yaml")
-    chat, bare = (bench._held_prompts(params, f) for f in fair.FORMS)
+    chat, bare = (sampling._held_prompts(params, f) for f in fair.FORMS)
     assert chat.shape[0] == bare.shape[0] == 300 and bare.shape[1] == 6 < chat.shape[1]
     first = split("two_digit", 300, params.seed)[0][0].prompt  # TRL's prompts: the first training ones
-    assert bench._trl_prompts(params, 2, "bare")[0] == first and len(tok.encode(first)) == 6
-    assert bench._trl_prompts(params, 2, "chat")[0] == tok.decode(tok.prompt_ids(first))
+    assert grpo_step._trl_prompts(params, 2, "bare")[0] == first and len(tok.encode(first)) == 6
+    assert grpo_step._trl_prompts(params, 2, "chat")[0] == tok.decode(tok.prompt_ids(first))
     with pytest.raises(ValueError, match="prompt form 'json': unknown"):
         fair.tokenizer("json")
 
@@ -444,8 +446,8 @@ def test_a_block_runs_in_another_interpreter_and_its_failure_names_it():
 
 
 def test_trl_generation_batches_keep_every_optimizer_step_whole():
-    assert bench.trl_generation_batches(16, 8) == (32, 64, 128)
-    assert bench.trl_generation_batches(2, 4) == (4, 8)
+    assert grpo_step.trl_generation_batches(16, 8) == (32, 64, 128)
+    assert grpo_step.trl_generation_batches(2, 4) == (4, 8)
     assert peer.accumulation(16, 8, None) == (128, 1)  # TRL's default here: the whole step at once
     assert peer.accumulation(16, 8, 32) == (32, 4)
     with pytest.raises(ValueError, match="generation batch 12: must divide"):
@@ -455,34 +457,33 @@ def test_trl_generation_batches_keep_every_optimizer_step_whole():
 def test_report_draws_the_scaling_figure_with_its_caption(tmp_path):
     from rlvr.pipeline.stages.report import scaling_figure
     from rlvr.report import plots
-    from rlvr.report.claims import build
     from rlvr.report.document import Figure, Table
+    from rlvr.report.layout import ReportData, build
 
-    scaling = {
+    record = {
         "prompts": 16,
         "beta": 0.04,
-        "base": bench.SCALING_BASE,
+        "base": scaling.SCALING_BASE,
         "trl": "measured at group_size 8, 64",
         "rows": [
             {
                 "axis": a,
-                **{**bench.SCALING_BASE, a: v},
+                **{**scaling.SCALING_BASE, a: v},
                 "seconds": 0.01 * v,
                 "trl_seconds": 0.1 * v if a == "group_size" else None,
             }
-            for a, vs in bench.SCALING.items()
+            for a, vs in scaling.SCALING.items()
             for v in vs
         ],
     }
     assert scaling_figure({}, tmp_path / "x.png") is None
-    fig = scaling_figure({"scaling": scaling}, tmp_path / "bench-scaling.png")
+    fig = scaling_figure({"scaling": record}, tmp_path / "bench-scaling.png")
     assert fig["png"].startswith(b"\x89PNG") and fig["caption"] == plots.SCALING_CAPTION
-    blocks = build(
-        [], [], {}, None, {"scaling": scaling, "sft": {"tokens_per_second": {"median": 1.0}}}, None, fig
-    )
+    bench_record = {"scaling": record, "sft": {"tokens_per_second": {"median": 1.0}}}
+    blocks = build(ReportData([], [], {}, bench=bench_record, bench_figure=fig))
     assert any(isinstance(b, Figure) and b.caption == plots.SCALING_CAPTION for b in blocks)
     table = next(b for b in blocks if isinstance(b, Table) and b.cls == "scaling")
-    assert len(table.rows) == sum(len(v) for v in bench.SCALING.values())
+    assert len(table.rows) == sum(len(v) for v in scaling.SCALING.values())
 
 
 @pytest.mark.skipif(not peer.available(), reason="the peer extra (pip install -e '.[peer]') is not installed")
@@ -516,7 +517,8 @@ def test_trl_steps_run_alone_with_no_hook_for_our_step():
 
 
 def test_a_stage_runs_from_its_running_line_to_the_next():
-    from bench.floor import by_kind, ratio_rows, stage_walls
+    from bench.floor import by_kind, ratio_rows
+    from rlvr.pipeline.rerun import stage_walls
 
     lines = [
         (1.0, "Running stage 'check':\n"),
@@ -539,14 +541,33 @@ def test_a_stage_runs_from_its_running_line_to_the_next():
 
 
 def test_a_repro_without_stages_is_an_error():
-    from bench.floor import stage_walls
+    from rlvr.pipeline.rerun import stage_walls
 
     with pytest.raises(RuntimeError, match="ran no stage"):
         stage_walls([(1.0, "Stage 'check' didn't change, skipping\n")], 0.0, 2.0)
 
 
 def test_a_failed_repro_says_why_from_its_stderr(tmp_path):
-    from bench.floor import clone_env, timed_repro
+    from rlvr.pipeline.rerun import clone_env, timed_repro
 
     with pytest.raises(RuntimeError, match="(?s)failed in the fresh clone.*not inside of a DVC repository"):
         timed_repro(tmp_path, clone_env(tmp_path))  # no DVC repository there: DVC says so on stderr
+
+
+def test_every_target_the_report_reads_is_in_the_one_targets_file():
+    """bench/targets.yaml holds every workload's targets; each workload writes its own beside its
+    figures, and the report's benchmark table reads them back by name: a target renamed on one side
+    only would silently drop its "met" column."""
+    import re
+
+    from conftest import ROOT
+
+    from bench.targets import TARGETS
+
+    read = re.findall(r'get\("(\w+)", "(target_\w+)"', (ROOT / "rlvr/report/benchtables.py").read_text())
+    assert read and all(key in TARGETS[workload] for workload, key in read), read
+    assert set(TARGETS) <= set(suite.BENCHMARKS) | {"compiled"} and "compiled" in suite.BENCHMARKS
+    leaves = [
+        k for w, t in TARGETS.items() for k in (t if w != "compiled" else [k for v in t.values() for k in v])
+    ]
+    assert all(k.startswith("target_") for k in leaves)

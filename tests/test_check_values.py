@@ -228,7 +228,7 @@ def test_a_nan_grpo_loss_stops_training_at_its_step(monkeypatch):
     monkeypatch.setattr(
         rlvr.grpo, "grpo_loss", lambda *a, **k: (lambda out: (out[0] * math.nan, out[1]))(real(*a, **k))
     )
-    cfg = make(GRPOConfig, steps=3, prompts_per_step=4, group_size=2, eval_every=3, eval_samples=1, lr=1e-3)
+    cfg = make(GRPOConfig, steps=3, prompts_per_step=4, group_size=2, eval_every=3, lr=1e-3)
     data = rlvr.grpo.GRPOData(train, train, tok, 2)
     with pytest.raises(Diverged) as caught:
         rlvr.grpo.train_grpo(_tiny_model(tok), cfg, data, torch.Generator().manual_seed(0))

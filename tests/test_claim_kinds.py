@@ -4,47 +4,55 @@ the one crossover definition everywhere, and the report header that names its ru
 import json
 
 import pytest
-import yaml
 from conftest import ROOT
 
 from rlvr.fields import ConfigError
-from rlvr.report.claims import (
-    check_claims,
-    claim_class,
-    class_counts,
-    counts_line,
-    evaluate_claims,
-    header_line,
-    ours_text,
-    per_chain_text,
-    verdict,
-    verdict_word,
-)
+from rlvr.report.claims import Claim, check_claims, load_claims
+from rlvr.report.claimtext import counts_line, ours_text, per_chain_text, verdict_word
+from rlvr.report.evidence import class_counts, judge
+from rlvr.report.layout import header_line
+from rlvr.report.verdict import Judged
 
 BASE = {"chapter": "B", "quote": "q", "text": "The model solves about seven problems in all.", "why": "w"}
 
 
-def claim(**kw):
+def entry(**kw) -> dict:
+    """A claims.yaml entry, as the file holds it."""
     return {"id": "c", **BASE, **kw}
+
+
+def claim(**kw) -> Claim:
+    return Claim(**entry(**kw))
+
+
+def judged(category: str, verdict: str) -> Judged:
+    """A claim of `category` (measured, calibrated, closed-form, cited) judged `verdict`."""
+    kinds = {
+        "measured": claim(kind="exact", metric=["m.json", "k"]),
+        "calibrated": claim(kind="exact", metric=["m.json", "k"], calibrated=True),
+        "closed-form": claim(kind="exact", metric=["worked.json", "k"]),
+        "cited": claim(kind="cited"),
+    }
+    return Judged(kinds[category], verdict)
 
 
 def test_a_count_interval_is_cut_to_what_a_count_can_take():
     # four spread-out chains: the raw t-interval of the mean reaches far below 0
     m = {"p.json": {"seeds": [0, 1, 2, 3], "never": 9.0, "per_seed": {"never": [26, 0, 0, 10]}}}
-    raw = verdict(claim(kind="range", lo=5, hi=9, book=7, metric=["p.json", "never"]), m)
-    assert raw["evidence"].lo < 0
-    cut = verdict(claim(kind="range", lo=5, hi=9, book=7, metric=["p.json", "never"], feasible=[0, 300]), m)
-    assert cut["evidence"].lo == 0 and cut["evidence"].hi == raw["evidence"].hi
-    assert cut["verdict"] == raw["verdict"] == "inconclusive"
+    raw = judge(claim(kind="range", lo=5, hi=9, book=7, metric=["p.json", "never"]), m)
+    assert raw.evidence.lo < 0
+    cut = judge(claim(kind="range", lo=5, hi=9, book=7, metric=["p.json", "never"], feasible=[0, 300]), m)
+    assert cut.evidence.lo == 0 and cut.evidence.hi == raw.evidence.hi
+    assert cut.verdict == raw.verdict == "inconclusive"
 
 
 def test_a_rate_interval_and_its_one_new_chain_interval_never_pass_1():
     m = {"p.json": {"seeds": [0, 1, 2, 3], "acc": 0.66, "per_seed": {"acc": [0.62, 0.96, 0.95, 0.09]}}}
-    res = verdict(claim(kind="exact", book=0.83, tol=0.03, metric=["p.json", "acc"], feasible=[0, 1]), m)
-    assert res["evidence"].hi == 1.0 and 0 <= res["evidence"].lo
-    assert res["tested"] == res["evidence"]  # decided on the chain mean's interval, cut to [0, 1]
-    assert res["consistency"]["interval"] == [0, 1] and res["consistency"]["verdict"] == "consistent"
-    assert res["verdict"] == "inconclusive"
+    res = judge(claim(kind="exact", book=0.83, tol=0.03, metric=["p.json", "acc"], feasible=[0, 1]), m)
+    assert res.evidence.hi == 1.0 and 0 <= res.evidence.lo
+    assert res.tested == res.evidence  # decided on the chain mean's interval, cut to [0, 1]
+    assert res.consistency["interval"] == [0, 1] and res.consistency["verdict"] == "consistent"
+    assert res.verdict == "inconclusive"
 
 
 def test_a_paired_difference_is_cut_to_the_span_of_two_rates():
@@ -56,27 +64,27 @@ def test_a_paired_difference_is_cut_to_the_span_of_two_rates():
             "per_seed": {"a": [1.0, 0.0, 1.0], "b": [0.0, 1.0, 0.0]},
         }
     }
-    res = verdict(claim(kind="greater", metric=["p.json", "a"], other=["p.json", "b"], feasible=[0, 1]), m)
-    assert -1 <= res["tested"].lo and res["tested"].hi <= 1
+    res = judge(claim(kind="greater", metric=["p.json", "a"], other=["p.json", "b"], feasible=[0, 1]), m)
+    assert -1 <= res.tested.lo and res.tested.hi <= 1
 
 
 def test_every_claim_has_a_class_and_the_calibrated_ones_are_matched_not_reproduced():
-    claims = yaml.safe_load((ROOT / "experiments/claims.yaml").read_text())
-    classes = {c["id"]: claim_class(c) for c in claims}
+    claims = load_claims(ROOT / "experiments/claims.yaml")
+    classes = {c.id: c.category for c in claims}
     assert classes["A1-mean"] == "closed-form" and classes["C-distill"] == "cited"
     assert classes["B-grpo-pass1"] == "measured" and classes["A-sft-start"] == "calibrated"
-    row = {"class": "calibrated", "verdict": "reproduced"}
-    assert verdict_word(row) == "matched" and verdict_word({**row, "verdict": "differs"}) == "not matched"
-    assert verdict_word({"class": "measured", "verdict": "reproduced"}) == "reproduced"
+    assert verdict_word(judged("calibrated", "reproduced")) == "matched"
+    assert verdict_word(judged("calibrated", "differs")) == "not matched"
+    assert verdict_word(judged("measured", "reproduced")) == "reproduced"
 
 
 def test_the_first_line_leads_with_measured_claims():
     rows = [
-        {"class": "measured", "verdict": "reproduced"},
-        {"class": "measured", "verdict": "inconclusive"},
-        {"class": "calibrated", "verdict": "reproduced"},
-        {"class": "closed-form", "verdict": "reproduced"},
-        {"class": "cited", "verdict": "cited"},
+        judged("measured", "reproduced"),
+        judged("measured", "inconclusive"),
+        judged("calibrated", "reproduced"),
+        judged("closed-form", "reproduced"),
+        judged("cited", "cited"),
     ]
     line = counts_line(class_counts(rows), bold=False)
     assert line.startswith("Measured claims: 1 reproduced, 1 inconclusive (of 2)")
@@ -95,30 +103,30 @@ def test_the_first_line_leads_with_measured_claims():
         ("note", "fragment", "note: must be full sentences"),
         ("calibrated", "yes", "calibrated = 'yes': must be true or false"),
         ("feasible", [1, 0], "feasible = \\[1, 0\\]"),
+        ("GB = 1e9", None, "GB = 1e9: unknown field"),  # an unquoted comma in a flow mapping makes a key
     ],
 )
 def test_fragments_and_bad_fields_are_rejected(field, value, match):
-    c = claim(kind="exact", book=1, tol=0, metric=["m.json", "k"], **{field: value})
+    c = entry(kind="exact", book=1, tol=0, metric=["m.json", "k"], **{field: value})
     with pytest.raises(ConfigError, match=match):
         check_claims([c], "claims.yaml")
 
 
 def test_every_committed_claim_text_is_a_sentence_and_rates_name_their_range():
-    claims = check_claims(yaml.safe_load((ROOT / "experiments/claims.yaml").read_text()), "claims.yaml")
-    for c in claims:
-        assert c["text"] != c["quote"]
-        if claim_class(c) in ("measured", "calibrated"):
-            assert "feasible" in c, c["id"]
+    for c in load_claims(ROOT / "experiments/claims.yaml"):
+        assert c.text != c.quote
+        if c.category in ("measured", "calibrated"):
+            assert c.feasible is not None, c.id
 
 
 def test_per_chain_values_show_the_differences_a_paired_claim_was_decided_on():
     m = {"s.json": {"seeds": [0, 1], "a": 0.5, "b": 0.3, "per_seed": {"a": [0.4, 0.6], "b": [0.3, 0.3]}}}
     c = claim(kind="greater", metric=["s.json", "a"], other=["s.json", "b"])
-    row = evaluate_claims([c], m)[0]
+    row = judge(c, m)
     assert per_chain_text(row) == " Per chain of ours − b: 0.1, 0.3."
     crossing = claim(kind="range", lo=8, hi=16, book=12, metric=["s.json", "k"])
     m["s.json"].update(k=16, per_seed={**m["s.json"]["per_seed"], "k": [16, None]})
-    assert ours_text(evaluate_claims([crossing], m)[0]) == "per chain 16, none (2 chains, 1 undefined)"
+    assert ours_text(judge(crossing, m)) == "per chain 16, none (2 chains, 1 undefined)"
 
 
 def test_the_crossover_is_the_same_number_in_claim_figure_and_sweep():
@@ -148,7 +156,7 @@ def test_the_crossover_is_the_same_number_in_claim_figure_and_sweep():
     _, rows = sweep_rows([exp, {**exp, "name": "f", "params": {"x": 2}}], variant="v")
     assert rows[0][-2] == text
     c = claim(kind="range", lo=8, hi=16, book=12, metric=["passk.json", "variants.v.crossover_k"])
-    assert ours_text(evaluate_claims([c], {"passk.json": metrics})[0]).startswith("5 ")
+    assert ours_text(judge(c, {"passk.json": metrics})).startswith("5 ")
     assert crossover_label("v", ["tie", "RL not ahead at k = 1"], n) == "v: no crossover up to 8"
 
 

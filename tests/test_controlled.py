@@ -23,7 +23,7 @@ from rlvr.passk import (
     thin,
     unit_key,
 )
-from rlvr.rollout import answer_probability, correct_counts
+from rlvr.rollout import answer_probability, binomial_counts, correct_counts
 from rlvr.sft import StopAtTarget, fit_noisy
 from rlvr.stats import variance_components
 from rlvr.tasks import all_problems, split
@@ -144,6 +144,37 @@ def test_answer_probability_is_the_sampled_accuracy_in_expectation():
     c = correct_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(0))
     se = torch.sqrt(p * (1 - p) / n)
     assert torch.all((c / n - p).abs() <= 5 * se + 1e-4)
+
+
+def test_binomial_counts_have_the_law_of_sampled_counts():
+    """Counts drawn from Binomial(n, p) and counts of n real samples agree in mean and spread: each
+    problem's two counts differ by no more than their sampling noise allows (5 SD of a difference)."""
+    torch.manual_seed(3)
+    tok = Tokenizer()
+    model = TinyLM(make(ModelConfig, d_model=16, n_layer=1, n_head=2), len(tok))
+    with torch.no_grad():
+        model.tok_emb.weight.mul_(8)
+    problems = all_problems("single_digit")[:8]
+    n = 2000
+    drawn = binomial_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(1))  # (P,)
+    sampled = correct_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(2))  # (P,)
+    p = answer_probability(model, problems, tok).double()
+    sd_diff = torch.sqrt(2 * n * p * (1 - p))
+    assert drawn.dtype == torch.long and drawn.shape == (len(problems),)
+    assert torch.all((drawn - sampled).abs() <= 5 * sd_diff + 1)
+    again = binomial_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(1))
+    assert torch.equal(drawn, again)  # one generator, one seed: the same counts
+
+
+def test_binomial_counts_are_zero_where_the_answer_does_not_fit_the_cap():
+    """ "12" needs three new tokens (two digits and <eos>): with a cap of 2 no sample can be right."""
+    torch.manual_seed(0)
+    tok = Tokenizer()
+    model = TinyLM(make(ModelConfig, d_model=16, n_layer=1, n_head=2), len(tok))
+    problems = [p for p in all_problems("two_digit") if len(p.answer) == 2][:3]
+    assert binomial_counts(model, problems, 64, 2, 1.0, tok, torch.Generator().manual_seed(0)).sum() == 0
+    many = binomial_counts(model, problems, 10**6, 3, 1.0, tok, torch.Generator().manual_seed(0))
+    assert many.sum() > 0  # about 230 expected
 
 
 def test_answer_probability_of_a_two_digit_answer_multiplies_its_tokens():
@@ -296,16 +327,11 @@ def test_the_starts_table_counts_chains_on_target_and_lists_a_missed_one():
 
 def test_the_variance_table_names_the_largest_source_and_the_deciding_half_width():
     from rlvr.report.chains import variance_rows
-    from rlvr.report.verdict import Evidence
+    from rlvr.report.claims import Claim
+    from rlvr.report.verdict import Evidence, Judged
 
     ev = Evidence(0.5, 0.4, 0.6, "8 chains", [0.5] * 8, list(range(8)), {"starts": 0.1, "grpo": 0.02})
-    row = {
-        "id": "X",
-        "class": "measured",
-        "metric": ["f.json", "k"],
-        "evidence": ev,
-        "tested": ev,
-        "verdict": "inconclusive",
-    }
-    (out,) = variance_rows([row, {**row, "class": "closed-form"}])
+    row = Judged(Claim(id="X", kind="exact", metric=["f.json", "k"]), "inconclusive", ev, tested=ev)
+    worked = Judged(Claim(id="W", kind="exact", metric=["worked.json", "k"]), "inconclusive", ev, tested=ev)
+    (out,) = variance_rows([row, worked])  # a closed-form claim has no variance table row
     assert out[2:8] == ["0.1", "0.02", "–", "starts", "0.1", "inconclusive"]

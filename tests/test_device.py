@@ -122,7 +122,7 @@ def _sft(model: TinyLM, gen: torch.Generator) -> list[dict]:
 
 
 def _grpo_step(policy: TinyLM, gen: torch.Generator) -> list[dict]:
-    cfg = make(GRPOConfig, steps=1, prompts_per_step=4, group_size=4, eval_every=1, eval_samples=1)
+    cfg = make(GRPOConfig, steps=1, prompts_per_step=4, group_size=4, eval_every=1)
     return train_grpo(policy, cfg, GRPOData(PROBLEMS, PROBLEMS[:4], TOK, 2), gen, shared_prefix=True)
 
 

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from rlvr.configs import AGGREGATIONS
 from rlvr.grpo import (
     aggregate,
     exact_kl_and_entropy,
@@ -354,3 +355,42 @@ def test_overlong_penalty_ramps_over_the_buffer():
 def test_overlong_penalty_with_zero_buffer_is_off():
     out = overlong_penalty(torch.tensor([1, 16, 40]), max_len=16, buffer=0)
     assert out.dtype == torch.float32 and torch.equal(out, torch.zeros(3))
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_at_one_update_per_batch_the_sequence_ratio_has_the_token_ratios_gradient(aggregation):
+    """With mu = 1 the policy updated is the one that sampled (logp == logp_old), so every ratio is
+    1: GSPO's sequence ratio and the token ratio then give one gradient, whatever the aggregation
+    (each weighs the tokens of one response alike) and with the KL term on. The report's note that
+    `grpo` and `gspo` train alike rests on this."""
+    torch.manual_seed(0)
+    B, T = 6, 5
+    mask = torch.tensor([[1.0] * n + [0.0] * (T - n) for n in (1, 2, 3, 5, 4, 2)])  # (B, T) ragged
+    logits = torch.randn(B, T)
+    ref = torch.randn(B, T).clamp(max=-0.1)
+    adv = torch.randn(B)
+    grads = {}
+    for ratio in ("token", "sequence"):
+        logp = torch.nn.functional.logsigmoid(logits.clone().requires_grad_(True))  # (B, T) log-probs
+        loss, _ = grpo_loss(
+            logp, logp.detach(), ref, adv, mask, ratio=ratio, aggregation=aggregation, max_len=T
+        )
+        (grads[ratio],) = torch.autograd.grad(loss, logp)
+    assert torch.allclose(grads["token"], grads["sequence"], atol=1e-7)
+    assert grads["token"].abs().sum() > 0  # a gradient there is
+
+
+def test_the_ratio_only_matters_with_more_than_one_update_per_batch():
+    """The converse: once the policy has moved (logp != logp_old, as in a second epoch), the two
+    ratios give different gradients."""
+    torch.manual_seed(1)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    old = torch.nn.functional.logsigmoid(torch.randn(2, 3))
+    grads = {}
+    for ratio in ("token", "sequence"):
+        logp = (old + 0.1 * torch.randn(2, 3, generator=torch.Generator().manual_seed(2))).requires_grad_(
+            True
+        )
+        loss, _ = grpo_loss(logp, old, None, torch.tensor([1.0, -1.0]), mask, ratio=ratio, beta=0.0)
+        (grads[ratio],) = torch.autograd.grad(loss, logp)
+    assert not torch.allclose(grads["token"], grads["sequence"])

@@ -249,6 +249,24 @@ def test_an_identical_rerun_leaves_the_report_cached_and_provenance_reaches_its_
     assert prov["mlflow_runs"]["stage"] == record["mlflow_run_id"]
 
 
+def test_a_rerun_in_a_fresh_clone_is_identical_on_this_machine(repo):
+    """`rlvr verify --rerun`: the committed results, rerun from scratch in a fresh clone of HEAD
+    (`dvc repro --force`, the clone's own code and store), come out bit-equal, and the record of it
+    goes into reports/rerun.json beside the ones already there."""
+    d, env = repo
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results", d, env)
+    before = json.loads((d / "reports/rerun.json").read_text())
+    out = sh("rlvr verify --rerun", d, env)
+    assert out.splitlines()[0].startswith("identical               a fresh clone of "), out
+    record = json.loads((d / "reports/rerun.json").read_text())
+    assert record["perturbed"] == before["perturbed"]  # the other kind's record is kept
+    rerun = record["rerun"]
+    assert rerun["command"] == "rlvr verify --rerun" and rerun["perturbation"] is None
+    assert rerun["metrics_differing"] == [] and rerun["flips"] == rerun["moves"] == []
+    assert rerun["stages_run"] == len(yaml.safe_load((d / "dvc.lock").read_text())["stages"])
+    assert rerun["commit"] == sh("git rev-parse HEAD", d, env).strip()
+
+
 def test_changing_one_runs_param_reruns_only_its_stages(repo):
     d, env = repo
     raw = yaml.safe_load((d / "params.yaml").read_text())

@@ -3,7 +3,6 @@ log axis, the bands in the curve files are drawn, one colour per curve and legen
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -13,6 +12,7 @@ import pytest
 import yaml
 from configobj import ConfigObj
 from conftest import ROOT
+from headless import CHROMIUM, probe
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline import dvcfile, plotpage
@@ -190,8 +190,6 @@ def test_one_colour_per_curve_and_legends_below_that_do_not_cut_labels():
         assert legend["orient"] == "bottom" and legend["labelLimit"] >= 300, name
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
 # Inserted at the top of <body>: keep each view's vegaEmbed promise, drawn as SVG so that the legend's
 # labels are in the DOM as drawn (a cut label ends in an ellipsis).
 CAPTURE = """<script>
@@ -248,31 +246,7 @@ def test_dvc_plots_render_offline_in_headless_chromium(tmp_path):
     body, end = html.rindex("<body>") + len("<body>"), html.rindex("</body>")
     page = tmp_path / "probe.html"
     page.write_text(html[:body] + CAPTURE + html[body:end] + PROBE + html[end:])
-    out = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1400,1500",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    dom = out.stdout
-    assert '<pre id="probe">' in dom, out.stderr[-2000:]
-    start = dom.index('<pre id="probe">') + len('<pre id="probe">')
-    drawn = json.loads(dom[start : dom.index("</pre>", start)].replace("&quot;", '"'))
+    drawn, console = probe(page, tmp_path / "profile", "1400,1500", 10000)
     assert "error" not in drawn, drawn
     for name, view in views().items():
         n = len(curves(view))
@@ -283,5 +257,4 @@ def test_dvc_plots_render_offline_in_headless_chromium(tmp_path):
         assert r["bands"] == (n if banded else 0), (name, r)
         assert r["x"] == ("log" if view["x"] == "k" else "linear"), (name, r)
         assert r["cut"] == [], (name, r)
-    console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console

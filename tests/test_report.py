@@ -1,21 +1,20 @@
 """Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/test_compare.py)."""
 
-import json
-import shutil
-import subprocess
-
 import pytest
 import yaml
 from conftest import ROOT
+from headless import CHROMIUM
 
 from rlvr.fields import ConfigError
-from rlvr.report.claims import check_claims, verdict
+from rlvr.report.claims import Claim, load_claims
+from rlvr.report.evidence import judge
 
 CLAIMS = ROOT / "experiments/claims.yaml"
 
 
-def load_claims(path):
-    return check_claims(yaml.safe_load(path.read_text()), str(path))
+def verdict(claim: dict, metrics: dict):
+    """The judged claim of a claims.yaml entry written as a dict (its prose left out)."""
+    return judge(Claim(id="c", **claim), metrics)
 
 
 @pytest.fixture
@@ -77,7 +76,7 @@ def metrics():
     ],
 )
 def test_verdicts_follow_the_rule_of_each_kind(metrics, claim, expected):
-    assert verdict(claim, metrics)["verdict"] == expected
+    assert verdict(claim, metrics).verdict == expected
 
 
 def test_seed_values_that_straddle_a_bound_are_inconclusive():
@@ -85,15 +84,12 @@ def test_seed_values_that_straddle_a_bound_are_inconclusive():
     'reproduced' nor 'differs' can be claimed on this evidence."""
     m = {"f.json": {"seeds": [0, 1, 2], "v": 0.51, "per_seed": {"v": [0.48, 0.51, 0.54]}}}
     res = verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.5}, m)
-    assert res["verdict"] == "inconclusive"
-    assert res["evidence"].lo < 0.5 < res["evidence"].value < res["evidence"].hi
+    assert res.verdict == "inconclusive"
+    assert res.evidence.lo < 0.5 < res.evidence.value < res.evidence.hi
     assert (
-        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m)["verdict"]
-        == "reproduced"
+        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.3}, m).verdict == "reproduced"
     )
-    assert (
-        verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m)["verdict"] == "differs"
-    )
+    assert verdict({"kind": "greater", "metric": ["f.json", "v"], "other_value": 0.7}, m).verdict == "differs"
 
 
 def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
@@ -118,9 +114,6 @@ def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
     bad.write_text(yaml.safe_dump([{"id": "x", "kind": "guess"}]))
     with pytest.raises(ConfigError, match="kind = 'guess': must be one of"):
         load_claims(bad)
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.mark.slow
@@ -151,48 +144,20 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     });</script>"""
     page = tmp_path / "report.html"
     page.write_text((ROOT / "reports/report.html").read_text().replace("</body>", probe + "</body>"))
-    out = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-quic",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1280,900",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    dom = out.stdout
-    assert '<pre id="probe">' in dom, out.stderr[-2000:]
-    start = dom.index('<pre id="probe">') + len('<pre id="probe">')
-    result = json.loads(dom[start : dom.index("</pre>", start)].replace("&quot;", '"'))
+    result, console = probe(page, tmp_path / "profile", "1280,900", 5000)
     assert result["rows"] == len(load_claims(CLAIMS))
     assert result["images"] >= 8 and result["decoded"] == result["images"]
     assert result["viewport"] == 1280 and result["width"] <= result["viewport"], result
     assert result["toc"] >= 8 and result["toc_height"] > 0
     assert result["summary_top"] < result["table_top"]
     assert result["figures"] == result["images"] and result["captioned"] == result["figures"]
-    console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console
 
 
 def test_benchmark_table_states_each_target_and_whether_it_is_met():
-    from rlvr.report.claims import bench_rows
+    from rlvr.report.benchtables import bench_rows
 
     bench = {
-        "fresh_clone": {"wall_seconds": 612.0, "target_wall_seconds": 600},
         "sampling": {
             "completions_per_second": {"median": 25000.0},
             "target_completions_per_second": 20000,
@@ -202,7 +167,6 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
         "sft": {"tokens_per_second": {"median": 9e4}},
     }
     rows = {r[0]: r[1:] for r in bench_rows(bench)}
-    assert rows["whole pipeline: `dvc repro --force` in a fresh clone, wall"] == ["612 s", "<= 600 s", "no"]
     assert rows["sampling, 300 prompts x 64"] == ["25,000 completions/s", ">= 20,000 completions/s", "yes"]
     assert rows["peak RSS while sampling"] == ["700 MB", "<= 1,536 MB", "yes"]
     assert rows["SFT throughput"][1:] == ["–", "–"]
@@ -210,7 +174,7 @@ def test_benchmark_table_states_each_target_and_whether_it_is_met():
 
 
 def test_benchmark_table_shows_the_floor_ratio_and_compiled_against_eager():
-    from rlvr.report.claims import bench_rows
+    from rlvr.report.benchtables import bench_rows
 
     share = lambda v: {"share_of_gemm_limit": v, "first_call_seconds": 27.0}  # noqa: E731
     bench = {
@@ -239,7 +203,7 @@ def test_benchmark_table_shows_the_floor_ratio_and_compiled_against_eager():
 
 
 def test_the_floor_table_sums_by_kind_in_pipeline_order():
-    from rlvr.report.claims import floor_rows
+    from rlvr.report.benchtables import floor_rows
 
     kind = lambda n, w, f: {"stages": n, "wall_seconds": w, "floor_seconds": f}  # noqa: E731
     pipeline = {
@@ -255,72 +219,6 @@ def test_the_floor_table_sums_by_kind_in_pipeline_order():
     ]
 
 
-def test_fresh_clone_comparison_ignores_durations_and_run_ids_only(tmp_path):
-    from bench.suite import compare_outputs
-
-    committed = {
-        "eval_acc_final": 0.85,
-        "train_seconds": 3.0,
-        "mlflow_run_id": "a",
-        "ci95": {"step_seconds_median": [1, 2]},
-    }
-    for name, metric in (
-        ("ours", committed),
-        (
-            "same",
-            {
-                **committed,
-                "train_seconds": 9.9,
-                "mlflow_run_id": "b",
-                "ci95": {"step_seconds_median": [3, 4]},
-            },
-        ),
-        ("other", {**committed, "eval_acc_final": 0.86}),
-    ):
-        (tmp_path / name / "reports" / "metrics").mkdir(parents=True)
-        (tmp_path / name / "reports" / "metrics" / "grpo-x.json").write_text(json.dumps(metric))
-        (tmp_path / name / "reports" / "passk-counts.json").write_text("{}")
-    assert compare_outputs(tmp_path / "ours", tmp_path / "same") == []
-    assert compare_outputs(tmp_path / "ours", tmp_path / "other") == ["reports/metrics/grpo-x.json"]
-    (tmp_path / "same" / "reports" / "passk-counts.json").unlink()
-    assert compare_outputs(tmp_path / "ours", tmp_path / "same") == ["reports/passk-counts.json"]
-
-
-def test_another_cpu_is_judged_by_verdicts_and_intervals_not_bits():
-    from rlvr.report.moves import compare_verdicts
-
-    committed = {
-        "claims": {
-            "a": {"verdict": "reproduced", "ours": 0.90, "interval": [0.88, 0.92]},
-            "b": {"verdict": "differs", "ours": 4.0, "interval": None, "tolerance": 2},
-            "c": {"verdict": "cited", "ours": None},
-        }
-    }
-    same = {
-        "claims": {
-            "a": {"verdict": "reproduced", "ours": 0.915},
-            "b": {"verdict": "differs", "ours": 5.5},
-            "c": {"verdict": "cited", "ours": None},
-        }
-    }
-    assert compare_verdicts(committed, same) == {
-        "verdicts_identical": True,
-        "numbers_within_tolerance": True,
-        "verdict_flips": [],
-        "numbers_outside": [],
-    }
-    moved = {
-        "claims": {
-            **same["claims"],
-            "a": {"verdict": "reproduced", "ours": 0.93},
-            "b": {"verdict": "inconclusive", "ours": 4.0},
-        }
-    }
-    out = compare_verdicts(committed, moved)
-    assert out["verdict_flips"] == [{"claim": "b", "committed": "differs", "fresh": "inconclusive"}]
-    assert [d["claim"] for d in out["numbers_outside"]] == ["a"]
-
-
 def _run(variant, acc, kl):
     per_seed = {
         "eval_acc_final": acc,
@@ -332,26 +230,70 @@ def _run(variant, acc, kl):
     return {"variant": variant, "task": "two_digit", "seeds": [0, 1], "per_seed": per_seed}
 
 
-def test_variants_that_end_alike_are_named_with_what_they_differ_in():
-    from rlvr.report.claims import twin_notes
+def test_variants_whose_settings_prove_they_train_alike_say_why_whatever_their_numbers():
+    """GRPO and GSPO at one update per batch (mu = 1) have one gradient (tests/test_grpo_math.py),
+    so the report says why they agree from their settings: on this machine, where their chains
+    come out the same, and on another CPU, where rounding parts them."""
+    from rlvr.report.tables import twin_notes
+
+    base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
+    configs = {"grpo": base, "gspo": {**base, "ratio": "sequence"}}
+    same = {
+        "grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
+        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
+    }
+    [note] = twin_notes(same, configs)
+    assert note.startswith(
+        "`grpo` and `gspo` train every chain alike: they differ only in `ratio` (token vs sequence)"
+    )
+    assert "every importance ratio is exactly 1" in note and "a relative 1e-07" in note
+    elsewhere = {**same, "grpo-gspo.json": _run("gspo", [0.79, 0.91], [0.69, 0.72])}  # another CPU
+    [note] = twin_notes(elsewhere, configs)
+    assert "every importance ratio is exactly 1" in note and "Here they end" not in note
+    chains = {
+        **configs,
+        "grpo": {**base, "seeds": [0, 1, 2, 3], "grpo_seeds": 2},
+        "gspo": {**configs["gspo"], "seeds": [0, 1]},
+    }
+    [note] = twin_notes(elsewhere, chains)  # the pipeline's: grpo on more chains, two GRPO seeds each
+    assert "and in the chains they run (`seeds`, `grpo_seeds`)" in note
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"inner_epochs": 4},  # the ratio acts from the second epoch on
+        {"ratio": "cispo"},  # another objective
+        {"aggregation": "token_mean"},  # a second difference besides the ratio
+    ],
+)
+def test_no_reason_is_given_where_the_settings_do_not_prove_it(change):
+    from rlvr.report.tables import twin_notes
+
+    base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
+    other = {**base, "ratio": "sequence", **change}
+    metrics = {"grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71])}
+    metrics["grpo-gspo.json"] = _run("gspo", [0.79, 0.91], [0.7, 0.71])  # numbers apart
+    assert twin_notes(metrics, {"grpo": base, "gspo": other}) == []
+
+
+def test_variants_whose_numbers_come_out_identical_are_named_with_what_they_differ_in():
+    from rlvr.report.tables import twin_notes
 
     base = {"ratio": "token", "inner_epochs": 1, "aggregation": "seq_mean", "beta": 0.04, "task": "two_digit"}
     metrics = {
         "grpo-grpo.json": _run("grpo", [0.8, 0.9], [0.7, 0.71]),
-        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),  # rounding apart, nothing sampled
-        "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71]),
-    }  # one seed samples differently
-    configs = {"grpo": base, "gspo": {**base, "ratio": "sequence"}, "no_kl": {**base, "beta": 0.0}}
-    [note] = twin_notes(metrics, configs)
-    assert (
-        note.startswith("`grpo` and `gspo` end with the same accuracy")
-        and "`ratio`: token vs sequence" in note
-    )
-    assert "agree within a relative 1e-07" in note  # measured: 0.7 vs 0.7000001
-    assert "every importance ratio is exactly 1" in note  # the known reason: one gradient step per batch
-    configs["gspo"] = {**base, "ratio": "sequence", "inner_epochs": 4}  # the ratio acts: no reason to give
-    [note] = twin_notes(metrics, configs)
-    assert "exactly 1" not in note and "`inner_epochs`: 1 vs 4" in note
+        "grpo-gspo.json": _run("gspo", [0.8, 0.9], [0.7000001, 0.71]),
+        "grpo-no_kl.json": _run("no_kl", [0.8, 0.91], [0.7, 0.71]),  # one seed samples differently
+    }
+    configs = {
+        "grpo": base,
+        "gspo": {**base, "ratio": "sequence", "inner_epochs": 4},
+        "no_kl": {**base, "beta": 0.0},
+    }
+    [note] = twin_notes(metrics, configs)  # identical numbers, but no reason the settings give
+    assert note.startswith("`grpo` and `gspo` end with the same accuracy") and "exactly 1" not in note
+    assert "`inner_epochs`: 1 vs 4" in note and "`ratio`: token vs sequence" in note
 
 
 def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and_never_by_the_book():
@@ -364,74 +306,18 @@ def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and
     chains = [0.50, 0.55, 0.60, 0.53]
     m = {"c.json": {"seeds": [0, 1, 2, 3], "acc": statistics.fmean(chains), "per_seed": {"acc": chains}}}
     near = verdict({"kind": "exact", "book": 0.56, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
-    assert near["verdict"] == "inconclusive" and "book_error" not in near
-    assert near["tested"] == near["evidence"]  # decided on our own interval, not on ours - book
-    assert near["consistency"]["verdict"] == "consistent"
+    assert near.verdict == "inconclusive" and not hasattr(near, "book_error")
+    assert near.tested == near.evidence  # decided on our own interval, not on ours - book
+    assert near.consistency["verdict"] == "consistent"
     far = verdict({"kind": "exact", "book": 0.83, "tol": 0.02, "metric": ["c.json", "acc"]}, m)
-    assert far["verdict"] == "differs" and far["consistency"]["verdict"] == "not consistent"
+    assert far.verdict == "differs" and far.consistency["verdict"] == "not consistent"
     spread = {"c.json": {"seeds": [0, 1, 2, 3], "acc": 0.47, "per_seed": {"acc": [0.07, 0.84, 0.83, 0.14]}}}
     vague = verdict(
         {"kind": "exact", "book": 0.53, "tol": 0.02, "metric": ["c.json", "acc"], "feasible": [0, 1]}, spread
     )
-    assert vague["verdict"] == "inconclusive" and vague["consistency"]["interval"] == [0, 1]
+    assert vague.verdict == "inconclusive" and vague.consistency["interval"] == [0, 1]
     wide = verdict({"kind": "exact", "book": 0.56, "tol": 0.2, "metric": ["c.json", "acc"]}, m)
-    assert wide["verdict"] == "reproduced"
-
-
-def test_a_perturbed_rerun_separates_flips_from_moves_through_inconclusive():
-    """Between reproduced and differs is a flip (the check fails); to or from inconclusive is a move,
-    listed with both intervals; an unchanged verdict is neither."""
-    from rlvr.report.claims import perturbed_blocks
-    from rlvr.report.document import markdown
-    from rlvr.report.moves import verdict_moves
-
-    committed = {
-        "claims": {
-            "a": {"verdict": "reproduced", "interval": [0.8, 0.9]},
-            "b": {"verdict": "inconclusive", "interval": [0.4, 0.6]},
-            "c": {"verdict": "differs", "interval": [1, 2], "tested_interval": [0.5, 1.5]},
-            "d": {"verdict": "cited", "interval": None},
-        }
-    }
-    perturbed = {
-        "claims": {
-            "a": {"verdict": "differs", "interval": [0.6, 0.7]},
-            "b": {"verdict": "reproduced", "interval": [0.52, 0.6]},
-            "c": {"verdict": "differs", "interval": [1, 2]},
-            "d": {"verdict": "cited", "interval": None},
-        }
-    }
-    out = verdict_moves(committed, perturbed)
-    assert out["no_flips"] is False
-    assert out["flips"] == [
-        {
-            "claim": "a",
-            "committed": "reproduced",
-            "perturbed": "differs",
-            "committed_interval": [0.8, 0.9],
-            "perturbed_interval": [0.6, 0.7],
-            "committed_value": None,
-            "perturbed_value": None,
-        }
-    ]
-    assert [m["claim"] for m in out["moves"]] == ["b"] and out["moves"][0]["perturbed_interval"] == [
-        0.52,
-        0.6,
-    ]
-    assert verdict_moves(committed, committed) == {"flips": [], "moves": [], "no_flips": True}
-    text = markdown(
-        perturbed_blocks(
-            {
-                **out,
-                "commit": "0123456789abc",
-                "perturbation": "RLVR_PERTURB=1e-6",
-                "committed_counts": {"reproduced": 1},
-                "perturbed_counts": {"differs": 2},
-            }
-        ),
-        "x",
-    )
-    assert "RLVR_PERTURB=1e-6" in text and "| a | reproduced | [0.8, 0.9] | differs | [0.6, 0.7] |" in text
+    assert wide.verdict == "reproduced"
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ import pytest
 
 from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.curves import curve_band, split_curve
-from rlvr.report.claims import book_text
+from rlvr.report.claims import Claim
+from rlvr.report.claimtext import book_text
 from rlvr.report.document import (
     Bullets,
     Contents,
@@ -18,7 +19,7 @@ from rlvr.report.document import (
     inline_html,
     markdown,
 )
-from rlvr.report.verdict import Evidence, reason
+from rlvr.report.verdict import Evidence, Judged, reason
 
 
 def test_inline_html_escapes_everything_but_bold_code_and_anchor_links():
@@ -65,21 +66,21 @@ def test_one_document_two_outputs_with_contents_captions_and_collapsed_details()
     ],
 )
 def test_book_column_shows_a_dash_where_the_book_gives_only_a_direction(claim, shown):
-    assert book_text(claim) == shown
+    assert book_text(Claim(id="c", **claim)) == shown
 
 
 def test_reason_says_where_the_decisive_interval_lies():
-    claim = {"kind": "exact", "book": 0.57, "tol": 0.05}
+    claim = Claim(id="c", kind="exact", book=0.57, tol=0.05)
     above = Evidence(0.93, 0.92, 0.94, "6 seeds")
-    assert reason({**claim, "verdict": "differs", "tested": above, "evidence": above}) == (
+    assert reason(Judged(claim, "differs", above, tested=above)) == (
         "Our interval [0.92, 0.94] (6 seeds) lies wholly above 0.62"
     )
     straddle = Evidence(0.52, 0.50, 0.54, "4 seeds")
-    assert reason({**claim, "verdict": "inconclusive", "tested": straddle, "evidence": straddle}).startswith(
+    assert reason(Judged(claim, "inconclusive", straddle, tested=straddle)).startswith(
         "Our interval [0.5, 0.54] (4 seeds) straddles the bound 0.52"
     )
     undefined = Evidence(44.0, None, None, "4 seeds, 2 undefined", [40, None, 48, None])
-    assert reason({**claim, "verdict": "differs", "tested": undefined, "evidence": undefined}).startswith(
+    assert reason(Judged(claim, "differs", undefined, tested=undefined)).startswith(
         "2 chain(s) give no value"
     )
 
@@ -175,7 +176,7 @@ def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
 
 
 def test_problem_tables_count_a_problem_as_sft_solved_if_any_chain_solves_it():
-    from rlvr.report.claims import problem_tables
+    from rlvr.report.tables import problem_tables
 
     counts = {
         "sft/seed0": [0, 3, 0, 0],

@@ -18,6 +18,7 @@ CURVES = REPORTS / "curves"
 FIGURES = REPORTS / "figures"
 CLAIMS = Path("experiments/claims.yaml")
 BENCHMARKS = REPORTS / "benchmarks.json"
+RERUNS = REPORTS / "rerun.json"  # `rlvr verify --rerun [--perturb]`'s records (committed, as benchmarks are)
 STARTS = REPORTS / "starts" / "starts.json"
 PARAMS = Path("params.yaml")
 
@@ -78,6 +79,20 @@ def unit_file(folder: Path, seed: int, rep: int = 0, suffix: str = ".pt") -> Pat
     return folder / f"{unit_name(seed, rep)}{suffix}"
 
 
+class ChainFiles:
+    """What a stage that trains once per chain leaves for chain n: `checkpoints/seed{n}.pt` and its
+    curve `curves/seed{n}.tsv` (a base of the paths dataclasses that declare those two folders)."""
+
+    checkpoints: Path
+    curves: Path
+
+    def checkpoint(self, seed: int) -> Path:
+        return seed_file(self.checkpoints, seed)
+
+    def curve(self, seed: int) -> Path:
+        return seed_file(self.curves, seed, ".tsv")
+
+
 @dataclass(frozen=True)
 class WarmupPaths:
     """`warmup@{name}`: its run's rows in; out, one state per chain after the clean epochs (model,
@@ -106,7 +121,7 @@ def warmup(name: str, run: str) -> WarmupPaths:
 
 
 @dataclass(frozen=True)
-class SFTPaths:
+class SFTPaths(ChainFiles):
     """`sft@{run}`: its inputs (`data`, the warm-up states) and, per chain, the checkpoint and loss
     curve it writes; one metrics file over the chains."""
 
@@ -115,12 +130,6 @@ class SFTPaths:
     checkpoints: Path  # folder: seed{n}.pt
     metrics: Path
     curves: Path  # folder: seed{n}.tsv
-
-    def checkpoint(self, seed: int) -> Path:
-        return seed_file(self.checkpoints, seed)
-
-    def curve(self, seed: int) -> Path:
-        return seed_file(self.curves, seed, ".tsv")
 
     def checks(self, seed: int) -> Path:
         """The validation checks of a controlled start: one row per check (steps done, value)."""
@@ -220,7 +229,7 @@ def passk(sft_run: str, contrast: str | None, variants: tuple[str, ...] = ()) ->
 
 
 @dataclass(frozen=True)
-class HackPaths:
+class HackPaths(ChainFiles):
     """`hack`: the start checkpoint and problems, and what the substring-reward runs leave."""
 
     start: SFTPaths
@@ -229,12 +238,6 @@ class HackPaths:
     samples: Path
     curves: Path  # folder: seed{n}.tsv (every step), seed{n}-eval.tsv (every evaluation)
     figure: Path
-
-    def checkpoint(self, seed: int) -> Path:
-        return seed_file(self.checkpoints, seed)
-
-    def curve(self, seed: int) -> Path:
-        return seed_file(self.curves, seed, ".tsv")
 
     def eval_curve(self, seed: int) -> Path:
         return seed_file(self.curves, seed, "-eval.tsv")
@@ -288,6 +291,7 @@ class ReportPaths:
     curves: Path  # folder: every stage's curves (the learning-curve figures are drawn from them)
     benchmarks: Path
     starts: Path  # `rlvr starts`' results (committed, like the benchmarks; its figure lies beside it)
+    reruns: Path  # `rlvr verify --rerun [--perturb]`'s records
     markdown: Path
     html: Path
     figure_copies: Path  # folder: the figures with provenance in their PNG metadata
@@ -304,6 +308,7 @@ def report() -> ReportPaths:
         CURVES,
         BENCHMARKS,
         STARTS,
+        RERUNS,
         REPORTS / "report.md",
         REPORTS / "report.html",
         REPORTS / "report-figures",

@@ -212,6 +212,7 @@ STAGES: dict[str, Stage] = {
                 x.curves,
                 x.benchmarks,
                 x.starts,
+                x.reruns,
             ],
             outs=lambda x: {
                 x.markdown: {"cache": False},

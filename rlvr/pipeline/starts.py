@@ -36,7 +36,7 @@ from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.seeds import seed_results, stream_seed
 from rlvr.report import plots
-from rlvr.rollout import correct_counts
+from rlvr.rollout import binomial_counts
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
@@ -82,7 +82,7 @@ def train_chain(
             shared_prefix=True,
             stop=stop,
         )
-    counts = correct_counts(
+    counts = binomial_counts(
         model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     )
     return {"counts": counts.tolist(), "state": model.state_dict(), "model_cfg": model_cfg}
@@ -109,7 +109,7 @@ def train_grpo_chain(
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", 0))  # the grpo stage's stream
     with diverged_at(chain=seed):
         train_grpo(policy, cfg, data, gen, shared_prefix=True)
-    return correct_counts(
+    return binomial_counts(
         policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
     ).tolist()
 

@@ -9,13 +9,14 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
 - every claim names a metric a stage produces, and report.json's verdicts are the ones the claims'
   rules give on the committed metrics; every interval lies within the values its metric can take,
   and every claim that differs or is inconclusive carries a note on why;
-- the workspace's results against HEAD's (after a `dvc repro` on another machine, say): no verdict
-  flipped between reproduced and differs; moves to or from inconclusive are listed, not failed;
 - every figure copy in the report says where it came from (PNG metadata), and provenance can
   explain the report's inputs;
 - reports/benchmarks.json names its machine.
 
-Each check returns its problems, one line each; none means it holds.
+Each check returns its problems, one line each; none means it holds. Beside the checks, `rlvr
+verify` compares the workspace's results with HEAD's in one word (rlvr.pipeline.rerun,
+rlvr.report.moves): identical, statistically the same, or moved (a verdict flipped between
+reproduced and differs: it fails).
 """
 
 from __future__ import annotations
@@ -92,25 +93,25 @@ def dvc_status(root: Path) -> dict:
 
 def claims_problems(root: Path) -> list[str]:
     """Every claim points at a metric a stage writes, and the committed verdicts are recomputed."""
-    from rlvr.report.claims import check_claims, evaluate_claims, lookup, verdict_record
+    from rlvr.report.claims import load_claims
+    from rlvr.report.evidence import judge_all, lookup, verdict_record
 
-    path = root / "experiments" / "claims.yaml"
-    claims = check_claims(yaml.safe_load(path.read_text()), str(path))
+    claims = load_claims(root / "experiments" / "claims.yaml")
     produced = produced_paths(root)
     metrics = read_metrics_dir(root / "reports" / "metrics")
     problems = []
     for c in claims:
-        for ref in [c[k] for k in ("metric", "other") if k in c]:
+        for ref in c.refs:
             if f"reports/metrics/{ref[0]}" not in produced:
-                problems.append(f"claim {c['id']}: {ref[0]} is not a stage output")
+                problems.append(f"claim {c.id}: {ref[0]} is not a stage output")
                 continue
             try:
                 lookup(metrics, ref)
             except KeyError:
-                problems.append(f"claim {c['id']}: {'/'.join(map(str, ref))} is not in the committed metrics")
+                problems.append(f"claim {c.id}: {'/'.join(map(str, ref))} is not in the committed metrics")
     if problems:
         return problems
-    expected = {r["id"]: verdict_record(r) for r in evaluate_claims(claims, metrics)}
+    expected = {r.claim.id: verdict_record(r) for r in judge_all(claims, metrics)}
     committed = read_verdicts(root / "reports" / "report.json")["claims"]
     problems += feasible_problems(claims, committed) + note_problems(claims, expected)
     for cid in sorted(set(expected) | set(committed)):
@@ -124,50 +125,29 @@ def claims_problems(root: Path) -> list[str]:
     return problems
 
 
-def feasible_problems(claims: list[dict], records: dict[str, dict]) -> list[str]:
+def feasible_problems(claims: list, records: dict[str, dict]) -> list[str]:
     """A measured or calibrated claim names the values its metric can take, and no interval in
-    report.json leaves them."""
-    from rlvr.report.claims import claim_class
-
+    report.json leaves them. claims: rlvr.report.claims.Claim."""
     problems = []
     for c in claims:
-        if claim_class(c) not in ("measured", "calibrated"):
+        if c.category not in ("measured", "calibrated"):
             continue
-        if "feasible" not in c:
-            problems.append(f"claim {c['id']}: no `feasible` range for its metric")
+        if c.feasible is None:
+            problems.append(f"claim {c.id}: no `feasible` range for its metric")
             continue
-        lo, hi = c["feasible"]
-        interval = (records.get(c["id"]) or {}).get("interval")
+        lo, hi = c.feasible
+        interval = (records.get(c.id) or {}).get("interval")
         if interval and not (lo <= interval[0] <= interval[1] <= hi):
-            problems.append(f"claim {c['id']}: interval {interval} leaves the feasible [{lo}, {hi}]")
+            problems.append(f"claim {c.id}: interval {interval} leaves the feasible [{lo}, {hi}]")
     return problems
 
 
-def note_problems(claims: list[dict], records: dict[str, dict]) -> list[str]:
+def note_problems(claims: list, records: dict[str, dict]) -> list[str]:
     """Every claim that differs or is inconclusive says why, in a note in claims.yaml."""
     return [
-        f"claim {c['id']}: {records[c['id']]['verdict']} but claims.yaml gives no `note` on why"
+        f"claim {c.id}: {records[c.id]['verdict']} but claims.yaml gives no `note` on why"
         for c in claims
-        if c["id"] in records
-        and records[c["id"]]["verdict"] in ("differs", "inconclusive")
-        and not c.get("note")
-    ]
-
-
-def against_committed(root: Path) -> dict | None:
-    """The workspace's report.json against HEAD's (None where either is missing)."""
-    from rlvr.report.moves import against_committed as against
-
-    path = root / "reports" / "report.json"
-    return against(root, read_verdicts(path)) if path.is_file() else None
-
-
-def flip_problems(root: Path) -> list[str]:
-    """A verdict that flipped between reproduced and differs against HEAD's report.json."""
-    against = against_committed(root)
-    return [
-        f"claim {f['claim']}: {f['committed']} at HEAD, {f['fresh'] if 'fresh' in f else f['perturbed']} here"
-        for f in (against or {}).get("flips", [])
+        if c.id in records and records[c.id]["verdict"] in ("differs", "inconclusive") and not c.note
     ]
 
 
@@ -215,7 +195,6 @@ CHECKS: dict[str, Callable[[Path], list[str]]] = {
     "dvc.yaml": dvc_yaml_problems,
     "no stale stage": lambda root: stale_problems(dvc_status(root), produced_paths(root)),
     "claims and verdicts": claims_problems,
-    "no verdict flipped against HEAD": flip_problems,
     "figure provenance": figure_problems,
     "metrics provenance": provenance_problems,
     "benchmarks": benchmark_problems,

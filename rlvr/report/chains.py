@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.report.verdict import num
+from rlvr.report.verdict import Judged, num
 
 SOURCES = ("starts", "grpo", "evaluation")
 WITHIN = 0.03  # a start counts as on target within this of it (the decidable-claims bar)
@@ -99,14 +99,14 @@ def chain_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -> lis
     return rows
 
 
-def variance_rows(rows: list[dict]) -> list[list[str]]:
+def variance_rows(rows: list[Judged]) -> list[list[str]]:
     """For each measured or calibrated claim whose evidence carries variance components: the SD one
     chain's value owes to each source, the largest named, and the half-width of the interval the
     claim was decided on (for a paired claim, of the difference)."""
     out = []
     for r in rows:
-        ev, tested = r.get("evidence"), r.get("tested")
-        if r["class"] not in ("measured", "calibrated") or ev is None or not ev.variance:
+        ev, tested = r.evidence, r.tested
+        if r.claim.category not in ("measured", "calibrated") or ev is None or not ev.variance:
             continue
         parts = {s: ev.variance[s] for s in SOURCES if ev.variance.get(s) is not None}
         if not parts:
@@ -115,12 +115,12 @@ def variance_rows(rows: list[dict]) -> list[list[str]]:
         half = "–" if tested is None or tested.lo is None else num((tested.hi - tested.lo) / 2)
         out.append(
             [
-                r["id"],
-                f"`{r['metric'][1]}`",
+                r.claim.id,
+                f"`{r.claim.metric[1]}`",
                 *(num(parts[s]) if s in parts else "–" for s in SOURCES),
                 largest,
                 half,
-                r["verdict"],
+                r.verdict,
             ]
         )
     return out

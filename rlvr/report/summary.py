@@ -103,7 +103,7 @@ def summary(reports: Path) -> str:
     verdicts = read_verdicts(verdicts_path)
     counts = verdicts["counts"]
     if "by_class" in verdicts:  # measured claims first, as the report leads
-        from rlvr.report.claims import counts_line
+        from rlvr.report.claimtext import counts_line
 
         head = counts_line(verdicts["by_class"], bold=False)
     else:

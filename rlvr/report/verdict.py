@@ -20,7 +20,8 @@
 
 An inconclusive claim's reason names what blocks it: the largest variance component of one chain
 (starts, GRPO seeds, evaluation noise) where the metrics file gives them, else the spread between
-chains. Extracting the evidence from the metrics files is rlvr.report.claims's job.
+chains. Finding the evidence in the metrics files is rlvr.report.evidence's job; the claims are
+rlvr.report.claims's `Claim`s.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr.report.claims import Claim
 from rlvr.stats import t_quantile
 
 
@@ -51,6 +53,23 @@ class Evidence:
     variance: dict | None = None  # SD of one chain's value by source: "starts", "grpo", "evaluation"
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A claim with its evidence and verdict: what the report prints a row of."""
+
+    claim: Claim
+    verdict: str  # reproduced, differs, inconclusive, cited or missing
+    evidence: Evidence | None = None  # ours
+    other: Evidence | None = None  # the metric it is compared with, for a claim against one
+    tested: Evidence | None = None  # the deciding interval: ours, or ours - other paired by chain
+    consistency: dict | None = None  # rule 7: {"verdict", "interval"}, or None where it does not apply
+    error: str | None = None  # why a claim is missing
+
+    @property
+    def ours(self) -> float | None:
+        return None if self.evidence is None else self.evidence.value
+
+
 def is_missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
@@ -68,35 +87,35 @@ def num(x: Any) -> str:
     return str(x)
 
 
-def region(claim: dict) -> tuple[float, bool, float, bool]:
+def region(claim: Claim) -> tuple[float, bool, float, bool]:
     """The set of values that satisfy the claim, as (low, low open?, high, high open?). For a claim
     against another metric it is the set of differences ours - other."""
-    kind, m = claim["kind"], float(claim.get("margin", 0.0))
-    c = float(claim.get("other_value", 0.0))
+    kind, m = claim.kind, float(claim.margin or 0.0)
+    c = float(claim.other_value or 0.0)
     if kind == "exact":
-        book, tol = float(claim["book"]), float(claim["tol"])
+        book, tol = float(claim.book), float(claim.tol)
         return book - tol, False, book + tol, False
     if kind == "range":
-        return float(claim["lo"]), False, float(claim["hi"]), False
+        return float(claim.lo), False, float(claim.hi), False
     if kind == "close":
-        return -float(claim["tol"]), False, float(claim["tol"]), False
+        return -float(claim.tol), False, float(claim.tol), False
     if kind == "greater":
         return c + m, True, math.inf, True
     return -math.inf, True, c - m, True  # less
 
 
-def _inside(x: float, claim: dict) -> bool:
+def _inside(x: float, claim: Claim) -> bool:
     low, low_open, high, high_open = region(claim)
     return (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
 
 
-def _outside(lo: float, hi: float, claim: dict) -> bool:
+def _outside(lo: float, hi: float, claim: Claim) -> bool:
     """[lo, hi] shares no value with the claim's region."""
     low, low_open, high, high_open = region(claim)
     return hi < low or (low_open and hi <= low) or lo > high or (high_open and lo >= high)
 
 
-def decide(tested: Evidence, claim: dict) -> str:
+def decide(tested: Evidence, claim: Claim) -> str:
     """The verdict on the deciding interval `tested` (the module's rules 3 to 6); "missing" where
     there is no value at all."""
     if tested.value is None and tested.lo is None:
@@ -116,14 +135,14 @@ def _defined_chains(ev: Evidence) -> list[float] | None:
     return [float(v) for v in values]
 
 
-def consistency(tested: Evidence, claim: dict, feasible: list | None = None) -> dict | None:
+def consistency(tested: Evidence, claim: Claim, feasible: tuple | list | None = None) -> dict | None:
     """Is the book's value what one more chain of ours could give (rule 7)? {"verdict":
     "consistent" or "not consistent", "interval": [lo, hi]}, the 95% prediction interval for one new
     chain cut to `feasible`; None where it does not apply. Never part of the verdict."""
-    book = claim.get("book")
+    book = claim.book
     chains = _defined_chains(tested)
     if (
-        claim["kind"] not in ("exact", "range")
+        claim.kind not in ("exact", "range")
         or isinstance(book, bool)
         or not isinstance(book, (int, float))
         or chains is None
@@ -144,38 +163,36 @@ COMPONENTS = {
 }
 
 
-def blocker(row: dict) -> str:
+def blocker(row: Judged) -> str:
     """What keeps an inconclusive interval wide: the largest variance component of one chain where
     the metrics file gives them, else the spread between chains (for a claim against another
     metric, of the paired differences), else the metric's sampling interval."""
-    tested, ev = row["tested"], row.get("evidence")
+    tested, ev, paired = row.tested, row.evidence, row.claim.other is not None
     components = {
         k: float(v)
         for k, v in ((ev.variance if ev else None) or {}).items()
         if k in COMPONENTS and not is_missing(v)
     }
-    if "other" not in row and components:
+    if not paired and components:
         name = max(components, key=components.get)
         return f"blocked by {COMPONENTS[name]} (SD {num(components[name])} per chain)"
     chains = _defined_chains(tested)
     if chains is not None:
         what = (
-            "the spread of the paired differences between chains"
-            if "other" in row
-            else "the spread between chains"
+            "the spread of the paired differences between chains" if paired else "the spread between chains"
         )
         return f"blocked by {what} (SD {num(statistics.stdev(chains))} per chain)"
     return f"blocked by the width of the interval ({tested.source})"
 
 
-def single_run_clause(row: dict) -> str:
+def single_run_clause(row: Judged) -> str:
     """For an exact claim whose chains spread more than its tolerance allows one run to: how closely a
     single run (the book's) can be pinned, 1.96 x the SD of our chains; empty otherwise."""
-    chains = _defined_chains(row["tested"])
-    if row["kind"] != "exact" or "other" in row or chains is None:
+    chains = _defined_chains(row.tested)
+    if row.claim.kind != "exact" or row.claim.other is not None or chains is None:
         return ""
     error = 1.96 * statistics.stdev(chains)
-    if error <= float(row["tol"]):
+    if error <= float(row.claim.tol):
         return ""
     return f"; a single book run cannot be pinned closer than ±{num(error)} (1.96 × the SD of our chains)"
 
@@ -183,7 +200,7 @@ def single_run_clause(row: dict) -> str:
 MAX_CHAINS = 100_000  # beyond this, "more than": the mean sits on a bound for any practical purpose
 
 
-def chains_to_decide(chains: list[float], claim: dict) -> int | None:
+def chains_to_decide(chains: list[float], claim: Claim) -> int | None:
     """How many chains would decide a claim if more chains kept this mean and spread: the smallest
     n with t(n-1) * sd / sqrt(n) below the distance from the mean to the region's nearest bound,
     so the interval would lie wholly on the mean's side (reproduced inside, differs outside).
@@ -202,11 +219,11 @@ def chains_to_decide(chains: list[float], claim: dict) -> int | None:
     return lo
 
 
-def chains_clause(row: dict) -> str:
+def chains_clause(row: Judged) -> str:
     """For an inconclusive claim over chains: about how many chains would decide it, at its mean
     and spread (a projection, not a promise: more chains move the mean too)."""
-    chains = _defined_chains(row["tested"])
-    n = None if chains is None else chains_to_decide(chains, row)
+    chains = _defined_chains(row.tested)
+    n = None if chains is None else chains_to_decide(chains, row.claim)
     if n is None:
         return ""
     if n > MAX_CHAINS:
@@ -214,23 +231,23 @@ def chains_clause(row: dict) -> str:
     return f"; at this mean and spread about {n} chains would decide it (we ran {len(chains)})"
 
 
-def reason(row: dict) -> str:
+def reason(row: Judged) -> str:
     """One mechanical line on why a claim differs or is inconclusive: where its deciding interval
     lies against the region the claim allows and, for an inconclusive one, what blocks it."""
-    tested, ev = row.get("tested"), row.get("evidence")
-    if row["verdict"] == "missing":
-        return f"No value: {row.get('error', 'metric missing')}"
+    tested, ev = row.tested, row.evidence
+    if row.verdict == "missing":
+        return f"No value: {row.error or 'metric missing'}"
     if tested is None or tested.value is None:
         return f"Undefined ({ev.source if ev else 'no evidence'})"
     if tested.lo is None:
         undefined = sum(is_missing(v) for v in (tested.per_seed or ev.per_seed or []))
         return f"{undefined} chain(s) give no value; the other chains' mean {num(tested.value)}" + (
-            " satisfies the claim" if row["verdict"] == "inconclusive" else " does not satisfy it"
+            " satisfies the claim" if row.verdict == "inconclusive" else " does not satisfy it"
         )
-    low, _, high, _ = region(row)
-    what = f"Ours − {row['other'][1]}" if "other" in row else "Our interval"
+    low, _, high, _ = region(row.claim)
+    what = f"Ours − {row.claim.other[1]}" if row.claim.other is not None else "Our interval"
     span = f"{what} [{num(tested.lo)}, {num(tested.hi)}] ({tested.source})"
-    if row["verdict"] == "differs":
+    if row.verdict == "differs":
         side = f"below {num(low)}" if tested.hi <= low else f"above {num(high)}"
         return f"{span} lies wholly {side}"
     if tested.lo < low and tested.hi > high:

@@ -70,11 +70,11 @@ def train_seed(
     return SeedResult(seed_summary(curve), curve, policy.state_dict())
 
 
-def chain_metrics(per_unit: dict[tuple[int, int], dict], eval_n: int) -> dict:
+def chain_metrics(per_unit: dict[tuple[int, int], dict]) -> dict:
     """The metrics-file layout over chains (`seed_metrics`: each chain's value the mean over its GRPO
     seeds), plus `per_rep` (every GRPO seed's value, per chain) and `variance` (the SD one chain's
-    value owes to its start, to GRPO and to the evaluation of `eval_n` samples, for the metrics that
-    have all three)."""
+    value owes to its start and to GRPO; for the held-out accuracy also to its evaluation, which is
+    exact, so that share is 0)."""
     chains = sorted({s for s, _ in per_unit})
     keys = sorted(set.intersection(*(set(v) for v in per_unit.values())))
     reps = {s: [per_unit[u] for u in sorted(per_unit) if u[0] == s] for s in chains}
@@ -83,8 +83,7 @@ def chain_metrics(per_unit: dict[tuple[int, int], dict], eval_n: int) -> dict:
     variance = {}
     for k in ("eval_acc_final", "eval_acc_gain", "kl_k3_nats_max", "reward_final", "entropy_nats_final"):
         if k in per_rep:
-            acc = per_chain[chains[0]].get("eval_acc_final") if k == "eval_acc_final" else None
-            eval_sd = None if acc is None else (_binomial_sd(per_rep[k], eval_n))
+            eval_sd = 0.0 if k == "eval_acc_final" else None  # `evaluate`: exact, no sampling noise
             variance[k] = variance_components(per_rep[k], eval_sd)
     return {**seed_metrics(per_chain), "per_rep": per_rep, "variance": variance}
 
@@ -92,13 +91,6 @@ def chain_metrics(per_unit: dict[tuple[int, int], dict], eval_n: int) -> dict:
 def _mean(values: list[float]) -> float:
     finite = [v for v in values if v == v]
     return sum(finite) / len(finite) if finite else float("nan")
-
-
-def _binomial_sd(per_rep: list[list[float]], n: int) -> float:
-    """An upper bound on one evaluation's SD for an accuracy near the values given, from n samples:
-    sqrt(a (1 - a) / n) at their mean a (problems of unequal difficulty give less)."""
-    a = _mean([v for reps in per_rep for v in reps])
-    return (a * (1 - a) / n) ** 0.5
 
 
 def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
@@ -143,7 +135,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "sft": cfg.sft,
             "seeds": cfg.seeds,
             "grpo_seeds": cfg.grpo_seeds,
-            **chain_metrics(per_unit, len(evals) * cfg.eval_samples),
+            **chain_metrics(per_unit),
             "mlflow_run_id": mlrun.run_id,
             "mlflow_seed_run_ids": run_ids,
             "params_hash": own_hash,

@@ -2,8 +2,11 @@
 contrast) and from every seed of every variant trained from it; per-problem correct counts, pass@k
 curves and the comparison with SFT, each variant seed against its own chain's SFT policy.
 
-Models are scored side by side in the stage's seed workers (`common.seed_results`), each at one
-torch thread, so a model's counts never depend on how many workers ran."""
+A problem's count of right samples out of n is drawn from its exact law, Binomial(n, p), with p the
+chance one sample is right (`rlvr.rollout.binomial_counts`): the same distribution as sampling n
+responses and checking each, for one forward pass per model. Models are scored side by side in the
+stage's seed workers (`common.seed_results`), each at one torch thread, so a model's counts never
+depend on how many workers ran."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash, scored_variants
 from rlvr.report import plots
-from rlvr.rollout import correct_counts
+from rlvr.rollout import binomial_counts
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
@@ -34,13 +37,13 @@ def score(
     seed: int,
     device: str,
 ) -> list[int]:
-    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash, n),
-    sampled on `device`. Every model gets the same draws: its generator starts at the pipeline's seed."""
+    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash, n), drawn
+    on `device` from their exact law. Every model's generator starts at the pipeline's seed."""
     _, path, ckpt_run, ckpt_hash, n = models[index]
     tok = Tokenizer()
     model = checkpoint.load(path, tok, ckpt_run, ckpt_hash, device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    return correct_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
+    return binomial_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
 
 
 def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:

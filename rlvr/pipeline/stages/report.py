@@ -1,6 +1,6 @@
 """Stage `report`: every claim of experiments/claims.yaml beside our value and a verdict, the
 figures with captions and provenance, the GRPO learning curves, the variant table, the reward-hacking
-samples and the benchmarks.
+samples, the reruns in a fresh clone and the benchmarks.
 
 Each figure is copied into `reports/report-figures/` with its provenance (stage, params from
 dvc.lock, input hashes, MLflow run ids, git commit) written into PNG text chunks, so a figure taken
@@ -17,8 +17,6 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
 from rlvr.fields import ConfigError
 from rlvr.files import atomic_write, write_text
 from rlvr.gitinfo import git_commit, short_commit
@@ -28,8 +26,11 @@ from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots
-from rlvr.report.claims import check_claims, class_counts, evaluate_claims, fair_bench, render, verdict_record
+from rlvr.report.benchtables import fair_bench
+from rlvr.report.claims import load_claims
+from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.inputs import checked, read_counts, read_metrics_dir
+from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import explain, footer, load_lock
 
@@ -159,9 +160,8 @@ def run_info(root: Path, params: Params) -> dict:
 
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
-    claims = check_claims(yaml.safe_load(paths.claims.read_text()), str(paths.claims))
     metrics = read_metrics_dir(paths.metrics)
-    rows = evaluate_claims(claims, metrics)
+    rows = judge_all(load_claims(paths.claims), metrics)
     lock = load_lock(root)
     with tracked("report", None, params, {}) as mlrun:
         figures = []
@@ -207,6 +207,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         problems = read_counts(paths.counts) if paths.counts.is_file() else None
         bench = fair_bench(checked(paths.benchmarks, dict) if paths.benchmarks.is_file() else None)
         starts = checked(paths.starts, dict) if paths.starts.is_file() else None
+        reruns = checked(paths.reruns, dict) if paths.reruns.is_file() else None
         starts_png = paths.starts.parent / "starts-passk.png"
         starts_figure = (
             None
@@ -219,21 +220,24 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             }
         )
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
-        records = {r["id"]: verdict_record(r) for r in rows}
+        records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(
-            rows,
-            figures,
-            metrics,
-            samples,
-            bench,
-            problems=problems,
-            bench_figure=bench_figure,
-            configs=variant_configs(lock),
-            targets=sft_targets(lock),
-            starts=starts,
-            starts_figure=starts_figure,
-            run=run_info(root, params),
-            against=against_committed(root, {"claims": records}),
+            ReportData(
+                rows,
+                figures,
+                metrics,
+                samples,
+                bench,
+                problems=problems,
+                bench_figure=bench_figure,
+                configs=variant_configs(lock),
+                targets=sft_targets(lock),
+                reruns=reruns,
+                starts=starts,
+                starts_figure=starts_figure,
+                run=run_info(root, params),
+                against=against_committed(root, {"claims": records}),
+            )
         )
         write_text(paths.markdown, markdown)
         write_text(paths.html, page)

@@ -35,7 +35,7 @@ PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of ever
 
 
 def perturbation() -> float:
-    """RLVR_PERTURB as a number (0 when unset): `rlvr bench --only perturbed` sets it to rerun the
+    """RLVR_PERTURB as a number (0 when unset): `rlvr verify --rerun --perturb` sets it to rerun the
     pipeline as another CPU would, with every chain's start drawn anew by rounding-sized changes."""
     raw = os.environ.get(PERTURB, "0")
     try:

@@ -8,7 +8,7 @@ from rlvr.pipeline.determinism import set_determinism, thread_budget
 from rlvr.pipeline.paths import WorkedPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
-from rlvr.report import plots
+from rlvr.report.workedplots import worked_figures
 from rlvr.worked import worked_metrics
 
 
@@ -17,7 +17,7 @@ def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # n
     with tracked("worked", None, params, {}) as mlrun:
         metrics = worked_metrics(params.worked)
         write_metrics(paths.metrics, {**metrics, "mlflow_run_id": mlrun.run_id})
-        figures = plots.worked_figures(metrics, {p.name: p for p in paths.figures})
+        figures = worked_figures(metrics, {p.name: p for p in paths.figures})
         for path in (paths.metrics, *figures):
             mlrun.log_artifact(path)
     return {"examples": sorted(metrics)}

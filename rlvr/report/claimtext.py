@@ -1,0 +1,136 @@
+"""How a judged claim is written: its rule, the book's value, ours with the interval it was decided
+on, the verdict's word and the counts line the report opens with. Words only: the verdict itself is
+rlvr.report.verdict's, the evidence rlvr.report.evidence's."""
+
+from __future__ import annotations
+
+from rlvr.report.claims import Claim
+from rlvr.report.verdict import Evidence, Judged, is_missing, num
+
+OURS_HEADER = "ours [95% interval decided on]"
+ONE_RUN_HEADER = "book as one run"  # the consistency check: shown beside the verdict, never counted
+CALIBRATED_WORDS = {"reproduced": "matched", "differs": "not matched"}
+
+
+def rule_text(row: Judged) -> str:
+    """The claim's rule with the numbers it is decided against: "|ours - 0.57| <= 0.05"."""
+    c, kind, fmt = row.claim, row.claim.kind, num
+    if kind == "exact":
+        return f"|ours - {fmt(c.book)}| <= {fmt(c.tol)}"
+    if kind == "range":
+        return f"{fmt(c.lo)} <= ours <= {fmt(c.hi)}"
+    if kind in ("greater", "less"):
+        other = row.other
+        what = (
+            f"{c.other[1]} ({fmt(other.value if other else None)})"
+            if c.other is not None
+            else fmt(c.other_value)
+        )
+        sign = ">" if kind == "greater" else "<"
+        pad = f" {'+' if kind == 'greater' else '-'} {fmt(c.margin or 0)}" if c.margin else ""
+        return f"ours {sign} {what}{pad}"
+    if kind == "close":
+        other = row.other
+        return f"|ours - {c.other[1]} ({fmt(other.value if other else None)})| <= {fmt(c.tol)}"
+    return "cited, not measured"
+
+
+def book_text(c: Claim) -> str:
+    """What the book states: a number, a range, a bound, or "—" where it gives only a direction."""
+    if c.kind == "range":
+        return f"{num(c.lo)} – {num(c.hi)}"
+    if c.kind in ("greater", "less", "close") and (c.book == 0 or c.other is not None):
+        return "—"
+    if c.kind == "greater":
+        return f"> {num(c.book)}"
+    if c.kind == "less":
+        return f"< {num(c.book)}"
+    return num(c.book)
+
+
+def interval_text(ev: Evidence) -> str:
+    """A value with its interval and where the interval comes from: "0.912 [0.90, 0.93] (3 chains)"."""
+    if ev.value is None:
+        return f"undefined ({ev.source})"
+    if ev.lo is None and ev.per_seed:  # some chains undefined: show every chain, as figures do
+        chains = ", ".join("none" if is_missing(v) else num(v) for v in ev.per_seed)
+        return f"per chain {chains} ({ev.source})"
+    if ev.lo is None or ev.lo == ev.hi:
+        return f"{num(ev.value)} ({ev.source})"
+    return f"{num(ev.value)} [{num(ev.lo)}, {num(ev.hi)}] ({ev.source})"
+
+
+def ours_text(row: Judged) -> str:
+    """Our value with the interval its verdict was decided on: "0.912 [0.90, 0.93] (3 chains)"; for
+    a claim against another metric, our value, then the paired difference the claim was decided on:
+    "0.6 (3 chains); ours − start = 0.2 [0.18, 0.22] (3 chains, paired)"."""
+    ev, tested = row.evidence, row.tested
+    if ev is None:
+        return "n/a"
+    if row.other is None or tested is None:
+        return interval_text(ev)
+    name = row.claim.other[1] if row.claim.other is not None else "other"
+    ours = "undefined" if ev.value is None else num(ev.value)
+    return f"{ours} ({ev.source}); ours − {name} = {interval_text(tested)}"
+
+
+def per_chain_text(row: Judged) -> str:
+    """ " Per chain: 0.57, 0.87, ..." for a claim measured over chains (empty otherwise): the values
+    the verdict was decided on, so for a claim against another metric the paired differences."""
+    tested, ev = row.tested, row.evidence
+    if row.claim.other is not None and tested is not None and tested.per_seed:
+        values, what = tested.per_seed, f" of ours − {row.claim.other[1]}"
+    elif ev is not None and ev.per_seed:
+        values, what = ev.per_seed, ""
+    else:
+        return ""
+    return f" Per chain{what}: " + ", ".join("none" if is_missing(v) else num(v) for v in values) + "."
+
+
+def consistency_text(row: Judged) -> str:
+    """The consistency check in words, for a claim's details ("" where it does not apply)."""
+    c = row.consistency
+    if not c:
+        return ""
+    lo, hi = c["interval"]
+    where = "inside" if c["verdict"] == "consistent" else "outside"
+    return (
+        f"book as one run: {c['verdict']} (the book's {num(row.claim.book)} lies {where} "
+        f"[{num(lo)}, {num(hi)}], the 95% interval for one new chain of ours; not counted)"
+    )
+
+
+def one_run_word(row: Judged) -> str:
+    """The consistency check's word for a table cell: consistent, not consistent, or "–"."""
+    return (row.consistency or {}).get("verdict", "–")
+
+
+def verdict_word(row: Judged) -> str:
+    """The verdict as the report prints it: a calibrated start is matched or not, never reproduced."""
+    if row.claim.category == "calibrated":
+        return CALIBRATED_WORDS.get(row.verdict, row.verdict)
+    return row.verdict
+
+
+def counts_line(by_class: dict[str, dict[str, int]], bold: bool = True) -> str:
+    """The report's first line: the measured claims first, then each other kind in its own terms."""
+    b = (lambda t: f"**{t}**") if bold else (lambda t: t)
+
+    def tally(c: dict, words: dict) -> str:
+        total = sum(c.values())
+        if c["reproduced"] == total:
+            return f"all {total} {words.get('reproduced', 'reproduced')}"
+        shown = [
+            f"{c[v]} {words.get(v, v)}" for v in ("reproduced", "differs", "inconclusive", "missing") if c[v]
+        ]
+        return ", ".join(shown) + f" (of {total})"
+
+    m, cal, cf = by_class["measured"], by_class["calibrated"], by_class["closed-form"]
+    parts = [
+        b(f"Measured claims: {tally(m, {'differs': 'differ'})}") + " (training and evaluation outcomes)",
+        f"calibrated starts: {tally(cal, CALIBRATED_WORDS)} (inputs chosen so the start matches the "
+        "chapter's: not findings)",
+        f"closed-form and worked examples: {tally(cf, {'differs': 'differ'})}",
+        f"cited facts: {by_class['cited']['cited']} (no verdict)",
+    ]
+    return "; ".join(parts) + "."

@@ -1,0 +1,499 @@
+"""The report's layout: which sections, in which order, built from judged claims and the results.
+
+`build` turns a `ReportData` (everything the report stage read) into blocks of rlvr.report.document,
+section by section: the counts and the header, the summary, the controlled starts and where the
+variance lives, the verdicts by chapter, the GRPO variants, the figures, the per-problem picture, the
+candidate starts, the reward-hacking samples, the reruns in a fresh clone and the benchmarks.
+`render` writes them as Markdown and as one HTML page. The words of a claim come from
+rlvr.report.claimtext, the tables from rlvr.report.tables, benchtables and reruns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.report.benchtables import bench_blocks
+from rlvr.report.chains import chain_rows, controlled_rows, variance_rows
+from rlvr.report.claims import CATEGORIES
+from rlvr.report.claimtext import (
+    ONE_RUN_HEADER,
+    OURS_HEADER,
+    book_text,
+    consistency_text,
+    counts_line,
+    one_run_word,
+    ours_text,
+    per_chain_text,
+    rule_text,
+    verdict_word,
+)
+from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
+from rlvr.report.evidence import class_counts, summary_counts
+from rlvr.report.reruns import rerun_blocks
+from rlvr.report.tables import (
+    START_KEYS,
+    VARIANT_KEYS,
+    cell,
+    problem_tables,
+    start_rows,
+    starts_rows,
+    twin_notes,
+    variant_rows,
+)
+from rlvr.report.verdict import Judged, num, reason
+
+CHAPTERS = {"A": "Chapter A: reasoning RL, RLVR and GRPO", "B": "Chapter B: RLVR and GRPO"}
+VERDICT_ORDER = ("differs", "inconclusive", "missing", "reproduced", "cited")
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows. figures: [{"name", "png": bytes, "caption", "provenance",
+    "chapter": "A"/"B", "kind": "curves"/"result"}] in display order; the optional parts are None
+    where their file is absent."""
+
+    rows: list[Judged]  # every claim, judged (rlvr.report.evidence.judge_all)
+    figures: list[dict]
+    metrics: dict[str, Any]  # reports/metrics: {file name: parsed JSON}
+    samples: dict | None = None  # the hack stage's sample tables
+    bench: dict | None = None  # reports/benchmarks.json
+    problems: dict | None = None  # reports/passk-counts.json
+    bench_figure: dict | None = None  # the scaling figure drawn from `bench` (a figure dict as above)
+    configs: dict[str, dict] = field(default_factory=dict)  # each GRPO variant's settings (`twin_notes`)
+    reruns: dict | None = None  # reports/rerun.json: `rlvr verify --rerun [--perturb]`'s records
+    starts: dict | None = None  # `rlvr starts`' results
+    starts_figure: dict | None = None
+    run: dict | None = None  # where and with what it was made (`header_line`)
+    against: dict | None = None  # the comparison with the committed results (rlvr.report.moves)
+    targets: dict[str, float | None] = field(default_factory=dict)  # each SFT run's start target
+
+
+def header_line(run: dict) -> str:
+    """Which run this report is: the code's commit and whether the workspace differs from it, when,
+    on what machine, with which library versions."""
+    changed = run.get("changed")
+    state = (
+        "unknown state (not a git checkout)"
+        if changed is None
+        else "as committed"
+        if not changed
+        else f"with uncommitted changes to {', '.join(changed[:4])}" + (" ..." if len(changed) > 4 else "")
+    )
+    return (
+        f"Made by stage `report` on {run['date']} from code at commit `{run['commit']}` ({state}); "
+        f"machine: {run['cpu']}, {run['cores']} cores, stages at {run['threads']} threads; "
+        f"torch {run['torch']}, DVC {run['dvc']}, MLflow {run['mlflow']}, Python {run['python']}. "
+        "Stages DVC found cached ran earlier: `rlvr provenance <file>` names each one's MLflow run."
+    )
+
+
+def moved_blocks(against: dict) -> list:
+    """The comparison with the committed results: which claims moved, by the rule a rerun on
+    another CPU is held to (rlvr.report.moves)."""
+    from rlvr.report.moves import moved_lines
+
+    lines = moved_lines(against)
+    head = (
+        f"**Against the results committed at `{against['commit']}`:** "
+        f"{len(against['flips'])} verdict(s) flipped between reproduced and differs (none may), "
+        f"{len(against['moves'])} moved to or from inconclusive, "
+        f"{len(against['numbers_outside'])} value(s) outside the committed interval or tolerance."
+    )
+    if not lines:
+        return [Para(head + " Nothing moved.")]
+    return [Para(head), Bullets(lines)]
+
+
+def figure_blocks(figures: list[dict]) -> list:
+    return [
+        Figure(f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"))
+        for f in figures
+    ]
+
+
+def _anchor(claim_id: str) -> str:
+    return "claim-" + re.sub(r"[^\w-]", "-", claim_id)
+
+
+def claim_table(rows: list[Judged], cls: str) -> Table:
+    """The claims of one chapter, each row a link target (the summary links to it), its details the
+    chapter's words, the rule, why that tolerance and the metric."""
+    return Table(
+        ["id", "claim", "kind", "book", OURS_HEADER, "verdict", ONE_RUN_HEADER],
+        [
+            [
+                r.claim.id,
+                r.claim.text,
+                r.claim.category,
+                book_text(r.claim),
+                ours_text(r),
+                verdict_word(r),
+                one_run_word(r),
+            ]
+            for r in rows
+        ],
+        cls,
+        [r.verdict for r in rows],
+        [_details(r) for r in rows],
+        "the chapter's words, rule, why, source",
+        [_anchor(r.claim.id) for r in rows],
+    )
+
+
+def _details(r: Judged) -> str:
+    c = r.claim
+    return (
+        f"the chapter: “{c.quote}” · rule: {rule_text(r)} · why: {c.why} · source: "
+        + (f"`{c.metric[0]}` `{c.metric[1]}`" if c.metric is not None else "the chapter")
+        + (f" · {consistency_text(r)}" if r.consistency else "")
+        + (f" · note: {c.note}" if c.note else "")
+    )
+
+
+SUMMARY_RULE = (
+    "The chapters' headline results. Training and evaluation claims are decided on the 95% "
+    "interval over chains (chain s: SFT seed s, stopped at its start's target on validation "
+    "problems, then every variant trained from it, then its pass@k counts), so the interval "
+    "includes what is left of the start's variance; a claim against another "
+    "metric is decided on the interval of the per-chain differences. **reproduced**: the whole "
+    "interval lies inside what the claim allows (the book's value ± its tolerance, its range or "
+    "its bound); **differs**: the whole interval lies outside it; **inconclusive**: it lies across "
+    "a bound (a claim with a chain that gives no value is never reproduced). Beside the verdict "
+    "and never counted, “book as one run” says whether the book's number lies in the 95% "
+    "interval for one new chain of ours "
+    "(mean ± t·s·√(1 + 1/n)): **consistent** or **not consistent**. The book's number is one "
+    "run, and the more our chains spread the more numbers are consistent, so it decides nothing."
+)
+
+
+def summary_blocks(rows: list[Judged]) -> list:
+    """The headline claims, then one line per claim that differs or is undecided, with its reason."""
+    headline = sorted(
+        (r for r in rows if r.claim.headline), key=lambda r: list(CATEGORIES).index(r.claim.category)
+    )
+    blocks: list = [
+        Heading("Summary", 2, "summary"),
+        Para(SUMMARY_RULE),
+        Table(
+            ["claim", "kind", "book", OURS_HEADER, "verdict", ONE_RUN_HEADER],
+            [
+                [
+                    f"**{r.claim.id}** {r.claim.text}",
+                    r.claim.category,
+                    book_text(r.claim),
+                    ours_text(r),
+                    verdict_word(r),
+                    one_run_word(r),
+                ]
+                for r in headline
+            ],
+            "headline",
+            [r.verdict for r in headline],
+        ),
+    ]
+    off = sorted(
+        (r for r in rows if r.verdict in ("differs", "inconclusive", "missing")),
+        key=lambda r: (VERDICT_ORDER.index(r.verdict), r.claim.id),
+    )
+    if off:
+        blocks += [
+            Para("**Where we differ, or cannot tell:**"),
+            Bullets(
+                [
+                    f"[{r.claim.id}](#{_anchor(r.claim.id)}) ({r.claim.category}, {verdict_word(r)}): "
+                    f"{r.claim.text} {reason(r)}.{per_chain_text(r)}"
+                    + (f" **Why:** {r.claim.note}" if r.claim.note else "")
+                    for r in off
+                ]
+            ),
+        ]
+    return blocks
+
+
+CONTROLLED_STARTS = (
+    "Each chain's SFT keeps its run's recipe (under-training on true answers, or fitting noisy "
+    "labels) and stops where its validation value reaches the run's target: the expected "
+    "sampled accuracy at T = 1, computed exactly from the model's answer probabilities "
+    "(no sampling noise), on validation problems disjoint from training and from the 300 "
+    "test problems (chapter A: on its 55 prompts, the chapter's own measure). Of the check "
+    "that reaches the target and the one before it, the nearer is the start. The test-side "
+    "value beside it is measured afterwards with fresh samples. A chain whose step cap came "
+    "first is listed as missed, never dropped."
+)
+VARIANCE = (
+    "For each measured claim, the SD that one chain's value owes to each source: the spread "
+    "of the SFT starts (what is left between chains after the rest), the GRPO seeds of one "
+    "start (from the headline variants' two seeds per chain) and the evaluation (the model's "
+    "own samples redrawn). The last column is the half-width of the 95% interval the claim "
+    "was decided on: more chains shrink it by the square root of their number, more samples "
+    "only its evaluation share."
+)
+
+
+def chain_blocks(rows: list[Judged], metrics: dict[str, Any], targets: dict[str, float | None]) -> list:
+    """The controlled starts (every chain's stop, its validation and test-side values) and where the
+    variance of each claim's metric lives."""
+    blocks: list = []
+    starts = controlled_rows(metrics, targets)
+    if starts:
+        blocks += [
+            Heading("Controlled starts", 2, "controlled-starts"),
+            Para(CONTROLLED_STARTS),
+            Table(
+                ["run", "target", "reached", "validation at the stop", "SFT steps", "test side"],
+                starts,
+                "starts",
+            ),
+            Details(
+                "every chain",
+                [
+                    Table(
+                        ["run", "chain", "steps", "validation", "stop", "test side"],
+                        chain_rows(metrics, targets),
+                        "chains",
+                    )
+                ],
+            ),
+        ]
+    spread = variance_rows(rows)
+    if spread:
+        blocks += [
+            Heading("Where the variance lives", 2, "variance"),
+            Para(VARIANCE),
+            Table(
+                ["claim", "metric", "starts", "GRPO", "evaluation", "largest", "interval ±", "verdict"],
+                spread,
+                "variance",
+            ),
+        ]
+    return blocks
+
+
+def verdict_blocks(rows: list[Judged]) -> list:
+    """Every claim, by chapter, the claims that differ first."""
+    blocks: list = [
+        Heading("Verdicts", 2, "verdicts"),
+        Para(
+            "Grouped by chapter, the claims that differ first. Open a row's details for the rule it was "
+            "decided by, why that tolerance, and the metrics file and key (`rlvr provenance <file>` says "
+            "which stage, params and MLflow runs produced it)."
+        ),
+    ]
+    for chapter, title in CHAPTERS.items():
+        mine = sorted(
+            (r for r in rows if r.claim.chapter == chapter), key=lambda r: VERDICT_ORDER.index(r.verdict)
+        )
+        blocks += [
+            Heading(title, 3, f"verdicts-{chapter.lower()}"),
+            Para(
+                "; ".join(
+                    f"{cls}: " + ", ".join(f"{n} {v}" for v, n in c.items() if n)
+                    for cls, c in class_counts(mine).items()
+                    if any(c.values())
+                )
+            ),
+            claim_table(mine, f"verdicts {chapter.lower()}"),
+        ]
+    return blocks
+
+
+VARIANTS = (
+    "Final values, seed mean ± the half-width of the 95% t-interval over seeds; pass@1 and pass@64 "
+    "from the `passk` stage (chapter B's held-out problems, seed mean). `rlvr diff A B` compares two."
+)
+STARTS_AND_LIFTS = (
+    "Each variant beside the SFT start it trains from: the start's sampled (T = 1) and greedy "
+    "accuracy, mean over its chains, then GRPO's accuracy, its gain over the start and its k3 KL "
+    "to the reference, each ± the half-width of the 95% interval over chains (chain s is SFT seed "
+    "s, then GRPO seed s). Chapter A's two starts have about the same sampled accuracy but not the "
+    "same greedy one: `single_digit` is under-trained on true answers (the chapter's way), "
+    "`single_digit_noisy` fits corrupted labels to convergence; GRPO teaches the first and only "
+    "sharpens the second."
+)
+
+
+def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict]) -> list:
+    """The variant table, each variant beside its start, the variants that end alike and the
+    learning curves."""
+    vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
+    blocks = [
+        Heading("GRPO variants", 2, "variants"),
+        Para(VARIANTS),
+        Table(
+            vheader,
+            [
+                [v["variant"], v["task"], str(v["seeds"]), *[cell(v[h]) for h in vheader[3:]]]
+                for v in variant_rows(metrics)
+            ],
+            "variants",
+        ),
+        Heading("Starts and lifts", 3, "starts"),
+        Para(STARTS_AND_LIFTS),
+        Table(
+            [
+                "variant",
+                "start",
+                "chains",
+                "start: sampled acc",
+                "start: greedy acc",
+                *[label for _, label in START_KEYS],
+            ],
+            start_rows(metrics),
+            "starts",
+        ),
+    ]
+    twins = twin_notes(metrics, configs)
+    if twins:
+        blocks += [Para("**Variants that end alike.**"), Bullets(twins)]
+    curves = [f for f in figures if f["kind"] == "curves"]
+    if curves:
+        blocks += [Heading("Learning curves", 3, "learning-curves"), *figure_blocks(curves)]
+    return blocks
+
+
+def problem_blocks(problems: dict, passk: dict) -> list:
+    """Chapter B's per-problem picture: which held-out problems only SFT, or only a variant, solves."""
+    pp_summary, pp_lists = problem_tables(problems, passk)
+    blocks = [
+        Heading("Per-problem picture (chapter B)", 2, "problems"),
+        Para(
+            f"Held-out problems, {problems['n']} samples each for SFT and the headline variants, "
+            f"{min((problems.get('n_by_model') or {'': problems['n']}).values())} for the others (SFT "
+            'thinned to as many beside them). "Never" means no correct sample in any chain or seed.'
+        ),
+        Table(
+            [
+                "variant",
+                "seeds",
+                "never solved (seed mean)",
+                "solved by SFT, never by the variant",
+                "solved by the variant, never by SFT",
+            ],
+            [[str(c) for c in r] for r in pp_summary],
+            "problems",
+        ),
+    ]
+    if pp_lists.get("grpo"):
+        blocks.append(
+            Details(
+                "grpo: the problems only one side solves",
+                [
+                    Table(
+                        ["solved by", "problem", "SFT correct of n", "grpo correct, per seed"],
+                        pp_lists["grpo"],
+                        "problem-list",
+                    )
+                ],
+            )
+        )
+    return blocks
+
+
+def starts_blocks(starts: dict, figure: dict | None) -> list:
+    """Chapter B's candidate starts (`rlvr starts`): which start the pipeline uses and why (the SFT
+    side only), and what GRPO made of each."""
+    t = starts["targets"]
+    agree = starts["sft_side_choice"] == starts["pipeline_start"]
+    blocks = [
+        Heading("Chapter B: candidate starts", 2, "starts-b"),
+        Para(
+            f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start "
+            "over its chains, "
+            f"{starts['problems']} held-out problems, n = {starts['n']}. The start: {starts['rule']} (the "
+            f"chapter: never solved {num(t['never_solved'])}, pass@64 {num(t['pass_at_n'])}). Chosen: "
+            f"`{starts['sft_side_choice']}`; the pipeline's start "
+            f"(`passk.sft`) is `{starts['pipeline_start']}`"
+            + (", the same." if agree else ": they differ.")
+            + f" Then `{starts['variant']}` was trained from every chain of every candidate."
+        ),
+        Table(
+            [
+                "start",
+                "chains",
+                "pass@1 SFT → GRPO",
+                "pass@64 SFT → GRPO",
+                "never solved SFT → GRPO",
+                "crossover k per chain",
+                "solved only by SFT / only by GRPO",
+            ],
+            starts_rows(starts),
+            "starts-b",
+        ),
+    ]
+    if figure is not None:
+        blocks += figure_blocks([figure])
+    return blocks
+
+
+def sample_blocks(samples: dict) -> list:
+    """The reward-hacking samples of the first seed: its responses at the start and end of training."""
+    seed = next(iter(samples["samples"]))
+    inner = []
+    for step, rows_s in samples["samples"][seed].items():
+        inner += [
+            Para(f"**step {step}**"),
+            Table(
+                ["prompt", "answer", "response", "substring reward", "exact"],
+                [
+                    [
+                        s["prompt"],
+                        s["answer"],
+                        repr(s["response"]),
+                        str(s["substring_reward"]),
+                        str(s["exact"]),
+                    ]
+                    for s in rows_s
+                ],
+                "samples",
+            ),
+        ]
+    return [
+        Heading("Reward hacking: sampled responses", 2, "hack-samples"),
+        Details(f"seed {seed}: responses at the start and the end of training", inner),
+    ]
+
+
+def build(data: ReportData) -> list:
+    """The report as blocks (rlvr.report.document), section by section."""
+    rows = data.rows
+    blocks: list = [
+        Heading("rlvr-repro report", 1),
+        Para(counts_line(class_counts(rows)), "counts"),
+        Para(
+            f"Every number of the two chapters that a program can compute or measure ({len(rows)} "
+            "claims), beside our value and a verdict. " + (header_line(data.run) if data.run else "")
+        ),
+        *(moved_blocks(data.against) if data.against is not None else []),
+        Contents(3),  # a compact, three-column list
+        *summary_blocks(rows),
+        *chain_blocks(rows, data.metrics, data.targets),
+        *verdict_blocks(rows),
+        *variant_blocks(data.metrics, data.figures, data.configs),
+    ]
+    for chapter, title in CHAPTERS.items():
+        result = [f for f in data.figures if f["chapter"] == chapter and f["kind"] == "result"]
+        if result:
+            blocks += [Heading(f"Figures: {title}", 2, f"figures-{chapter.lower()}"), *figure_blocks(result)]
+    if data.problems:
+        blocks += problem_blocks(data.problems, data.metrics.get("passk.json", {}))
+    if data.starts:
+        blocks += starts_blocks(data.starts, data.starts_figure)
+    if data.samples:
+        blocks += sample_blocks(data.samples)
+    if data.reruns:
+        blocks += rerun_blocks(data.reruns)
+    if data.bench:
+        blocks += bench_blocks(data.bench, figure_blocks([data.bench_figure]) if data.bench_figure else [])
+    return blocks
+
+
+def render(data: ReportData) -> tuple[str, str, dict]:
+    """(Markdown, self-contained HTML, verdict counts) of the report: `build`'s blocks written out."""
+    blocks = build(data)
+    return (
+        markdown(blocks, "report-figures"),
+        html_page(blocks, "rlvr-repro report"),
+        summary_counts(data.rows),
+    )
