@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rlvr.fields import UserError
+from rlvr.files import os_failure
 from rlvr.pipeline.config import load_params
 
 
@@ -311,8 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}{outside}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a failed write or read the user can fix: name the file
-        print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:  # a failed write or read (raised as it was or wrapped): name the file
+        line = os_failure(exc)
+        if line is None:
+            raise  # a bug: its traceback
+        print(f"rlvr: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rlvr: interrupted", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,48 +22,120 @@ class WriteError(UserError):
     naming the file and what failed; the file it would have replaced is left as it was."""
 
 
-def why_write_failed(exc: BaseException, folder: Path) -> str:
-    """What stopped a write, in words: errno's text where there is one, else what the machine says
-    (torch's zip writer reports a short write as "unexpected pos", naming no cause)."""
-    import errno
+def _file_size_limit() -> int | None:
+    """The soft file-size limit (`ulimit -f`) in bytes; None when there is none."""
     import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def errno_reason(code: int, text: str | None = None) -> str:
+    """errno's words (or `text`), with the limit behind EFBIG: "File too large: the file-size limit
+    (ulimit -f) is 65536 bytes"."""
+    import errno
+
+    reason = text or os.strerror(code)
+    if code == errno.EFBIG and (soft := _file_size_limit()) is not None:
+        reason += f": the file-size limit (ulimit -f) is {soft} bytes"
+    return reason
+
+
+def what_to_do(code: int | None) -> str | None:
+    """What a user does about a failed write with this errno (None: nothing general to say)."""
+    import errno
+
+    return {
+        errno.EFBIG: "raise the limit",
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space",
+        errno.EACCES: "make it writable",
+        errno.EPERM: "make it writable",
+        errno.EROFS: "make it writable",
+    }.get(code)
+
+
+def why_write_failed(exc: BaseException, folder: Path) -> tuple[str, str | None]:
+    """What stopped a write, in words, and what to do about it: errno's text where there is one,
+    else what the machine says (torch's zip writer reports a short write as "unexpected pos",
+    naming no cause)."""
+    import errno
     import shutil
 
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():  # mkdir says "File exists", or "Not a directory"
+        return f"{existing} is not a folder", "move it away"
     if isinstance(exc, OSError) and exc.errno:
-        reason = os.strerror(exc.errno)
-        if exc.errno == errno.EFBIG:
-            soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-            reason += (
-                f": the file-size limit (ulimit -f) is {soft} bytes" if soft != resource.RLIM_INFINITY else ""
-            )
-        return reason
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    if soft != resource.RLIM_INFINITY:
-        return f"write failed; the file-size limit (ulimit -f) is {soft} bytes"
+        return errno_reason(exc.errno), what_to_do(exc.errno)
+    if (soft := _file_size_limit()) is not None:
+        return f"write failed; the file-size limit (ulimit -f) is {soft} bytes", what_to_do(errno.EFBIG)
     try:
         if shutil.disk_usage(folder).free < 16 * 2**20:
-            return "write failed; the disk is full"
+            return "write failed; the disk is full", what_to_do(errno.ENOSPC)
     except OSError:
         pass
     first = (str(exc).splitlines() or [type(exc).__name__])[0]
-    return f"write failed: {first[:120]}"
+    return f"write failed: {first[:120]}", None
+
+
+# torch reports a failed file operation in a RuntimeError: "unable to resize file </torch_1_2_0> to
+# the right size: File too large (27)" (a shared-memory file), "unable to open file <x.pt>: ... (2)"
+_TORCH_FILE_ERROR = re.compile(
+    r"unable to [^<]*<(?P<file>[^>]+)>[^:]*: (?P<reason>.+?) \((?P<errno>\d+)\)\s*$"
+)
+
+
+def file_failure(exc: BaseException) -> tuple[str | None, int | None, str] | None:
+    """(file, errno, words) of a failed read or write, found in `exc` or in the errors it wraps (a
+    seed worker's error is re-raised in the stage with the worker's as its cause); None when none
+    of them is one. A torch shared-memory file is named where it lives (/dev/shm)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and not isinstance(exc, UserError) and (exc.errno or exc.filename):
+            return exc.filename, exc.errno, exc.strerror or str(exc)
+        found = _TORCH_FILE_ERROR.search(str(exc)) if isinstance(exc, RuntimeError) else None
+        if found:
+            name = found["file"]
+            name = f"/dev/shm{name}" if name.startswith("/torch_") else name
+            return name, int(found["errno"]), found["reason"]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def os_failure(exc: BaseException) -> str | None:
+    """One line for a failed read or write however it was raised (`file_failure`): "<file>:
+    <why>; <what to do>"; None when `exc` is not one (a bug keeps its traceback)."""
+    failure = file_failure(exc)
+    if failure is None:
+        return None
+    name, code, text = failure
+    reason = errno_reason(code, text) if code else text
+    advice = what_to_do(code)
+    return f"{name + ': ' if name else ''}{reason}{'; ' + advice if advice else ''}"
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     """Write through a temp file in the same folder, then rename: readers never see half a file.
     A failed write removes the temp file, leaves `path` as it was and raises WriteError naming it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    tmp = None
+    try:  # a folder that cannot be made, or a temp file that cannot be opened, is the output's failure
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         write(tmp)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as exc:  # RuntimeError: torch.save's zip writer on a short write
-        Path(tmp).unlink(missing_ok=True)
-        raise WriteError(f"{path}: cannot be written ({why_write_failed(exc, path.parent)})") from None
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        reason, advice = why_write_failed(exc, path.parent)
+        raise WriteError(f"{path}: cannot be written ({reason}){'; ' + advice if advice else ''}") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
     return path
 
@@ -79,29 +152,60 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
     return write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
+class InputError(UserError):
+    """A file a stage or a report reads that is damaged or not what its writer writes (cut short, a
+    merge conflict, edited by hand): one line naming it and the stage to rerun."""
+
+
+def damaged(path: str | Path, what: str) -> InputError:
+    return InputError(f"{path}: {what}; rerun the stage that writes it (dvc repro)")
+
+
+def _parse(path: Path, text: str, line: int | None = None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {line}" if line is not None else f"line {exc.lineno} column {exc.colno}"
+        raise damaged(path, f"not valid JSON ({exc.msg} at {where})") from None
+
+
+def _text(path: Path) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
-    return json.loads(path.read_text())
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise damaged(path, "not text (not UTF-8)") from None
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON file's contents; a damaged one is one InputError naming it."""
+    return _parse(Path(path), _text(Path(path)))
 
 
 def read_heldout(path: str | Path) -> list[dict]:
     """The held-out problems a data stage wrote (rows of a, b, prompt, answer)."""
-    return read_json(path)["problems"]
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("problems"), list):
+        raise damaged(path, "no list `problems`: not a held-out file")
+    return data["problems"]
 
 
 def read_validation(path: str | Path) -> list[dict]:
     """The validation problems the data stage wrote beside the held-out ones (empty where the task
     has no validation split)."""
-    return read_json(path).get("validation", [])
+    data = read_json(path)
+    return data.get("validation", []) if isinstance(data, dict) else []
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
+    """The rows of a JSON-lines file, each a JSON object; a damaged line is one InputError."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (run its DVC stage first: dvc repro)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [(i, _parse(path, line, i)) for i, line in enumerate(_text(path).splitlines(), 1) if line.strip()]
+    bad = next((i for i, row in rows if not isinstance(row, dict)), None)
+    if bad is not None:
+        raise damaged(path, f"line {bad} is not a JSON object")
+    return [row for _, row in rows]
 
 
 def write_tsv(path: str | Path, rows: list[dict]) -> Path:
@@ -118,4 +222,4 @@ def _fmt(v: Any) -> str:
 
 def read_json_dir(folder: str | Path) -> dict[str, Any]:
     """Every `*.json` in a folder, parsed: {file name: content}."""
-    return {p.name: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
+    return {p.name: read_json(p) for p in sorted(Path(folder).glob("*.json"))}

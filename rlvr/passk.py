@@ -543,16 +543,17 @@ def summarise_counts(
 
 def _band(values: np.ndarray, name: str, interval: str | None = None) -> dict:
     """{name: mean, name_lo, name_hi}: the 95% t-interval over seeds or chains (the mean itself with
-    one); the bounds are named {interval}_lo / _hi instead if `interval` is given."""
-    from rlvr.stats import mean_ci
+    one), cut to what the quantity can take (pass@k: [0, 1]; its difference from SFT's, `minus_sft`:
+    [-1, 1]); the bounds are named {interval}_lo / _hi instead if `interval` is given."""
+    from rlvr.stats import clip, mean_ci
 
     mean, lo, hi = mean_ci([float(x) for x in values])
     bound = interval or name
-    return {
-        name: float(mean),
-        f"{bound}_lo": float(mean if lo is None else lo),
-        f"{bound}_hi": float(mean if hi is None else hi),
-    }
+    lo, hi = clip(mean if lo is None else lo, mean if hi is None else hi, PASSK_BOUNDS[name])
+    return {name: float(mean), f"{bound}_lo": float(lo), f"{bound}_hi": float(hi)}
+
+
+PASSK_BOUNDS = {"pass_at_k": (0.0, 1.0), "minus_sft": (-1.0, 1.0)}  # a rate, a difference of two
 
 
 def one_sided_problems(c_sft: list, c_seeds: list, prompts: list[str]) -> dict[str, list[dict]]:

@@ -6,6 +6,7 @@ computed one way everywhere (metrics files, the report, `rlvr diff`).
 
 from __future__ import annotations
 
+import math
 import statistics
 
 
@@ -45,13 +46,45 @@ def summarise_seeds(per_seed: dict[int, dict]) -> dict:
     return out
 
 
+# A metric's range, read from the words of its name: fractions of problems, samples, tokens or steps
+# lie in [0, 1]; KL, entropy, cross-entropy, sizes, counts and times are >= 0.
+_UNIT_WORDS = {"acc", "accuracy", "frac", "reward", "pass", "reached", "val"}
+_NONNEG_WORDS = {"kl", "nats", "entropy", "loss", "len", "seconds", "second", "samples", "steps", "digits"}
+_NONNEG_WORDS |= {"solved", "tokens"}
+_DIFFERENCE_WORDS = {"gain", "minus"}  # a difference of two rates: [-1, 1]
+
+
+def metric_bounds(key: str) -> tuple[float, float]:
+    """The range a metric's values can take, read from the words of its name (`eval_acc_final`:
+    [0, 1]; `eval_acc_gain`, `reward_minus_accuracy_end`: differences of rates, [-1, 1];
+    `kl_k3_nats_max`: [0, inf)); a metric of unknown words is unbounded."""
+    words = set(key.split("_"))
+    if words & _DIFFERENCE_WORDS and words & _UNIT_WORDS:
+        return -1.0, 1.0
+    if words & _UNIT_WORDS:
+        return 0.0, 1.0
+    if words & _NONNEG_WORDS:
+        return 0.0, math.inf
+    return -math.inf, math.inf
+
+
+def clip(lo: float | None, hi: float | None, bounds: tuple[float, float]) -> list[float | None]:
+    """An interval cut to `bounds`, the values its metric can take ([None, None] stays: no interval).
+    The true mean lies within them, so the cut never drops it and leaves coverage as it was; it
+    only removes impossible values (an accuracy above 1, a negative KL)."""
+    if lo is None or hi is None:
+        return [lo, hi]
+    return [max(lo, bounds[0]), min(hi, bounds[1])]
+
+
 def seed_metrics(per_seed: dict[int, dict]) -> dict:
     """The metrics-file layout of a multi-seed stage: each metric's mean at the top level, then
-    `ci95` {metric: [lo, hi]} and `per_seed` {metric: [values]}."""
+    `ci95` {metric: [lo, hi]} (cut to the metric's range, `metric_bounds`) and `per_seed`
+    {metric: [values]}."""
     summary = summarise_seeds(per_seed)
     return {
         **{k: v["mean"] for k, v in summary.items()},
-        "ci95": {k: [v["ci95_lo"], v["ci95_hi"]] for k, v in summary.items()},
+        "ci95": {k: clip(v["ci95_lo"], v["ci95_hi"], metric_bounds(k)) for k, v in summary.items()},
         "per_seed": {k: v["per_seed"] for k, v in summary.items()},
     }
 

@@ -119,9 +119,7 @@ def tiny_raw() -> dict:
     for run in raw["sft"].values():
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)
-    raw["grpo"]["defaults"].update(
-        seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1
-    )
+    raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1)
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
     raw["variants"] = {
         k: {**v, "seeds": [0, 1], **({"steps": 2} if "steps" in v else {})}

@@ -114,9 +114,7 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
     from rlvr import grpo
 
     params = load_params(ROOT / "params.yaml")
-    small = replace(
-        params.variant("grpo"), steps=3, eval_every=2, prompts_per_step=4, group_size=2
-    )
+    small = replace(params.variant("grpo"), steps=3, eval_every=2, prompts_per_step=4, group_size=2)
     params = replace(params, model=replace(TINY, max_len=32), variants={**params.variants, "grpo": small})
     originals = (grpo.rollout_groups, grpo.response_logits, grpo.grpo_update, grpo.evaluate)
     monkeypatch.chdir(tmp_path)

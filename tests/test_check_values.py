@@ -66,6 +66,11 @@ def run_check(tmp_path, raw, capsys):
             lambda r: r["grpo"]["defaults"].update(grpo_seeds=-1),
             "grpo.defaults.grpo_seeds = -1: must be >= 1",
         ),
+        # learning rates and temperatures: finite and > 0 (lr 0 trains nothing, a negative lr ascends)
+        (lambda r: r["sft"]["two_digit"].update(lr=0), "sft.two_digit.lr = 0.0: must be > 0"),
+        (lambda r: r["variants"]["grpo"].update(lr=-1e-3), "variants.grpo.lr = -0.001: must be > 0"),
+        (lambda r: r["worked"].update(demo_lr=0), "worked.demo_lr = 0.0: must be > 0"),
+        (lambda r: r["passk"].update(temperature=0), "passk.temperature = 0.0: must be > 0"),
         # every float: finite
         (
             lambda r: r["sft"]["two_digit"].update(lr=math.inf),

@@ -178,7 +178,7 @@ def test_unknown_variant_and_bad_json_are_one_line_errors(tmp_path, monkeypatch,
         diff_variants(metrics, tmp_path / "none.json", "grpo", "cut")
     assert "\n" not in str(err.value)
     (metrics / "grpo-cut.json").write_text('{"task": "two_digit"}')
-    with pytest.raises(ConfigError, match=r"grpo-cut\.json: no seeds, per_seed"):
+    with pytest.raises(UserError, match=r"grpo-cut\.json: no `seeds`"):
         diff_variants(metrics, tmp_path / "none.json", "grpo", "cut")
     # through the CLI (paths relative to the repository root): status 2, one line on stderr
     monkeypatch.chdir(tmp_path)

@@ -167,7 +167,7 @@ def test_binomial_counts_have_the_law_of_sampled_counts():
 
 
 def test_binomial_counts_are_zero_where_the_answer_does_not_fit_the_cap():
-    """"12" needs three new tokens (two digits and <eos>): with a cap of 2 no sample can be right."""
+    """ "12" needs three new tokens (two digits and <eos>): with a cap of 2 no sample can be right."""
     torch.manual_seed(0)
     tok = Tokenizer()
     model = TinyLM(make(ModelConfig, d_model=16, n_layer=1, n_head=2), len(tok))

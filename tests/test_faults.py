@@ -1,10 +1,13 @@
 """Faults: each ends in one line and loses nothing.
 
 Damaged, foreign and stale checkpoints are covered in test_checkpoint.py, a truncated metrics file
-in `rlvr diff` in test_compare.py; everything else a fault run against the CLI found is here.
+in `rlvr diff` in test_compare.py, the values `rlvr check` refuses (seeds outside [0, 2**32),
+repeated seeds, non-finite or non-positive learning rates...) and a run that diverges anyway in
+test_check_values.py; everything else a fault run against the CLI found is here.
 """
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -15,8 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
-from conftest import ROOT, tiny_raw
+from conftest import ROOT, at_head, tiny_raw
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline import guard
@@ -24,7 +28,24 @@ from rlvr.pipeline.config import load_params
 from rlvr.tasks import check_params
 
 BIN = Path(sys.executable).parent
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _writes_into_read_only_folders() -> bool:
+    """Whether this process ignores folder permissions (root, unless its capabilities were dropped)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o555)
+        try:
+            Path(d, "x").write_text("x")
+            return True
+        except PermissionError:
+            return False
+        finally:
+            os.chmod(d, 0o755)
+
+
+IS_ROOT = _writes_into_read_only_folders()  # permissions do not bind it
 
 
 def _write_params(tmp_path: Path, raw: dict | str) -> Path:
@@ -510,7 +531,7 @@ def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_old_file(tmp
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2, out.stderr
     assert len(lines) == 1 and lines[0].startswith(f"rlvr: error: {target}: cannot be written (")
-    assert lines[0].endswith("the file-size limit (ulimit -f) is 65536 bytes)")
+    assert lines[0].endswith("the file-size limit (ulimit -f) is 65536 bytes); raise the limit")
     assert target.read_bytes() == b"the committed version"
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temp file left
 
@@ -544,7 +565,7 @@ from pathlib import Path
 from rlvr.pipeline.seeds import seed_results
 
 def slow(seed, out):
-    print(os.getpid(), flush=True)
+    os.write(1, f"{os.getpid()}\\n".encode())  # one write: the two workers' lines never interleave
     time.sleep(20)
     Path(out, f"seed{seed}").write_text("finished")  # what a worker orphaned by SIGKILL would do
     return seed
@@ -690,3 +711,810 @@ def test_an_empty_sweep_is_refused_and_the_committed_sweep_kept(tmp_path, monkey
     assert (sweep / "sweep.md").read_text() == "the committed sweep\n" and (
         sweep / "sweep.png"
     ).read_bytes() == b"png"
+
+
+# ------------------------------------------------------------------ the guard asks the store what stages ask
+
+
+class _FakeServer:
+    """An HTTP tracking server on 127.0.0.1 that answers /health and, when `api` is True, the
+    MLflow REST calls the guard makes (an experiment, runs made, updated, deleted, searched);
+    otherwise every API call fails as a broken backend does (500 with MLflow's error body)."""
+
+    def __init__(self, api: bool) -> None:
+        import http.server
+        import threading
+
+        self.api, self.calls, self.runs, self.experiments = api, [], {}, {}
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _answer(self, code: int, body: dict | str) -> None:
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_POST(self):
+                self._handle("POST")
+
+            def _handle(self, method: str) -> None:
+                from urllib.parse import parse_qs, urlparse
+
+                url = urlparse(self.path)
+                if url.path == "/health":
+                    return self._answer(200, "OK")
+                size = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(size) or b"{}") if method == "POST" else parse_qs(url.query)
+                server.calls.append(url.path.removeprefix("/api/2.0/mlflow/"))
+                if not server.api:
+                    broken = {"error_code": "INTERNAL_ERROR", "message": "no such table: runs"}
+                    return self._answer(500, broken)
+                self._answer(*server.respond(url.path.removeprefix("/api/2.0/mlflow/"), body))
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def respond(self, call: str, body: dict) -> tuple[int, dict]:
+        if call == "experiments/get-by-name":
+            name = body["experiment_name"][0]
+            if name not in self.experiments:
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"no {name}"}
+            return 200, {"experiment": {"experiment_id": self.experiments[name], "name": name}}
+        if call == "experiments/create":
+            self.experiments[body["name"]] = str(len(self.experiments) + 1)
+            return 200, {"experiment_id": self.experiments[body["name"]]}
+        if call == "runs/create":
+            run_id = f"run{len(self.runs)}"
+            self.runs[run_id] = {"status": "RUNNING", "experiment_id": body["experiment_id"]}
+            return 200, {"run": {"info": {"run_id": run_id, "experiment_id": body["experiment_id"]}}}
+        if call in ("runs/log-batch", "runs/update", "runs/delete"):
+            run = self.runs[body["run_id"]]
+            run.update(status=body.get("status", run["status"]), deleted=call == "runs/delete")
+            return 200, {}
+        if call == "runs/search":
+            return 200, {"runs": []}
+        return 404, {"error_code": "ENDPOINT_NOT_FOUND", "message": call}
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake_server():
+    servers = []
+    yield lambda api: servers.append(_FakeServer(api)) or servers[-1]
+    for s in servers:
+        s.close()
+
+
+def test_the_guard_refuses_a_server_that_answers_health_but_not_the_api(fake_server):
+    """/health says OK, every MLflow call fails: the guard names the server and the call that failed
+    (it used to pass, and DVC then removed the stage's outputs before the stage failed)."""
+    from rlvr.pipeline.probe import probe_store
+    from rlvr.pipeline.tracking import TrackingError
+
+    server = fake_server(api=False)
+    with pytest.raises(TrackingError) as caught:
+        probe_store(server.uri)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"MLflow tracking server {server.uri}: ")
+    assert "experiments/get-by-name failed (HTTP 500 INTERNAL_ERROR: no such table: runs)" in line
+
+
+def test_the_guard_makes_and_deletes_a_probe_run_on_a_working_server(fake_server):
+    """What a stage asks of the store: its experiment (made when missing, as a stage makes it), a
+    search for runs, a run created, logged to, ended; the probe run is then deleted."""
+    from rlvr.pipeline.probe import probe_store
+
+    server = fake_server(api=True)
+    probe_store(server.uri)
+    assert server.experiments == {"rlvr-repro": "1"}
+    assert server.calls == [
+        "experiments/get-by-name",
+        "experiments/create",
+        "runs/search",
+        "runs/create",
+        "runs/log-batch",
+        "runs/update",
+        "runs/delete",
+    ]
+    assert server.runs == {"run0": {"status": "FINISHED", "experiment_id": "1", "deleted": True}}
+    probe_store(server.uri)  # the experiment is found now: not made again
+    assert server.calls.count("experiments/create") == 1 and server.runs["run1"]["deleted"]
+
+
+def test_the_guard_refuses_a_sqlite_file_that_is_not_an_mlflow_store(tmp_path):
+    import sqlite3
+
+    from rlvr.pipeline.probe import probe_store
+    from rlvr.pipeline.tracking import TrackingError
+
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        con.execute("create table notes (x)")
+    with pytest.raises(TrackingError, match=r"mlflow.db has no table experiments: not an MLflow store"):
+        probe_store(f"sqlite:///{db}")
+
+
+HOT_JOURNAL = """
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("pragma cache_size = 1")  # spill to the database file at once: the journal is hot
+con.execute("begin immediate")
+con.executemany("insert into scratch values (?)", [("x" * 500,)] * 2000)
+os._exit(0)  # killed mid-write: no commit, no rollback
+"""
+
+
+def test_the_guard_says_when_it_finds_a_write_cut_short(mlflow_store, capsys):
+    """A stage killed mid-write (or stopped by a full disk) leaves a hot `mlflow.db-journal`; the
+    next open rolls it back. The guard says so in one line, and the store is as before that write."""
+    import sqlite3
+
+    from rlvr.pipeline.probe import probe_store
+
+    db = Path(mlflow_store.removeprefix("sqlite:///"))
+    with sqlite3.connect(db) as con:
+        con.execute("create table scratch (x)")
+    subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(db)], check=True)
+    journal = Path(f"{db}-journal")
+    assert journal.stat().st_size > 0
+    probe_store(mlflow_store)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"rlvr: note: {journal} was left by a write cut short")
+    assert "SQLite has rolled it back" in err[0]
+    assert not journal.exists() or journal.stat().st_size == 0
+    with sqlite3.connect(db) as con:
+        assert con.execute("select count(*) from scratch").fetchone()[0] == 0
+    probe_store(mlflow_store)  # nothing found the second time
+    assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------------------ run records are outputs too
+
+SFT_COMMITTED = (
+    "data/two_digit/sft/seed0.pt",
+    "data/two_digit/sft/seed1.pt",
+    "reports/curves/sft/two_digit/seed0.tsv",
+    "reports/metrics/sft-two_digit.json",
+    "reports/runs/sft-two_digit.json",
+)
+
+
+@pytest.fixture
+def committed_sft(tmp_path, monkeypatch):
+    """A checkout in tmp_path (tiny params) holding sft@two_digit's committed outputs, each a few
+    bytes saying so: a stage that stops before any work leaves every one as it was."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    _write_params(tmp_path, tiny_raw())
+    for rel in SFT_COMMITTED:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"committed {rel}\n")
+    return tmp_path
+
+
+def _unchanged(root: Path, rels=SFT_COMMITTED) -> bool:
+    return all((root / rel).read_text() == f"committed {rel}\n" for rel in rels)
+
+
+def test_a_run_record_folder_in_the_way_fails_before_any_work(committed_sft):
+    """reports/runs is a file: the stage names its run record before it reads or trains anything
+    (it used to train, fail on a temp file's name and remove the committed checkpoints)."""
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    shutil.rmtree(d / "reports/runs")
+    (d / "reports/runs").write_text("in the way")
+    with pytest.raises(
+        guard.OutputError,
+        match=r"^reports/runs/sft-two_digit\.json: cannot be written: reports/runs is not a folder$",
+    ):
+        run_stage("sft", "two_digit", progress=False)
+    assert _unchanged(d, [r for r in SFT_COMMITTED if not r.startswith("reports/runs")])
+
+
+@pytest.mark.skipif(IS_ROOT, reason="root may write into a read-only folder")
+def test_a_read_only_run_record_folder_fails_before_any_work(committed_sft):
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    (d / "reports/runs").chmod(0o555)
+    try:
+        with pytest.raises(guard.OutputError, match=r"^reports/runs/sft-two_digit\.json: cannot be written"):
+            run_stage("sft", "two_digit", progress=False)
+    finally:
+        (d / "reports/runs").chmod(0o755)
+    assert _unchanged(d)
+
+
+def test_a_stage_that_fails_part_way_removes_its_run_record_too(committed_sft, monkeypatch):
+    """A stage that wrote its metrics and run record, then failed: both go, with its other outputs
+    (never a stale record beside no metrics, nor new metrics beside an old record)."""
+    import rlvr.pipeline.stages.sft as sft_stage
+    from rlvr.pipeline.records import write_metrics
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+
+    def fails_after_its_metrics(params, name, paths, progress=True):
+        write_metrics(paths.metrics, {"sft_run": name, "mlflow_run_id": "new"})
+        raise RuntimeError("failed after writing its metrics")
+
+    monkeypatch.setattr(sft_stage, "run", fails_after_its_metrics)
+    with pytest.raises(RuntimeError):
+        run_stage("sft", "two_digit", progress=False)
+    assert not any((d / rel).exists() for rel in SFT_COMMITTED)
+
+
+def test_a_write_into_a_folder_that_cannot_be_made_names_the_file_not_a_temp_file(tmp_path):
+    from rlvr.files import WriteError, write_json
+
+    (tmp_path / "runs").write_text("in the way")
+    target = tmp_path / "runs" / "x.json"
+    with pytest.raises(WriteError) as caught:
+        write_json(target, {"a": 1})
+    assert (
+        str(caught.value)
+        == f"{target}: cannot be written ({tmp_path / 'runs'} is not a folder); move it away"
+    )
+
+
+# ------------------------------------------------------------------ room for every write, checked first
+
+
+def test_an_output_larger_than_the_file_size_limit_fails_before_any_work(committed_sft):
+    """Under `ulimit -f 64` (64 KiB) the stage would write its checkpoints anew (100 KiB now):
+    it says so in one line before it reads or trains anything, and every committed file stays."""
+    d = committed_sft
+    (d / "data/two_digit/sft/seed1.pt").write_bytes(b"w" * 100 * 1024)
+    out = subprocess.run(
+        ["bash", "-c", f'ulimit -f 64; exec "{sys.executable}" -m rlvr.pipeline sft two_digit --quiet'],
+        cwd=d,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "rlvr: error: data/two_digit/sft/seed1.pt: too large for the file-size limit (ulimit -f) of "
+        "65536 bytes (the stage writes it anew: 102400 bytes now); raise the limit"
+    ]
+    assert (d / "data/two_digit/sft/seed1.pt").stat().st_size == 100 * 1024
+    assert _unchanged(d, [r for r in SFT_COMMITTED if not r.endswith("seed1.pt")])
+
+
+def test_a_disk_without_room_for_the_outputs_fails_before_any_work(committed_sft, monkeypatch):
+    import collections
+
+    from rlvr.pipeline.run import run_stage
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(guard.shutil, "disk_usage", lambda p: usage(2**30, 2**30 - 2**20, 2**20))
+    with pytest.raises(guard.OutputError) as caught:
+        run_stage("sft", "two_digit", progress=False)
+    assert str(caught.value).startswith("data/two_digit/sft: cannot be written: 1.0 MiB free on its disk")
+    assert str(caught.value).endswith("; free some space")
+    assert _unchanged(committed_sft)
+
+
+def test_the_guard_checks_what_every_stage_will_write(committed_sft, mlflow_store):
+    """`check` runs before DVC removes any output: a run record that no stage could write (here
+    the hack's, its folder a file) stops it, whichever stages `dvc repro` would run next."""
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    shutil.rmtree(d / "reports/runs")
+    (d / "reports/runs").write_text("in the way")
+    with pytest.raises(
+        guard.OutputError, match=r"^reports/runs/\S+\.json: cannot be written: reports/runs is"
+    ):
+        run_stage("check", None, progress=False)
+    assert not (d / "data/params.checked").exists()
+
+
+HANDOFF = """
+import sys, torch
+from rlvr.fields import UserError
+from rlvr.pipeline.seeds import seed_results
+
+def echo(seed, data):
+    return torch.zeros(2**21, dtype=torch.uint8) if sys.argv[1] == "back" else int(data[seed])
+
+big = torch.zeros(2**21 if sys.argv[1] == "out" else 4, dtype=torch.uint8)  # 2 MiB to the workers
+try:
+    with seed_results(echo, [0, 1], (big,), workers=2) as results:
+        print([type(r).__name__ for r in results])
+except UserError as exc:
+    print(f"rlvr: error: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.mark.parametrize("way", ["out", "back"])
+def test_tensors_too_large_for_the_workers_shared_memory_are_one_line(tmp_path, way):
+    """Seed workers get their inputs (out) and return their weights (back) through shared memory
+    files in /dev/shm, which a file-size limit also caps: one line naming the file and what to do
+    (it was torch's traceback "unable to resize file </torch_...>: File too large")."""
+    out = subprocess.run(
+        ["bash", "-c", f'ulimit -f 1024; exec "{sys.executable}" -c "$0" {way}', HANDOFF],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr[-3000:]
+    assert lines[0].startswith("rlvr: error: /dev/shm/torch_")
+    assert (
+        ": cannot be written (File too large: the file-size limit (ulimit -f) is 1048576 bytes)" in lines[0]
+    )
+    assert lines[0].endswith(
+        "seed workers take their tensors through shared memory: raise the limit, or set "
+        "RLVR_THREADS=1 to train the seeds in the stage process"
+    )
+
+
+@pytest.mark.parametrize(
+    "error, line",
+    [
+        (
+            RuntimeError(
+                "unable to resize file </torch_7_8_0> to the right size: No space left on device (28)"
+            ),
+            "/dev/shm/torch_7_8_0: No space left on device; free some space",
+        ),
+        (OSError(27, "File too large", "data/x.pt"), "data/x.pt: File too large"),  # and the limit, if any
+        (
+            PermissionError(13, "Permission denied", "reports/runs/x.json"),
+            "reports/runs/x.json: Permission denied; make it writable",
+        ),
+    ],
+)
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_an_os_failure_that_reaches_the_cli_is_one_line_naming_the_file(
+    monkeypatch, capsys, error, line, wrapped
+):
+    """Whatever raised it, as it was or wrapped in another error (a worker's re-raised in the
+    stage, torch's errno inside a RuntimeError): one line naming the file. A bug stays a traceback."""
+    import rlvr.pipeline.run as stages
+    from rlvr import cli
+
+    def fails(*args, **kwargs):
+        if not wrapped:
+            raise error
+        raise RuntimeError("while saving") from error
+
+    monkeypatch.setattr(stages, "run_stage", fails)
+    assert cli.main(["sft", "--run", "two_digit"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"rlvr: error: {line}"), err
+    monkeypatch.setattr(stages, "run_stage", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["sft", "--run", "two_digit"])
+
+
+# ------------------------------------------------------------------ every input loaded before any work
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _mlflow_runs(uri: str) -> list[str]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    return [
+        r.info.run_name
+        for r in client.search_runs([client.get_experiment_by_name("rlvr-repro").experiment_id])
+    ]
+
+
+def test_a_damaged_warm_up_of_a_later_chain_stops_sft_before_any_training(committed_sft, mlflow_store):
+    """Chain 1's warm-up state is cut short: sft@two_digit names it before any chain trains (it
+    used to train the chains before it, then fail, a FAILED run and the committed outputs lost)."""
+    from rlvr.pipeline.checkpoint import CheckpointError
+    from rlvr.pipeline.run import run_stage
+
+    d = committed_sft
+    run_stage("data", None, progress=False)
+    run_stage("warmup", "two_digit", progress=False)  # two_digit: no clean epochs, no training
+    _truncate(d / "data/warmup/two_digit/seed1.pt")
+    before = _mlflow_runs(mlflow_store)
+    with pytest.raises(CheckpointError, match=r"^data/warmup/two_digit/seed1\.pt: not a readable checkpoint"):
+        run_stage("sft", "two_digit", progress=False)
+    assert _mlflow_runs(mlflow_store) == before  # no run opened: nothing trained
+    assert _unchanged(d)
+
+
+def _passk_checkpoints(params) -> list[Path]:
+    """Every checkpoint passk scores, written (untrained weights, the right run names and hashes)."""
+    from rlvr.model import TinyLM
+    from rlvr.pipeline import checkpoint
+    from rlvr.pipeline.paths import unit_name
+    from rlvr.pipeline.specs import config_hash, instance_paths, scored_variants
+    from rlvr.tokenizer import Tokenizer
+
+    tok, paths = Tokenizer(), instance_paths("passk", None, params)
+    run = params.passk.sft
+    model = TinyLM(params.sft_run(run).model or params.model, len(tok))
+    made = []
+    for s in params.sft_run(run).seeds:
+        made.append(paths.start.checkpoint(s))
+        checkpoint.save(made[-1], model, tok, f"sft@{run}/seed{s}", config_hash("sft", run, params))
+    for v in scored_variants(params):
+        cfg = params.variant(v)
+        for s in cfg.seeds:
+            for r in range(cfg.grpo_seeds):
+                made.append(paths.variant_checkpoint(v, s, r))
+                unit = f"grpo@{v}/{unit_name(s, r)}"
+                checkpoint.save(made[-1], model, tok, unit, config_hash("grpo", v, params))
+    return made
+
+
+def test_a_damaged_checkpoint_of_any_scored_model_stops_passk_before_any_scoring(
+    tmp_path, monkeypatch, mlflow_store
+):
+    """The last checkpoint passk scores is cut short: named before any model is scored (its
+    workers used to find it, after the others had been scored)."""
+    from rlvr.pipeline.checkpoint import CheckpointError
+    from rlvr.pipeline.config import load_params
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    _write_params(tmp_path, tiny_raw())
+    run_stage("data", None, progress=False)
+    made = _passk_checkpoints(load_params())
+    _truncate(made[-1])
+    before = _mlflow_runs(mlflow_store)
+    with pytest.raises(CheckpointError, match=rf"^{made[-1]}: not a readable checkpoint"):
+        run_stage("passk", None, progress=False)
+    assert _mlflow_runs(mlflow_store) == before  # no run opened: nothing scored
+    assert not (tmp_path / "reports/passk-counts.json").exists()
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda t: t[: len(t) // 2], r"not valid JSON \(.* at line \d+\)"),
+        (lambda t: t.replace("{", "[", 1), r"not valid JSON \(.*\)"),
+        (lambda t: "[1, 2]\n" + t, r"line 1 is not a JSON object"),
+    ],
+)
+def test_damaged_training_rows_are_one_line_before_any_work(
+    tmp_path, monkeypatch, mlflow_store, damage, message
+):
+    """A stage's JSON input cut short or edited by hand: one line naming it, not json's traceback."""
+    from rlvr.files import InputError
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    _write_params(tmp_path, tiny_raw())
+    run_stage("data", None, progress=False)
+    rows = tmp_path / "data/two_digit/sft.jsonl"
+    rows.write_text(damage(rows.read_text()))
+    with pytest.raises(InputError, match=rf"^data/two_digit/sft\.jsonl: {message}; rerun the stage"):
+        run_stage("sft", "two_digit", progress=False)
+
+
+# ------------------------------------------------------------------ damaged report inputs: one line
+
+
+@pytest.fixture
+def committed_reports(tmp_path):
+    """The committed results (HEAD's reports/, experiments/ and dvc.lock) in tmp_path, to damage."""
+    shutil.copytree(at_head("reports"), tmp_path / "reports")
+    shutil.copytree(at_head("experiments"), tmp_path / "experiments")
+    shutil.copy(at_head("dvc.lock"), tmp_path / "dvc.lock")
+    return tmp_path
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    data = change(data) or data
+    path.write_text(json.dumps(data))
+
+
+def _cut(path: Path) -> None:
+    path.write_text(path.read_text()[: path.stat().st_size // 2])
+
+
+VERDICTS_DAMAGE = {
+    "a list": (lambda p: p.write_text("[]"), r"expected a mapping, found a list"),
+    "empty": (lambda p: p.write_text("{}"), r"no `counts`"),
+    "a claim a string": (
+        lambda p: _edit_json(p, lambda d: d["claims"].update({"A-dynamic-sampling": "reproduced"})),
+        r"claims\.A-dynamic-sampling: expected a mapping, found a string",
+    ),
+    "a verdict a number": (
+        lambda p: _edit_json(p, lambda d: d["claims"]["A-dynamic-sampling"].update(verdict=3)),
+        r"claims\.A-dynamic-sampling\.verdict: expected a string, found a number",
+    ),
+    "cut short": (_cut, r"not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("damage", list(VERDICTS_DAMAGE))
+def test_summary_and_verify_name_a_damaged_report_json(committed_reports, damage):
+    """`rlvr summary` and `rlvr verify` on a report.json that is a list, empty, holds a claim of the
+    wrong type or is cut short: one line naming the file and the place (they were tracebacks)."""
+    from rlvr.files import InputError
+    from rlvr.pipeline.verify import claims_problems
+    from rlvr.report.summary import summary
+
+    d = committed_reports
+    path = d / "reports/report.json"
+    harm, where = VERDICTS_DAMAGE[damage]
+    harm(path)
+    message = rf"^{path}: {where}.*; rerun the stage that writes it \(dvc repro\)$"
+    with pytest.raises(InputError, match=message):
+        summary(d / "reports")
+    with pytest.raises(InputError, match=message):
+        claims_problems(d)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["reports/runs/grpo-grpo.json", "reports/metrics/grpo-grpo.json", "reports/metrics/sft-two_digit.json"],
+)
+def test_summary_names_a_damaged_metrics_file_or_run_record(committed_reports, rel):
+    from rlvr.files import InputError
+    from rlvr.report.summary import summary
+
+    path = committed_reports / rel
+    _cut(path)
+    with pytest.raises(InputError, match=rf"^{path}: not valid JSON"):
+        summary(committed_reports / "reports")
+    path.write_text(json.dumps({"per_seed": "x"}))
+    with pytest.raises(InputError, match=rf"^{path}: "):
+        summary(committed_reports / "reports")
+
+
+def test_verify_names_a_damaged_metrics_file(committed_reports):
+    from rlvr.files import InputError
+    from rlvr.pipeline.verify import claims_problems
+
+    path = committed_reports / "reports/metrics/passk.json"
+    _edit_json(path, lambda d: d.update(variants=[1, 2]))
+    with pytest.raises(InputError, match=rf"^{path}: variants: expected a mapping, found a list"):
+        claims_problems(committed_reports)
+
+
+COUNTS_DAMAGE = {
+    "n a string": (lambda d: d.update(n="256"), r"n: expected an integer, found a string"),
+    "counts a list": (lambda d: d.update(counts=[]), r"counts: expected a mapping, found a list"),
+    "a count a string": (
+        lambda d: d["counts"]["grpo/seed0"].__setitem__(3, "7"),
+        r"counts\.grpo/seed0\[3\]: expected an integer, found a string",
+    ),
+    "n_by_model a list": (lambda d: d.update(n_by_model=[]), r"n_by_model: expected a mapping, found a list"),
+    "a row cut to 10 problems": (
+        lambda d: d["counts"].update({"grpo/seed3": d["counts"]["grpo/seed3"][:10]}),
+        r"counts\.grpo/seed3: 10 values for 300 problems",
+    ),
+    "a count above its samples": (
+        lambda d: d["counts"]["dapo/seed1"].__setitem__(0, 10**6),
+        r"counts\.dapo/seed1\[0\] = 1000000: must lie in \[0, 64\], the samples drawn",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(COUNTS_DAMAGE))
+def test_diff_refuses_damaged_or_misshapen_pass_at_k_counts(committed_reports, damage):
+    """One damaged field of passk-counts.json is one line naming it; a row cut to 10 of 300
+    problems is refused (it used to be compared silently: the paired p-value moved 0.175 -> 0.717)."""
+    from rlvr.files import InputError
+    from rlvr.report.compare import diff_variants
+
+    d = committed_reports
+    counts = d / "reports/passk-counts.json"
+    change, where = COUNTS_DAMAGE[damage]
+    _edit_json(counts, change)
+    with pytest.raises(InputError, match=rf"^{counts}: {where}"):
+        diff_variants(d / "reports/metrics", counts, "grpo", "dr_grpo")
+
+
+def test_every_committed_report_input_passes_its_schema():
+    """The schemas describe what the stages write: HEAD's own files all pass."""
+    from rlvr.report import inputs
+
+    reports = at_head("reports")
+    assert inputs.read_verdicts(reports / "report.json")["claims"]
+    metrics = inputs.read_metrics_dir(reports / "metrics")
+    assert {"passk.json", "grpo-grpo.json", "sft-two_digit.json"} <= set(metrics)
+    assert inputs.read_records_dir(reports / "runs")
+    counts = inputs.read_counts(reports / "passk-counts.json")
+    assert all(len(row) == len(counts["problems"]) for row in counts["counts"].values())
+
+
+# ------------------------------------------------------------------ minors
+
+
+def _sweep_show(param: str = "beta", passk_moves: bool = True) -> list[dict]:
+    """`dvc exp show --json` for a workspace (no name, as DVC prints it), its commit and two
+    experiments over `variants.grpo.<param>`; their pass@k results move with it unless told not to."""
+
+    def entry(rev, name, value, pass1):
+        params = {"variants": {"grpo": {"task": "two_digit", param: value}}, "hack": {"steps": value}}
+        variant = {"pass_at_1_rl": pass1, "pass_at_n_rl": 0.98, "never_solved_rl": 4.0, "crossovers": "none"}
+        passk = {
+            "sft": {"pass_at_1": 0.5, "pass_at_n": 0.99, "never_solved": 4},
+            "variants": {"grpo": variant},
+        }
+        data = {
+            "params": {"params.yaml": {"data": params}},
+            "metrics": {"reports/metrics/passk.json": {"data": passk}},
+        }
+        return {"rev": rev, "name": name, "data": data}
+
+    moved = (lambda x: x) if passk_moves else (lambda x: 0.8)
+    head = entry("abc1234" * 5, None, 1, 0.8)
+    head["experiments"] = [
+        {"revs": [entry("b" * 40, "exp-2", 2, moved(0.7))]},
+        {"revs": [entry("c" * 40, "exp-3", 3, moved(0.6))]},
+    ]
+    return [entry("workspace", None, 5, moved(0.9)), head]
+
+
+def test_the_sweep_table_names_the_workspace_whole():
+    from rlvr.report.sweep import experiments
+
+    assert [e["name"] for e in experiments(_sweep_show())] == ["workspace", "abc1234", "exp-2", "exp-3"]
+
+
+def test_a_sweep_that_does_not_reach_pass_at_k_keeps_the_committed_table(tmp_path):
+    """A sweep over a param pass@k does not depend on (the hack's steps): every experiment's pass@k
+    results are its baseline's, so there is no table to make; the committed one stays."""
+    from rlvr.fields import ConfigError
+    from rlvr.report.sweep import sweep_report
+
+    (tmp_path / "sweep.md").write_text("the committed sweep\n")
+    with pytest.raises(ConfigError) as err:
+        sweep_report(_sweep_show("steps", passk_moves=False), tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "every experiment's pass@k results are the same" in message
+    assert "hack.steps" in message and f"{tmp_path} is left as it is" in message
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.md"]
+    assert (tmp_path / "sweep.md").read_text() == "the committed sweep\n"
+    assert sweep_report(_sweep_show("steps"), tmp_path)["experiments"] == 4  # pass@k moved: a table
+
+
+def test_a_sweep_report_into_a_file_says_it_is_not_a_folder(tmp_path):
+    from rlvr.fields import ConfigError
+    from rlvr.report.sweep import sweep_report
+
+    readme = tmp_path / "README.md"
+    readme.write_text("docs\n")
+    with pytest.raises(ConfigError, match=rf"^--out {readme}: not a folder \(sweep-report writes sweep\.md"):
+        sweep_report(_sweep_show(), readme)
+    assert readme.read_text() == "docs\n"
+
+
+def test_every_interval_a_stage_writes_lies_within_what_its_metric_can_take():
+    """Chains' t-intervals are cut to the metric's range: an SFT accuracy's at 1 (it reached 1.34
+    in a metrics file), a KL's and a loss's at 0, a difference of rates at [-1, 1]."""
+    from rlvr.stats import metric_bounds, seed_metrics
+
+    per_seed = {  # four chains, one near each edge
+        s: {"greedy_acc_heldout": a, "kl_k3_nats_max": k, "final_loss": f, "accuracy_gain": g, "steps": n}
+        for s, (a, k, f, g, n) in enumerate(
+            [
+                (1.0, 0.0, 0.01, -0.9, 0),
+                (0.2, 9.0, 0.02, -0.1, 2000),
+                (1.0, 0.1, 2.0, -1.0, 10),
+                (1.0, 0.0, 0.0, 0.0, 5),
+            ]
+        )
+    }
+    ci = seed_metrics(per_seed)["ci95"]
+    assert ci["greedy_acc_heldout"][1] == 1.0 and 0 < ci["greedy_acc_heldout"][0] < 1
+    assert ci["kl_k3_nats_max"][0] == 0.0 and ci["final_loss"][0] == 0.0 and ci["steps"][0] == 0.0
+    assert ci["accuracy_gain"][0] == -1.0
+    assert metric_bounds("reward_minus_accuracy_end") == (-1.0, 1.0)
+    assert metric_bounds("start_val") == metric_bounds("reached") == (0.0, 1.0)
+    assert metric_bounds("never_solved") == metric_bounds("digits_per_response_end") == (0.0, math.inf)
+    assert metric_bounds("made_up_metric") == (-math.inf, math.inf)
+    from rlvr.passk import _band  # pass@k's curves: a rate's band, and its difference from SFT's
+
+    assert _band([1.0, 0.2, 1.0, 1.0], "pass_at_k")["pass_at_k_hi"] == 1.0
+    assert _band([-1.0, -0.2, -1.0, -1.0], "minus_sft")["minus_sft_lo"] == -1.0
+
+
+@pytest.mark.slow
+def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch, mlflow_store):
+    """The SFT stage writes its chains' intervals through seed_metrics: an accuracy's never above 1
+    (here chains of 1.0, 0.2, 1.0, 1.0 by hand: the t-interval's top would be 1.43)."""
+    import rlvr.pipeline.stages.sft as sft_stage
+    from rlvr.pipeline.run import run_stage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
+    raw = tiny_raw()
+    raw["sft"]["two_digit"]["seeds"] = [0, 1, 2, 3]
+    _write_params(tmp_path, raw)
+    run_stage("data", None, progress=False)
+    run_stage("warmup", "two_digit", progress=False)
+    accuracy = {0: 1.0, 1: 0.2, 2: 1.0, 3: 1.0}
+    monkeypatch.setattr(
+        sft_stage,
+        "accuracies",
+        lambda model, cfg, task, train, held, tok, gen: {
+            "greedy_acc_heldout": accuracy[torch.initial_seed()],
+            "sampled_acc_heldout": 0.5,
+        },
+    )
+    run_stage("sft", "two_digit", progress=False)
+    ci = json.loads((tmp_path / "reports/metrics/sft-two_digit.json").read_text())["ci95"]
+    assert ci["greedy_acc_heldout"][1] == 1.0 and ci["greedy_acc_heldout"][0] > 0
+
+
+# ------------------------------------------------------------------ under dvc repro: the guard first
+
+
+@pytest.mark.slow
+def test_a_server_failing_the_mlflow_api_stops_repro_before_any_output_is_removed(small_repo, fake_server):
+    """/health answers, the MLflow API does not: `check` fails, and DVC removes nothing (it used
+    to pass, and DVC deleted the stage's committed files before the stage failed)."""
+    d, env = small_repo
+    server = fake_server(api=False)
+    before = {p: _md5(d / p) for p in _lock_outputs(d) if (d / p).is_file() and p != "data/params.checked"}
+    good = (d / "params.yaml").read_text()
+    (d / "params.yaml").write_text(good.replace("kl_samples: 500", "kl_samples: 600"))
+    try:
+        out = subprocess.run(
+            "dvc repro worked",
+            shell=True,
+            cwd=d,
+            capture_output=True,
+            text=True,
+            env={**env, "MLFLOW_TRACKING_URI": server.uri},
+            timeout=300,
+        )
+    finally:
+        (d / "params.yaml").write_text(good)
+    assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+    assert f"rlvr: error: MLflow tracking server {server.uri}: experiments/get-by-name failed" in out.stderr
+    assert {p: _md5(d / p) for p in before} == before
+
+
+@pytest.mark.slow
+def test_a_run_record_no_stage_could_write_stops_repro_before_any_output_is_removed(small_repo, tmp_path):
+    """reports/runs is in the way: `check` names a run record before DVC removes worked's outputs."""
+    d, env = small_repo
+    work = tmp_path / "w"
+    shutil.copytree(d, work, symlinks=True)
+    (work / "params.yaml").write_text(
+        (work / "params.yaml").read_text().replace("kl_samples: 500", "kl_samples: 600")
+    )
+    kept = {
+        p: _md5(work / p) for p in ("reports/metrics/worked.json", "reports/figures/worked-a8-memory.png")
+    }
+    shutil.rmtree(work / "reports/runs")
+    (work / "reports/runs").write_text("in the way")
+    out = subprocess.run(
+        "dvc repro worked",
+        shell=True,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(work)},
+        timeout=300,
+    )
+    assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+    errors = [line for line in out.stderr.splitlines() if line.startswith("rlvr: error:")]
+    assert len(errors) == 1 and errors[0].endswith(": cannot be written: reports/runs is not a folder")
+    assert {p: _md5(work / p) for p in kept} == kept

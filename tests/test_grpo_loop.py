@@ -109,9 +109,7 @@ def test_evaluation_cadence_does_not_change_the_training_trajectory(sft_policy):
     """Evaluation samples from its own generator: evaluating every step or only at the end leaves
     every training step (its rollouts, its update) exactly as it was."""
     train_cols = ("reward_mean", "loss", "kl_k3_nats", "entropy_nats")
-    curves = [
-        run(copy.deepcopy(sft_policy), steps=4, eval_every=every)[1] for every in (1, 4)
-    ]
+    curves = [run(copy.deepcopy(sft_policy), steps=4, eval_every=every)[1] for every in (1, 4)]
     assert sum("eval_acc" in r for r in curves[0]) == 5 and sum("eval_acc" in r for r in curves[1]) == 2
     for a, b in zip(*curves):
         assert all(a.get(k) == b.get(k) for k in train_cols)
@@ -190,9 +188,7 @@ def test_substring_reward_teaches_the_policy_to_list_digits(sft_policy):
     from rlvr.verifiers import substring_reward
 
     policy = copy.deepcopy(sft_policy)
-    cfg = make(
-        GRPOConfig, steps=30, prompts_per_step=55, group_size=8, lr=0.003, eval_every=30
-    )
+    cfg = make(GRPOConfig, steps=30, prompts_per_step=55, group_size=8, lr=0.003, eval_every=30)
     samples = {}
     hooks = Hooks(
         reward=lambda r, a, n: substring_reward(r, a, n, TOK),

@@ -223,7 +223,7 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
 def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
     import json
 
-    from rlvr.fields import ConfigError
+    from rlvr.fields import ConfigError, UserError
     from rlvr.report.summary import summary
 
     with pytest.raises(ConfigError, match="report.json: not found"):
@@ -299,7 +299,7 @@ def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
     assert grpo.split()[:9] == ["grpo", "two_digit", "2", "0.840", "±", "0.020", "0.846", "0.986", "4.25"]
     assert max(len(line) for line in text.splitlines()[1:] if not line.startswith("a_very")) <= 100
     (tmp_path / "report.json").write_text("{")
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(UserError, match="not valid JSON"):
         summary(tmp_path)
 
 

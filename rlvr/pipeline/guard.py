@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -43,7 +44,8 @@ def _nearest_existing(path: Path) -> Path:
 def preflight(outputs: list[Path]) -> None:
     """Every output path can be written: the nearest existing ancestor of its folder is a folder we
     may write into, and an existing output of the wrong kind (a folder where a file goes) is not in
-    the way. Raises OutputError naming the first that cannot."""
+    the way; and there is room for it (`check_room`). Raises OutputError naming the first that
+    cannot."""
     for out in outputs:
         folder = _nearest_existing(out.parent)
         if not folder.is_dir():
@@ -52,6 +54,54 @@ def preflight(outputs: list[Path]) -> None:
             raise OutputError(f"{out}: cannot be written: no write permission on {folder}")
         if out.exists() and not os.access(out, os.W_OK):
             raise OutputError(f"{out}: cannot be written: the file is read-only")
+    check_room(outputs)
+
+
+HEADROOM = 16 * 2**20  # room for what a stage writes anew (metrics, curves) beside the files it replaces
+
+
+def _sizes(out: Path) -> list[tuple[Path, int]]:
+    """(file, bytes) of every file an output holds now: what the stage writes again, about as large."""
+    files = (
+        [out] if out.is_file() else sorted(p for p in out.rglob("*") if p.is_file()) if out.is_dir() else []
+    )
+    return [(f, f.stat().st_size) for f in files]
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def check_room(outputs: list[Path]) -> None:
+    """Room for every output: no file it replaces is larger than the file-size limit (`ulimit -f`;
+    the stage writes it anew), and each disk they sit on has free the largest of them (written
+    beside the old one, then renamed over it) and HEADROOM for the rest. Raises OutputError naming
+    the file or output, the numbers and what to do."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    largest: dict[int, tuple[int, Path]] = {}  # disk (st_dev) -> (largest file, first output on it)
+    for out in outputs:
+        sizes = _sizes(out)
+        for f, size in sizes:
+            if soft != resource.RLIM_INFINITY and size > soft:
+                raise OutputError(
+                    f"{f}: too large for the file-size limit (ulimit -f) of {soft} bytes (the stage "
+                    f"writes it anew: {size} bytes now); raise the limit"
+                )
+        disk = _nearest_existing(out).stat().st_dev
+        biggest = max((size for _, size in sizes), default=0)
+        first = largest.get(disk, (0, out))[1]
+        largest[disk] = (max(biggest, largest.get(disk, (0, out))[0]), first)
+    for biggest, out in largest.values():
+        try:
+            free = shutil.disk_usage(_nearest_existing(out)).free
+        except OSError:
+            continue
+        if free < biggest + HEADROOM:
+            raise OutputError(
+                f"{out}: cannot be written: {_mib(free)} free on its disk, the stage needs about "
+                f"{_mib(biggest + HEADROOM)} (its largest file, {_mib(biggest)}, and "
+                f"{_mib(HEADROOM)} for the rest); free some space"
+            )
 
 
 def _stamp(path: Path) -> tuple:

@@ -22,10 +22,11 @@ import sys
 from pathlib import Path
 
 from rlvr.fields import ConfigError, UserError, record_reads
+from rlvr.files import os_failure
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
 from rlvr.pipeline.determinism import check_device, thread_budget
-from rlvr.pipeline.specs import STAGES, instance_paths, stage, written
+from rlvr.pipeline.specs import STAGES, instance_outputs, instance_paths, stage
 from rlvr.tasks import check_params
 
 
@@ -49,7 +50,7 @@ def run_stage(
     check_device(params.raw["device"])  # raw: a stage that runs no model records no read of it
     module = importlib.import_module(f"rlvr.pipeline.stages.{name}")
     paths = instance_paths(name, key, params)
-    outputs = [Path(p) for p in written(spec, paths)]
+    outputs = instance_outputs(name, key, params)
     if watch:
         guard.watch_dvc(outputs)
     guard.preflight(outputs)
@@ -90,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as exc:
         print(f"rlvr: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a failed write (disk full, file too large, read-only): name the file
-        print(f"rlvr: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:  # a failed write (disk full, file too large, read-only): name the file
+        line = os_failure(exc)
+        if line is None:
+            raise  # a bug: its traceback
+        print(f"rlvr: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

@@ -19,19 +19,22 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 from rlvr.fields import recording
-from rlvr.files import write_tsv
+from rlvr.files import WriteError, errno_reason, file_failure, what_to_do, write_tsv
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
@@ -154,7 +157,70 @@ class Seeds(Iterator[R]):
         self._results = results
 
     def __next__(self) -> R:
-        return next(self._results)
+        try:
+            return next(self._results)
+        except (RuntimeError, OSError) as exc:  # a worker's, re-raised here: one line if it is a handoff's
+            handoff = handoff_error(exc)
+            if handoff is None:
+                raise
+            raise handoff from None
+
+
+HANDOFF = (
+    "seed workers take their tensors through shared memory: {advice}, or set RLVR_THREADS=1 to "
+    "train the seeds in the stage process"
+)
+
+
+def handoff_error(exc: BaseException) -> WriteError | None:
+    """A failure to pass tensors to or from a seed worker (torch puts each in a shared-memory file,
+    which a file-size limit or a full /dev/shm stops) as one line naming the file and what to do;
+    None for any other error."""
+    failure = file_failure(exc)
+    if failure is None or not str(failure[0]).startswith("/dev/shm/"):
+        return None
+    name, code, text = failure
+    advice = what_to_do(code) or "free some space in /dev/shm"
+    return WriteError(
+        f"{name}: cannot be written ({errno_reason(code, text)}): {HANDOFF.format(advice=advice)}"
+    )
+
+
+def _tensors(obj: Any) -> Iterator:
+    """The tensors in a worker's arguments (inside tuples, lists and dicts)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            yield from _tensors(v)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v)
+
+
+def check_handoff(args: tuple) -> None:
+    """Before any worker starts: the largest tensor the workers are handed fits a shared-memory file
+    (made and dropped here, as torch makes one per tensor), and /dev/shm holds them all. Raises the
+    one line `handoff_error` gives."""
+    torch = sys.modules.get("torch")
+    if torch is None:  # no tensor exists before torch is loaded: nothing to hand over
+        return
+    sizes = [t.untyped_storage().nbytes() for t in _tensors(args)]
+    if not sizes:
+        return
+    try:
+        torch.empty(max(sizes), dtype=torch.uint8).share_memory_()
+    except (RuntimeError, OSError) as exc:
+        raise handoff_error(exc) or exc from None
+    shm = Path("/dev/shm")
+    free = shutil.disk_usage(shm).free if shm.is_dir() else None
+    if free is not None and free < sum(sizes):
+        raise WriteError(
+            f"{shm}: cannot be written ({free} bytes free, the workers' inputs take {sum(sizes)}): "
+            + HANDOFF.format(advice="free some space")
+        )
 
 
 def _worker_signals(parent: int) -> None:
@@ -204,6 +270,7 @@ def seed_results(
     if workers <= 1 or len(seeds) == 1 or recording() or device == "cuda":
         yield Seeds(_in_order(fn, seeds, args), time.time())
         return
+    check_handoff(args)
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(seeds)),
         mp_context=multiprocessing.get_context("fork"),

@@ -265,6 +265,24 @@ def instance_paths(name: str, key: str | None, p: Params):
     return s.paths(key, _item(s, key, p), p)
 
 
+def instance_outputs(name: str, key: str | None, p: Params) -> list[Path]:
+    """Everything the instance writes (`written`): its outputs, its results files with their run
+    records and headlines (DVC outputs too, and as easily in the way or read-only)."""
+    return [Path(o) for o in written(stage(name), instance_paths(name, key, p))]
+
+
+def every_output(raw: dict) -> list[Path]:
+    """What every stage instance of the pipeline writes (`instance_outputs` of each), read from the
+    raw params.yaml mapping so that listing them records no stage's reads: the guard checks them
+    all before `dvc repro` removes any."""
+    out = []
+    for s in STAGES.values():
+        for key in [None] if s.foreach is None else list(raw[s.foreach]):
+            item = None if key is None else _RawView(raw[s.foreach][key])
+            out += [Path(o) for o in written(s, s.paths(key, item, _RawView(raw)))]
+    return out
+
+
 def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
     """{dotted key: value} of every params.yaml key the instance depends on, read from the raw file
     (so this bookkeeping is not itself recorded as a read)."""

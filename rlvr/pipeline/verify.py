@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr.files import read_json_dir
+from rlvr.report.inputs import read_metrics_dir, read_verdicts
 
 
 def dvc_yaml_problems(root: Path) -> list[str]:
@@ -100,7 +100,7 @@ def claims_problems(root: Path) -> list[str]:
 
     claims = load_claims(root / "experiments" / "claims.yaml")
     produced = produced_paths(root)
-    metrics = read_json_dir(root / "reports" / "metrics")
+    metrics = read_metrics_dir(root / "reports" / "metrics")
     problems = []
     for c in claims:
         for ref in c.refs:
@@ -114,7 +114,7 @@ def claims_problems(root: Path) -> list[str]:
     if problems:
         return problems
     expected = {r.claim.id: verdict_record(r) for r in judge_all(claims, metrics)}
-    committed = json.loads((root / "reports" / "report.json").read_text())["claims"]
+    committed = read_verdicts(root / "reports" / "report.json")["claims"]
     problems += feasible_problems(claims, committed) + note_problems(claims, expected)
     for cid in sorted(set(expected) | set(committed)):
         want, have = expected.get(cid), committed.get(cid)

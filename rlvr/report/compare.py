@@ -18,7 +18,6 @@ interval and leaves coverage as it was; it only removes impossible values such a
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from rlvr.fields import ConfigError
-from rlvr.stats import t_quantile, t_two_sided_p
+from rlvr.report.inputs import read_counts, read_metrics
+from rlvr.stats import clip, metric_bounds, t_quantile, t_two_sided_p
 
 # Metrics shown first, in this order; any other metric both variants have follows alphabetically.
 DIFF_KEYS = (
@@ -48,37 +48,15 @@ PASSK_KS = (1, 8)  # and n, the samples drawn per problem
 TEST_METRIC = "pass_at_1"
 FALLBACK_TEST_METRIC = "eval_acc_final"  # tested instead when either variant has no pass@k counts
 
-_UNIT_WORDS = {"acc", "frac", "reward", "pass"}  # fractions of problems, samples or tokens: [0, 1]
-_NONNEG_WORDS = {"kl", "nats", "entropy", "len", "seconds", "samples"}  # KL, entropy, sizes, times: >= 0
-INF = math.inf
-
 
 # --------------------------------------------------------------------------------------------
-# Ranges and intervals
-
-
-def metric_bounds(key: str) -> tuple[float, float]:
-    """The range a metric's values can take, read from the words of its name.
-
-    `*_acc_gain` is a difference of two accuracies, so [-1, 1]; unknown metrics are unbounded."""
-    words = set(key.split("_"))
-    if "gain" in words and words & _UNIT_WORDS:
-        return -1.0, 1.0
-    if words & _UNIT_WORDS:
-        return 0.0, 1.0
-    if words & _NONNEG_WORDS:
-        return 0.0, INF
-    return -INF, INF
+# Ranges and intervals (a metric's range: `rlvr.stats.metric_bounds`)
 
 
 def delta_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
     """The range of B - A when A and B each lie in `bounds`: [0, 1] -> [-1, 1], [0, inf) -> unbounded."""
     lo, hi = bounds
     return lo - hi, hi - lo
-
-
-def _clip(lo: float, hi: float, bounds: tuple[float, float]) -> list[float]:
-    return [max(lo, bounds[0]), min(hi, bounds[1])]
 
 
 def _difference(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float | None, float | None]:
@@ -107,7 +85,7 @@ def _interval(mean: float, se: float | None, df: float | None, bounds) -> list[f
     if se is None:
         return None
     half = t_quantile(df) * se if se > 0 else 0.0
-    return _clip(mean - half, mean + half, bounds)
+    return clip(mean - half, mean + half, bounds)
 
 
 def _pvalue(mean: float, se: float | None, df: float | None) -> float | None:
@@ -137,14 +115,6 @@ def delta(a: list[float], b: list[float], paired: bool, bounds: tuple[float, flo
 # Inputs
 
 
-def _read_json(path: Path) -> Any:
-    """Parsed JSON, or a one-line ConfigError naming the file (a truncated write, a merge conflict)."""
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc}); rerun the stage that writes it") from None
-
-
 def load_variant(metrics_dir: Path, variant: str) -> dict:
     """A variant's metrics file, checked, with seeds in ascending order (per-seed values reordered
     to match), so two variants that ran the same seeds line up value by value."""
@@ -154,7 +124,7 @@ def load_variant(metrics_dir: Path, variant: str) -> dict:
         raise ConfigError(
             f"variant {variant!r}: no {path}; variants with results: {', '.join(known) or 'none'}"
         )
-    m = _read_json(path)
+    m = read_metrics(path)
     missing = [k for k in ("task", "seeds", "per_seed") if not isinstance(m, dict) or k not in m]
     if missing:
         raise ConfigError(f"{path}: no {', '.join(missing)}; not a GRPO metrics file (rerun `rlvr grpo`)")
@@ -171,7 +141,7 @@ def load_counts(counts_path: Path) -> dict | None:
     """The pass@k stage's per-problem correct counts, or None before that stage has run."""
     if not counts_path.is_file():
         return None
-    data = _read_json(counts_path)
+    data = read_counts(counts_path)
     if not isinstance(data, dict) or not {"n", "counts"} <= set(data):
         raise ConfigError(f"{counts_path}: no n or counts; not a pass@k counts file (rerun `rlvr passk`)")
     return data

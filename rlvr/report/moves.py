@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlvr.files import read_json_dir
 from rlvr.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
 from rlvr.report.evidence import judge_all, summary_counts, verdict_record
+from rlvr.report.inputs import read_metrics_dir
 
 REPORT_JSON = "reports/report.json"
 WORDS = ("identical", "statistically the same", "moved")
@@ -126,7 +126,7 @@ def differing_files(committed: Path, rerun: Path) -> list[str]:
 def verdict_table(reports: Path, claims: list) -> dict:
     """The verdicts the rule gives on a reports folder's metrics ({"claims", "counts"}), as in
     report.json: each side of a comparison judged by the same claims and the same code."""
-    rows = judge_all(claims, read_json_dir(reports / "metrics"))
+    rows = judge_all(claims, read_metrics_dir(reports / "metrics"))
     return {"claims": {r.claim.id: verdict_record(r) for r in rows}, "counts": summary_counts(rows)}
 
 

@@ -9,12 +9,11 @@ experiments instead, see docs/comparing.md.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.files import read_json_dir
+from rlvr.report.inputs import read_metrics_dir, read_records_dir, read_verdicts
 
 COLUMNS = (
     ("variant", 13),
@@ -101,12 +100,7 @@ def summary(reports: Path) -> str:
     verdicts_path = reports / "report.json"
     if not verdicts_path.is_file():
         raise ConfigError(f"{verdicts_path}: not found; run `dvc repro` first")
-    try:
-        verdicts = json.loads(verdicts_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{verdicts_path}: not valid JSON ({exc.msg}); rerun `dvc repro -f -s report`"
-        ) from None
+    verdicts = read_verdicts(verdicts_path)
     counts = verdicts["counts"]
     if "by_class" in verdicts:  # measured claims first, as the report leads
         from rlvr.report.claimtext import counts_line
@@ -126,8 +120,8 @@ def summary(reports: Path) -> str:
                 f"{v}: " + ", ".join(ids), 100, initial_indent="  ", subsequent_indent="    "
             )
     out.append("")
-    metrics = read_json_dir(reports / "metrics")
-    records = read_json_dir(reports / "runs") if (reports / "runs").is_dir() else {}
+    metrics = read_metrics_dir(reports / "metrics")
+    records = read_records_dir(reports / "runs")
     lines = start_lines(metrics) + variant_lines(metrics, records)
     widths = [
         max([w, *(len(line[0]) + 1 for line in lines)]) if i == 0 else w for i, (_, w) in enumerate(COLUMNS)

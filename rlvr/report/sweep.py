@@ -51,13 +51,19 @@ def experiments(show: list[dict]) -> list[dict]:
             )
 
     for top in show:
-        add(top, top.get("name") or top.get("rev", "?")[:7], experiment=False)
+        add(top, _label(top), experiment=False)
         for group in top.get("experiments") or []:
             for rev in group.get("revs") or []:
-                add(rev, rev.get("name") or rev.get("rev", "?")[:7], experiment=True)
+                add(rev, _label(rev), experiment=True)
     if len(out) > 1 and out[0]["rev"] == "workspace" and _same(out[0], out[1]):
         out.pop(0)
     return out
+
+
+def _label(entry: dict) -> str:
+    """An experiment's name, else its commit's short hash; the workspace by that word, whole."""
+    rev = entry.get("rev") or "?"
+    return entry.get("name") or (rev if rev == "workspace" else rev[:7])
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -151,12 +157,24 @@ def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | 
 
 
 def sweep_report(show: list[dict], out: Path) -> dict:
-    """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure) from `dvc exp show --json`."""
+    """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure) from `dvc exp show --json`.
+    Refused in one line, `out` left as it is, when there is no sweep to show: no experiment, or
+    experiments whose pass@k results are all the same (the params swept do not reach pass@k)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(
+            f"--out {out}: not a folder (sweep-report writes sweep.md and sweep.png into a folder)"
+        )
     exps = experiments(show)
     if not any(e["experiment"] for e in exps) or len(exps) < 2:
         raise ConfigError(
             f"sweep-report: no DVC experiment with pass@k results (only {len(exps)} baseline or workspace "
             f"row(s)); {out} is left as it is: queue a sweep first (docs/sweeps.md)"
+        )
+    if len({json.dumps(e["passk"], sort_keys=True) for e in exps}) == 1:
+        raise ConfigError(
+            f"sweep-report: every experiment's pass@k results are the same: the params swept "
+            f"({', '.join(varied(exps)) or 'none'}) do not reach pass@k; {out} is left as it is: sweep "
+            "a param of the passk stage or of a variant it scores (docs/sweeps.md)"
         )
     header, rows = sweep_rows(exps)
     table = "\n".join(

@@ -5,9 +5,11 @@ too late: a stage that then fails (a dead tracking server, a bad RLVR_THREADS) h
 committed metrics and curves. This stage runs first on every `dvc repro` (`always_changed`: never
 skipped, never restored from the run-cache) and every other stage depends on its marker. It checks
 params.yaml (the dispatcher has loaded it as `rlvr check` does, refusing a `device: cuda` that
-sees no GPU), the thread budget RLVR_THREADS gives, and that the MLflow store answers and takes
-writes. The marker's bytes never change, so a passing check leaves every other stage cached; a
-failing one stops `dvc repro` here.
+sees no GPU), the thread budget RLVR_THREADS gives, and that the MLflow store answers the calls
+the stages make (`rlvr.pipeline.probe`: on a server, a probe run made and deleted), and that every
+stage's outputs can be written (room, permission: `guard.preflight`). The marker's
+bytes never change, so a passing check leaves every other stage cached; a failing one stops
+`dvc repro` here.
 
 It logs no MLflow run: it runs on every `dvc repro`, and would add one run each time.
 """
@@ -15,10 +17,13 @@ It logs no MLflow run: it runs on every `dvc repro`, and would add one run each 
 from __future__ import annotations
 
 from rlvr.files import write_text
+from rlvr.pipeline import guard
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import CheckPaths
-from rlvr.pipeline.tracking import check_store, tracking_uri
+from rlvr.pipeline.probe import probe_store
+from rlvr.pipeline.specs import every_output
+from rlvr.pipeline.tracking import tracking_uri
 
 MARKER = (
     "params.yaml, RLVR_THREADS and the MLflow store passed the guard (stage check, run on every "
@@ -28,6 +33,7 @@ MARKER = (
 
 def run(params: Params, paths: CheckPaths, progress: bool = True) -> dict:  # noqa: ARG001
     threads = thread_budget(params.threads)  # a bad RLVR_THREADS stops here, not mid-stage
-    check_store(tracking_uri())
+    probe_store(tracking_uri())
+    guard.preflight(every_output(params.raw))  # what any stage will write: room, permission
     write_text(paths.marker, MARKER)
     return {"ok": True, "threads": threads}

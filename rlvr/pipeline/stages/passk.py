@@ -121,6 +121,9 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         for s in chains[v]
         for r in range(reps[v])
     ]
+    tok = Tokenizer()
+    for _, path, ckpt_run, ckpt_hash, _ in models:  # fail before any scoring if one is not the one
+        checkpoint.load(path, tok, ckpt_run, ckpt_hash)
     args = (models, problems, task.max_new_tokens, cfg.temperature, params.seed, params.device)
     workers = thread_budget(params.threads)
     with (

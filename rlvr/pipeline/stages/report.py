@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.files import atomic_write, read_json_dir, write_text
+from rlvr.files import atomic_write, write_text
 from rlvr.gitinfo import short_commit
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
@@ -30,6 +30,7 @@ from rlvr.report import plots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
+from rlvr.report.inputs import checked, read_counts, read_metrics_dir
 from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import code_line, explain, footer, load_lock
@@ -171,7 +172,7 @@ def run_info(root: Path, params: Params) -> dict:
 
 def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
-    metrics = read_json_dir(paths.metrics)
+    metrics = read_metrics_dir(paths.metrics)
     rows = judge_all(load_claims(paths.claims), metrics)
     lock = load_lock(root)
     with tracked("report", None, params, {}) as mlrun:
@@ -215,11 +216,11 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                     "kind": "result",
                 }
             )
-        samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
-        problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
-        bench = fair_bench(json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None)
-        starts = json.loads(paths.starts.read_text()) if paths.starts.is_file() else None
-        reruns = json.loads(paths.reruns.read_text()) if paths.reruns.is_file() else None
+        samples = checked(paths.samples, dict) if paths.samples.is_file() else None
+        problems = read_counts(paths.counts) if paths.counts.is_file() else None
+        bench = fair_bench(checked(paths.benchmarks, dict) if paths.benchmarks.is_file() else None)
+        starts = checked(paths.starts, dict) if paths.starts.is_file() else None
+        reruns = checked(paths.reruns, dict) if paths.reruns.is_file() else None
         starts_png = paths.starts.parent / "starts-passk.png"
         starts_figure = (
             None

@@ -143,7 +143,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
         "config_hash": config_hash("warmup", cfg.warmup, params),
         "answers": checkpoint.answers_digest(clean),
     }
-    check_warmup(name, cfg, warmup, tok)  # fail before any training if it is not the one
+    check_warmup(name, cfg, warmup, tok)  # fail before any training if a chain's is not the one
     params_hash = config_hash("sft", name, params)
     tags = {"task": cfg.task, "sft_run": name}
     per_seed = {}
@@ -190,14 +190,15 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
 
 
 def check_warmup(name: str, cfg: SFTConfig, warmup: dict, tok: Tokenizer) -> None:
-    """Refuse a warm-up trained on other true answers (its first chain's state speaks for all)."""
-    state = load_warmup(warmup, cfg.seeds[0], tok)
-    if state.answers != warmup["answers"]:
-        raise UserError(
-            f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained on; "
-            f"give sft.{name} a warm-up of its own (warmups: {{{name}: {{run: {name}}}}}, "
-            f"sft.{name}.warmup: {name})"
-        )
+    """Every chain's warm-up state loads (none missing, damaged or another run's) and was trained
+    on this run's true answers: refused in one line before any chain trains."""
+    for seed in cfg.seeds:
+        if load_warmup(warmup, seed, tok).answers != warmup["answers"]:
+            raise UserError(
+                f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained "
+                f"on; give sft.{name} a warm-up of its own (warmups: {{{name}: {{run: {name}}}}}, "
+                f"sft.{name}.warmup: {name})"
+            )
 
 
 def start_from_warmup(warmup: dict, seed: int, cfg: SFTConfig, tok: Tokenizer, gen: torch.Generator) -> tuple:
