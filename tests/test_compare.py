@@ -151,6 +151,21 @@ def test_different_tasks_and_seeds_are_warned_about_and_unpaired(tmp_path):
     assert format_diff(d).splitlines()[0].startswith("warning: tasks differ")
 
 
+def test_variants_on_fewer_chains_are_paired_on_the_chains_both_ran(tmp_path):
+    """A variant trained on chains 0-3 against one on 0-7 from the same start: the deltas are the
+    per-chain differences on 0-3 (exactly, not Welch over 8 + 4), and the warning names the rest."""
+    a = [0.60, 0.70, 0.65, 0.55, 0.9, 0.1, 0.8, 0.2]
+    write_variant(tmp_path, "grpo", {"eval_acc_final": a}, seeds=range(8))
+    write_variant(tmp_path, "dr_grpo", {"eval_acc_final": [0.62, 0.71, 0.68, 0.56]})
+    d = diff_variants(tmp_path, tmp_path / "none.json", "grpo", "dr_grpo")
+    row = d["metrics"][0]
+    assert row["delta"]["paired"] is True and d["seed_ids"] == {"a": [0, 1, 2, 3], "b": [0, 1, 2, 3]}
+    assert row["delta"]["mean"] == pytest.approx(np.mean([0.02, 0.01, 0.03, 0.01]))
+    assert row["a"]["seeds"] == a[:4] and d["test"]["name"].startswith("paired")
+    assert any("paired on the 4 chains both ran (0, 1, 2, 3)" in w for w in d["warnings"])
+    assert "deltas paired by seed" in format_diff(d)
+
+
 def test_unknown_variant_and_bad_json_are_one_line_errors(tmp_path, monkeypatch, capsys):
     metrics = tmp_path / "reports" / "metrics"
     write_variant(metrics, "grpo", {"eval_acc_final": [0.5, 0.6, 0.55, 0.52]})
@@ -205,9 +220,9 @@ def test_exact_values_of_a_tiny_paired_case(tmp_path):
     assert d["passk"][1]["a"]["seeds"] == [1.0, 1.0, 1.0]  # every problem solved at least once
 
 
-def test_exact_welch_interval_when_seeds_differ(tmp_path):
+def test_exact_welch_interval_when_no_chain_is_shared(tmp_path):
     a, b = [0.5, 0.6, 0.7], [0.7, 0.8, 0.9, 0.6]
-    write_variant(tmp_path, "a", {"eval_acc_final": a}, seeds=(0, 1, 2))
+    write_variant(tmp_path, "a", {"eval_acc_final": a}, seeds=(4, 5, 6))
     write_variant(tmp_path, "b", {"eval_acc_final": b})
     d = diff_variants(tmp_path, tmp_path / "none.json", "a", "b")
     va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 4

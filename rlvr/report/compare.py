@@ -3,7 +3,7 @@
 A variant's seeds are its replicates, each a whole chain: seed s starts from its SFT run's seed s,
 so the interval includes the start's own variance. Its value on a metric is the mean over chains
 with a Student-t 95% interval, and the difference B - A is estimated from the per-chain values as
-well: paired by chain when both variants ran the same seeds from the same SFT run (seed s of either
+well: paired by chain on the seeds both variants ran from the same SFT run (seed s of either
 starts from the same SFT checkpoint and sees the same data order, so the pair shares most of its
 luck), Welch's unequal-variance interval otherwise. Held-out problems are never counted as
 replicates: 300 problems scored by 4 trained models say how 4 runs of a recipe did, not how 1200
@@ -249,8 +249,26 @@ def _seed_list(seeds: list[int]) -> str:
     return ", ".join(map(str, seeds))
 
 
-def check_warnings(ma: dict, mb: dict, paired: bool) -> list[str]:
-    """What makes the comparison weaker than "same problems, same starts, same seeds"."""
+def paired_chains(ma: dict, mb: dict) -> list[int]:
+    """The chains two variants can be paired on: the seeds both ran from the same SFT run of the
+    same task (chain s of either starts from the same checkpoint), when there are at least two of
+    them; [] when the comparison has to be unpaired."""
+    if ma["task"] != mb["task"] or ma.get("sft") != mb.get("sft"):
+        return []
+    common = sorted(set(ma["seeds"]) & set(mb["seeds"]))
+    return common if len(common) >= 2 else []
+
+
+def on_chains(m: dict, seeds: list[int]) -> dict:
+    """A variant's metrics restricted to `seeds` (a subset of its own, ascending)."""
+    keep = [m["seeds"].index(s) for s in seeds]
+    per_seed = {k: [vals[i] for i in keep] for k, vals in m["per_seed"].items()}
+    return {**m, "seeds": list(seeds), "per_seed": per_seed}
+
+
+def check_warnings(ma: dict, mb: dict, paired: list[int]) -> list[str]:
+    """What makes the comparison weaker than "same problems, same starts, same seeds"; `paired` is
+    the chains the deltas are paired on ([] for unpaired)."""
     out = []
     if ma["task"] != mb["task"]:
         out.append(
@@ -262,10 +280,15 @@ def check_warnings(ma: dict, mb: dict, paired: bool) -> list[str]:
             f"SFT starts differ ({ma.get('sft')} vs {mb.get('sft')}): chain s of either starts from "
             "another checkpoint, so a pair shares only its seed"
         )
-    if not paired:
+    if ma["seeds"] != mb["seeds"]:
+        how = (
+            f"paired on the {len(paired)} chains both ran ({_seed_list(paired)}), the others left out"
+            if paired
+            else "deltas are unpaired (Welch)"
+        )
         out.append(
             f"seeds differ ({ma['variant']}: {_seed_list(ma['seeds'])}; {mb['variant']}: "
-            f"{_seed_list(mb['seeds'])}): deltas are unpaired (Welch)"
+            f"{_seed_list(mb['seeds'])}): {how}"
         )
     if min(len(ma["seeds"]), len(mb["seeds"])) < 2:
         out.append("a variant has fewer than two seeds: no intervals and no test")
@@ -280,11 +303,16 @@ def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[
      "metrics": [{"metric", "a": {"mean", "ci95", "seeds"}, "b": {...}, "delta": {"mean", "ci95", "paired"}}],
      "passk": [{"k", "a", "b", "delta"}] ([] without counts for both),
      "test": {"name", "metric", "pvalue", "seeds", "t", "df"}}.
-    `seeds` under a and b holds the per-seed values in ascending seed order (ids in `seed_ids`); the
+    `seeds` under a and b holds the per-seed values in ascending seed order (ids in `seed_ids`). Two
+    variants from the same SFT run are paired on the chains both ran (a variant trained on chains 0-3
+    against one on 0-7 is compared on 0-3); otherwise the deltas are Welch's. The
     test is on per-seed pass@1, or on eval_acc_final when either variant has no pass@k counts."""
     ma, mb = load_variant(metrics_dir, a), load_variant(metrics_dir, b)
-    paired = ma["seeds"] == mb["seeds"]
-    warnings = check_warnings(ma, mb, paired)
+    chains = paired_chains(ma, mb)
+    warnings = check_warnings(ma, mb, chains)
+    paired = bool(chains)
+    if paired:
+        ma, mb = on_chains(ma, chains), on_chains(mb, chains)
     if a == b:
         warnings.insert(0, f"both sides are {a}: every difference is 0 by construction; name two variants")
     rows, skipped = [], []
@@ -392,7 +420,7 @@ def format_diff(d: dict, width: int = 100) -> str:
     if max(map(len, table)) > width:
         table, note = (
             rows(False),
-            f"; {d['a']} and {d['b']} as means only, to fit {width} columns (--json has all)",
+            f"{d['a']} and {d['b']} as means only, to fit {width} columns (--json has all)",
         )
     paired = d["seed_ids"]["a"] == d["seed_ids"]["b"]
     lines = [f"warning: {w}" for w in d["warnings"]]
