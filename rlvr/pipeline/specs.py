@@ -21,6 +21,8 @@ from rlvr.pipeline import paths
 from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
 from rlvr.pipeline.records import record_path
 
+LABEL_KEYS = ("noise", "target", "epochs")  # an SFT run's settings a figure names its start by
+
 
 class Ref:
     """A DVC template variable: `Ref("item").sft` prints as `${item.sft}`."""
@@ -146,8 +148,11 @@ STAGES: dict[str, Stage] = {
                 *(f"variants.{v}" for v in scored_variants(p)),
                 f"tasks.{_raw(p)['sft'][_raw(p)['passk']['sft']]['task']}",
                 f"sft.{p.passk.sft}.task",
-                f"sft.{p.passk.sft}.seeds",
-                *([] if p.passk.contrast is None else [f"sft.{p.passk.contrast}.seeds"]),
+                *(
+                    f"sft.{run}.{key}"
+                    for run in (p.passk.sft, *([] if p.passk.contrast is None else [p.passk.contrast]))
+                    for key in ("seeds", *LABEL_KEYS)
+                ),
             ],
             deps=lambda x: [
                 x.start.checkpoints,
@@ -176,6 +181,7 @@ STAGES: dict[str, Stage] = {
                 "grpo.defaults",
                 f"variants.{p.hack.variant}",
                 "hack",
+                *(f"sft.{p.hack.sft}.{key}" for key in LABEL_KEYS),
             ],
             deps=lambda x: [x.start.checkpoints, x.start.data.rows],
             outs=lambda x: {

@@ -155,10 +155,13 @@ LEARNING_PANELS = (
 )
 
 
-def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path) -> Path:
+def learning_curves(
+    runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path, labels: dict[str, str]
+) -> Path:
     """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
     runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
-    (the curve TSVs as read). Training metrics are smoothed by a trailing mean over 1/20 of the run."""
+    (the curve TSVs as read); labels: variant -> its legend entry. Training metrics are smoothed by a
+    trailing mean over 1/20 of the run."""
     fig = new_figure((12, 7.2))
     axes = fig.subplots(2, 2).ravel()
     steps = max(len(c["train"][0]) for c in runs.values() if c["train"])
@@ -175,7 +178,7 @@ def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, pa
                 ax,
                 [int(r["step"]) for r in seeds[0]],
                 values,
-                f"{variant} ({len(seeds)} chains)",
+                labels[variant],
                 f"C{i}",
                 0.0,
             )
@@ -258,11 +261,16 @@ HACK_LINES = (  # the hack figure's lines in drawing order: (panel, curve column
 )
 
 
-def hack_curves(curves: dict[int, Path], figure_path: Path) -> Path:
+def hack_curves(curves: dict[int, Path], figure_path: Path, start: str, variant: str) -> Path:
     """Hacked reward vs exact and final-answer accuracy over steps, and digits per response.
-    curves: seed -> that seed's curve TSV."""
+    curves: seed -> that seed's curve TSV; start: what the title calls the SFT start the chains
+    begin from (`rlvr.report.labels.sft_label`); variant: whose GRPO loop settings they ran."""
     seeds = list(curves)
     fig = new_figure((9, 3.6))
+    fig.suptitle(
+        f"GRPO ({variant}'s loop) on the substring verifier, {len(seeds)} chains\nfrom {start}",
+        fontsize=10,
+    )
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for seed in seeds:
         rows = [r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""]
@@ -302,10 +310,16 @@ def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
 
 
 def passk_curves(
-    curves: dict[str, list[dict]], n: int, contrast: str | None, path: Path, crossovers: dict[str, list]
+    curves: dict[str, list[dict]],
+    n: int,
+    contrast: str | None,
+    path: Path,
+    crossovers: dict[str, list],
+    labels: dict[str, str],
 ) -> Path:
     """curves: `passk.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
-    metrics' `per_seed.crossover_k`). Left: 1 - pass@k (the share of problems still unsolved
+    metrics' `per_seed.crossover_k`); labels: "sft" and the contrast -> what the legend calls them
+    (`rlvr.report.labels.sft_label`). Left: 1 - pass@k (the share of problems still unsolved
     after k samples) on a log axis for the SFT start and a contrast if scored (chain mean, 95% band
     over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT catches up,
     is as readable as k = 1.
@@ -313,18 +327,15 @@ def passk_curves(
     symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
     fig = new_figure((12, 4.8))
     left, right = fig.subplots(1, 2)
-    for name, label, style in (
-        ("sft", "SFT start, chain mean and 95% band", {"color": "black", "lw": 2}),
-        (
-            contrast,
-            f"SFT ({contrast}), chain mean and 95% band",
-            {"color": "tab:gray", "lw": 1.5, "ls": "--"},
-        ),
-        ("grpo", "GRPO, chain mean and 95% band over chains", {"color": "tab:blue", "lw": 2}),
+    for name, style in (
+        ("sft", {"color": "black", "lw": 2}),
+        (contrast, {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
+        ("grpo", {"color": "tab:blue", "lw": 2}),
     ):
         rows = curves.get(name)
         if not rows:
             continue
+        label = labels.get(name, name) + ", chain mean and 95% band over chains"
         ks = [r["k"] for r in rows]
         lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
         floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
@@ -370,10 +381,11 @@ def passk_curves(
     return save(fig, path)
 
 
-def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Path:
+def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str]) -> Path:
     """`rlvr starts`: 1 - pass@k (the share of held-out problems still unsolved after k samples,
     log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
-    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n."""
+    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n; labels:
+    candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`)."""
     fig = new_figure((7.5, 4.8))
     ax = fig.subplots()
     ks = np.arange(1, n + 1)
@@ -381,7 +393,7 @@ def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Pa
     for i, (name, c) in enumerate(curves.items()):
         tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
         ax.plot(
-            ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{name}: SFT{tag}"
+            ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{labels[name]}{tag}"
         )
         ax.plot(ks, np.maximum(1 - c["grpo"], floor), color=f"C{i}", lw=2, label=f"{name}: GRPO from it")
     ax.set_yscale("log")
@@ -412,10 +424,16 @@ def _chain_mean(counts: dict, name: str, seeds: list[int], n: int, k: int = 64) 
 
 
 def passk_scatter(
-    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], k: int, path: Path
+    counts: dict,
+    chains: dict[str, list[int]],
+    samples: dict[str, int],
+    k: int,
+    path: Path,
+    labels: dict[str, str],
 ) -> Path:
     """Per-problem solve rates: SFT (mean over its chains) against GRPO (mean over its runs).
-    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n. Above the
+    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n; labels:
+    "sft" -> what the axis calls the start. Above the
     diagonal GRPO solves the problem more often; on the x axis GRPO never solves what SFT sometimes
     does."""
     fig = new_figure((5.2, 4.8))
@@ -430,8 +448,9 @@ def passk_scatter(
         )
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
     ax.set(
-        xlabel=f"solve rate, SFT (mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
-        ylabel=f"solve rate, GRPO (mean of {len(seeds)} chains)",
+        xlabel=f"solve rate, {labels['sft']}\n"
+        f"(mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
+        ylabel=f"solve rate, grpo (mean of {len(seeds)} chains)",
         title="per-problem solve rates",
         xlim=(-0.02, 1.02),
         ylim=(-0.02, 1.02),
@@ -451,12 +470,14 @@ def passk_solve_rates(
     samples: dict[str, int],
     contrast: str | None,
     path: Path,
+    labels: dict[str, str],
     k: int = 64,
 ) -> Path:
     """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
     (SFT) or seeds (variants): the two SFT starts, or with no contrast the SFT start's chains one by
     one (left), SFT against every variant (right). counts:
-    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds. A curve's height
+    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds; labels: "sft" and
+    the contrast -> what the legend calls them. A curve's height
     at 0 is the share of problems never solved in any chain or seed; the labels give the mean over
     chains or seeds of the never-solved count. Mass near 0 is what n samples can miss."""
     fig = new_figure((11, 4.2))
@@ -472,19 +493,19 @@ def passk_solve_rates(
             **style,
         )
 
-    draw(left, "sft", "SFT start", "chains", color="black", lw=2)
+    draw(left, "sft", labels["sft"], "chains", color="black", lw=2)
     if contrast is None:
         for i, s in enumerate(chains["sft"]):
             rates, _ = _chain_mean(counts, "sft", [s], samples["sft"], k)
             _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one chain each")
     else:
-        draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
+        draw(left, contrast, labels[contrast], "chains", color="tab:gray", lw=2, ls="--")
     left.set(
         title="SFT starts" if contrast is not None else "the SFT start and its chains",
         xlabel="per-problem solve rate",
         ylabel="share of held-out problems at or below",
     )
-    draw(right, "sft", "SFT", "chains", color="black", lw=2)
+    draw(right, "sft", labels["sft"], "chains", color="black", lw=2)
     for v in (v for v in chains if v not in ("sft", contrast)):
         draw(right, v, v, "chains", lw=1)
     right.set(title="SFT and GRPO variants (chain mean)", xlabel="per-problem solve rate")

@@ -25,6 +25,7 @@ from rlvr.pipeline.seeds import (
 )
 from rlvr.pipeline.specs import config_hash
 from rlvr.report import plots
+from rlvr.report.labels import sft_run_label
 from rlvr.reward_hacking import hack_metrics, hack_summary
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
@@ -116,7 +117,12 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_metrics(paths.metrics, metrics)
-        plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
+        plots.hack_curves(
+            {s: paths.curve(s) for s in cfg.seeds},
+            paths.figure,
+            sft_run_label(cfg.sft, params.sft_run(cfg.sft)),
+            cfg.variant,
+        )
         mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)

@@ -29,6 +29,7 @@ from rlvr.report import plots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
+from rlvr.report.labels import sft_mechanism
 from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
 from rlvr.report.provenance import explain, footer, load_lock
@@ -120,16 +121,43 @@ def variant_configs(lock: dict) -> dict[str, dict]:
     return configs
 
 
-def sft_targets(lock: dict) -> dict[str, float | None]:
-    """Each SFT run's start target as its stage ran it (dvc.lock): None for a run trained to its budget."""
+def sft_settings(lock: dict) -> dict[str, dict]:
+    """Each SFT run's settings as its stage ran them (dvc.lock)."""
     return {
         name.split("@", 1)[1]: entry.get("params", {})
         .get("params.yaml", {})
         .get(f"sft.{name.split('@', 1)[1]}", {})
-        .get("target")
         for name, entry in lock.items()
         if name.startswith("sft@")
     }
+
+
+def sft_targets(lock: dict) -> dict[str, float | None]:
+    """Each SFT run's start target as its stage ran it (dvc.lock): None for a run trained to its budget."""
+    return {run: settings.get("target") for run, settings in sft_settings(lock).items()}
+
+
+def start_mechanism(run: str, settings: dict[str, dict]) -> str:
+    """How an SFT run made its start (`rlvr.report.labels.sft_mechanism`), from the settings
+    dvc.lock recorded for its stage."""
+    s = settings.get(run)
+    if not s or not {"noise", "epochs"} <= set(s):
+        raise ConfigError(f"dvc.lock: no settings recorded for stage sft@{run}; run `dvc repro sft@{run}`")
+    return sft_mechanism(s["noise"], s.get("target"), s["epochs"])
+
+
+def curve_labels(
+    metrics: dict[str, dict], runs: dict[str, dict], settings: dict[str, dict]
+) -> tuple[str, dict[str, str]]:
+    """(what the title adds, variant -> legend entry) for a chapter's learning curves: the start by
+    its run and mechanism, in the title when every variant shares it, else beside each variant."""
+    starts = {v: metrics[f"grpo-{v}.json"]["sft"] for v in runs}
+    chains = {v: f"{len(c['train'])} chains" for v, c in runs.items()}
+    if len(set(starts.values())) == 1:
+        run = next(iter(starts.values()))
+        return f"from SFT {run} ({start_mechanism(run, settings)})", {v: f"{v} ({chains[v]})" for v in runs}
+    mechanisms = "; ".join(f"{run}: {start_mechanism(run, settings)}" for run in sorted(set(starts.values())))
+    return f"from SFT starts {mechanisms}", {v: f"{v} from {starts[v]} ({chains[v]})" for v in runs}
 
 
 def run_info(root: Path, params: Params) -> dict:
@@ -164,13 +192,18 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
     lock = load_lock(root)
     with tracked("report", None, params, {}) as mlrun:
         figures = []
+        settings = sft_settings(lock)
         for chapter, task in CHAPTER_TASKS.items():
             runs = learning_curve_runs(metrics, task)
             if not runs:
                 continue
             name = f"grpo-curves-chapter-{chapter.lower()}.png"
+            starts, labels = curve_labels(metrics, runs, settings)
             png = plots.learning_curves(
-                runs, f"Chapter {chapter}: GRPO learning curves ({task})", paths.figure_copies / name
+                runs,
+                f"Chapter {chapter}: GRPO learning curves on {task}, {starts}",
+                paths.figure_copies / name,
+                labels,
             )
             infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, lock=lock) for v in runs]
             prov = (
