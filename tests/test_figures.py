@@ -26,7 +26,7 @@ def drawn(monkeypatch):
 
 def legend_texts(fig) -> list[str]:
     legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
-    return [t.get_text() for leg in legends for t in leg.get_texts()]
+    return [t.get_text().replace("\n", " ") for leg in legends for t in leg.get_texts()]
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,3 +87,63 @@ def test_learning_curves_name_a_shared_start_in_the_title_and_mixed_starts_per_v
     assert labels == {"x": "x from a (2 chains)", "y": "y from b (2 chains)"}
     with pytest.raises(ConfigError, match=r"no settings recorded for stage sft@a; run `dvc repro sft@a`"):
         curve_labels(same, runs, {})
+
+
+# --------------------------------------------------------------------------------------------
+# Legends inside the image and off the panels
+
+
+def _two_panels():
+    fig = plots.new_figure((6, 3))
+    axes = fig.subplots(1, 2)
+    for i, ax in enumerate(axes):
+        ax.plot([0, 1], [0, 1], label=f"line {i}")
+        ax.plot([0, 1], [1, 0], label="shared")
+    return fig, axes
+
+
+def test_a_legend_past_the_image_edge_or_on_a_panel_is_found_and_refused(tmp_path):
+    fig, axes = _two_panels()
+    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # starts at the right edge
+    with pytest.raises(ValueError, match=r"f\.png: the legend starting 'line 0' runs past the image's edge$"):
+        plots.save(fig, tmp_path / "f.png")
+    fig, axes = _two_panels()
+    axes[0].legend(loc="upper left")
+    fig.canvas.draw()
+    assert plots.legend_problems(fig) == ["the legend starting 'line 0' lies on a panel"]
+
+
+def test_legend_below_lists_each_label_once_in_a_strip_under_the_panels():
+    fig, axes = _two_panels()
+    legend = plots.legend_below(fig)
+    fig.canvas.draw()
+    assert [t.get_text() for t in legend.get_texts()] == ["line 0", "shared", "line 1"]
+    assert plots.legend_problems(fig) == []
+    assert legend.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes)
+
+
+def test_a_legend_of_long_names_wraps_into_fewer_columns_and_stays_inside_the_image():
+    fig = plots.new_figure((5, 6))
+    ax = fig.subplots()
+    for i in range(4):
+        ax.plot([0, 1], [i, i], label=f"variant {i} " + "with a very long description " * 6)
+    legend = plots.legend_below(fig)
+    fig.canvas.draw()
+    assert legend._ncols < 4 and "\n" in legend.get_texts()[0].get_text()
+    assert plots.legend_problems(fig) == []
+
+
+def test_the_hack_figure_has_one_legend_under_its_panels_and_a_title_naming_the_start(drawn, tmp_path):
+    curves = {}
+    for seed in (0, 1, 2):
+        path = tmp_path / f"seed{seed}.tsv"
+        cols = ["step", *(key for _, key, _, _ in plots.HACK_LINES)]
+        rows = [[str(step), *(f"{0.1 * step + 0.01 * seed:.3f}" for _ in cols[1:])] for step in (1, 2, 3)]
+        path.write_text("\n".join("\t".join(r) for r in [cols, *rows]) + "\n")
+        curves[seed] = path
+    label = sft_label("single_digit", **UNDER_TRAINED)
+    plots.hack_curves(curves, tmp_path / "h.png", label, "a_grpo")
+    (fig,) = drawn
+    assert label in fig.get_suptitle() and "3 chains" in fig.get_suptitle()
+    assert len(fig.legends) == 1 and plots.legend_problems(fig) == []
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)

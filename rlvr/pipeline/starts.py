@@ -50,9 +50,9 @@ def candidate_config(params: Params, name: str) -> SFTConfig:
     return params.starts.runs[name] if name in dict.keys(params.starts.runs) else params.sft_run(name)
 
 
-def candidate_labels(params: Params) -> dict[str, str]:
-    """Each candidate as the figure names it: its run and how that run makes its start."""
-    return {name: sft_run_label(name, candidate_config(params, name)) for name in params.starts.candidates}
+def candidate_labels(params: Params, names) -> dict[str, str]:
+    """Each candidate as the figure names it: its run and how that run makes its start (params')."""
+    return {name: sft_run_label(name, candidate_config(params, name)) for name in names}
 
 
 def train_chain(
@@ -184,7 +184,11 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     }
     write_json(out, summary)
     plots.starts_passk(
-        {name: _curves(r, n) for name, r in results.items()}, n, chosen, figure, candidate_labels(params)
+        {name: _curves(r, n) for name, r in results.items()},
+        n,
+        chosen,
+        figure,
+        candidate_labels(params, results),
     )
     return {"sft_side_choice": chosen, "pipeline_start": params.passk.sft, "written": [str(out), str(figure)]}
 
@@ -213,7 +217,7 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
         n,
         old["sft_side_choice"],
         figure,
-        candidate_labels(params),
+        candidate_labels(params, results),
     )
     return {"sft_side_choice": old["sft_side_choice"], "rescored": [str(out), str(figure)]}
 

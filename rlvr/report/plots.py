@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -19,19 +20,66 @@ from rlvr.files import atomic_write
 
 
 def new_figure(figsize: tuple[float, float]):
-    """A matplotlib Figure on an Agg canvas."""
+    """A matplotlib Figure on an Agg canvas, laid out by matplotlib's constrained layout (which
+    makes room for a legend placed outside the panels)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize)
+    fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
+LEGEND_WRAP = 70  # characters per line of a legend entry: a long run name wraps, never leaves the image
+
+
+def legend_below(fig, entries: list[tuple] | None = None, fontsize: float = 8):
+    """The figure's legend in a strip under its panels, so it neither covers a curve nor leaves the
+    image: as many columns as fit the figure's width, entries wrapped at LEGEND_WRAP characters.
+    entries: (handle, label) pairs; by default every labelled artist of every panel, once per label."""
+    if entries is None:
+        seen: dict[str, object] = {}
+        for ax in fig.axes:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(label, handle)
+        entries = [(h, label) for label, h in seen.items()]
+    handles = [h for h, _ in entries]
+    labels = [textwrap.fill(label, LEGEND_WRAP) for _, label in entries]
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(len(labels), 5), 0, -1):
+        legend = fig.legend(
+            handles, labels, loc="outside lower center", ncol=ncol, fontsize=fontsize, frameon=False
+        )
+        if legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return legend
+        legend.remove()
+    raise ValueError(f"a legend entry is wider than its {fig.get_figwidth():g} in figure: {labels[0]!r}")
+
+
+def legend_problems(fig) -> list[str]:
+    """Legends that run past the image's edge or lie on a panel, where they hide what it plots. The
+    figure must have been drawn (saved), so that every artist has its place."""
+    problems = []
+    image = fig.bbox
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    for legend in legends:
+        box = legend.get_window_extent()
+        name = repr(legend.get_texts()[0].get_text() if legend.get_texts() else "")
+        if box.x0 < image.x0 - 1 or box.y0 < image.y0 - 1 or box.x1 > image.x1 + 1 or box.y1 > image.y1 + 1:
+            problems.append(f"the legend starting {name} runs past the image's edge")
+        if any(ax.get_visible() and box.overlaps(ax.bbox) for ax in fig.axes):
+            problems.append(f"the legend starting {name} lies on a panel")
+    return problems
+
+
 def save(fig, path: str | Path) -> Path:
-    """Lay out and write a figure as PNG, atomically (temp file, then rename)."""
-    fig.tight_layout()
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    """Write a figure as PNG, atomically (temp file, then rename); a legend that leaves the image or
+    covers a panel is an error in the figure's code, not something to ship."""
+    png = atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    problems = legend_problems(fig)
+    if problems:
+        raise ValueError(f"{Path(path).name}: " + "; ".join(problems))
+    return png
 
 
 def read_tsv(path: str | Path) -> list[dict]:
@@ -147,11 +195,11 @@ def _rolling(values: list[float], window: int) -> list[float]:
     return [float(np.mean(values[max(0, i - window + 1) : i + 1])) for i in range(len(values))]
 
 
-LEARNING_PANELS = (
-    ("train", "reward_mean", "training reward", "reward (share correct)"),
-    ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy"),
-    ("train", "kl_k3_nats", "KL to the reference (k3, per response)", "nats"),
-    ("train", "entropy_nats", "policy entropy (per token)", "nats"),
+LEARNING_PANELS = (  # (curve table, column, panel title, y axis with its unit)
+    ("train", "reward_mean", "training reward", "reward (share of samples correct)"),
+    ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy (share correct)"),
+    ("train", "kl_k3_nats", "KL to the reference (k3 estimator)", "KL (nats per response)"),
+    ("train", "entropy_nats", "policy entropy", "entropy (nats per token)"),
 )
 
 
@@ -186,8 +234,8 @@ def learning_curves(
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
         ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7, ncol=2, loc="lower right")
-    fig.suptitle(title + ": chain mean, 95% band over chains")
+    legend_below(fig)
+    fig.suptitle(textwrap.fill(title + "; chain mean and its 95% band over chains", 150), fontsize=11)
     return save(fig, path)
 
 
@@ -244,7 +292,7 @@ def bench_scaling(scaling: dict, path: Path) -> Path:
         ax.set_yticks([], minor=True)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("seconds per step")
-    axes[0].legend(fontsize=8, loc="upper left")
+    legend_below(fig)
     base = ", ".join(f"{k} {v}" for k, v in scaling["base"].items())
     fig.suptitle(
         f"Cost of one GRPO step ({scaling['prompts']} prompts, beta {scaling['beta']}; base: {base})"
@@ -284,11 +332,16 @@ def hack_curves(curves: dict[int, Path], figure_path: Path, start: str, variant:
                 lw=1.2,
                 **style,
             )
-    left.set(xlabel="GRPO step", ylabel="rate", title="hacked reward vs true accuracy", ylim=(0, 1.02))
-    right.set(xlabel="GRPO step", ylabel="per response", title="digits per response")
+    left.set(
+        xlabel="GRPO step",
+        ylabel="share of samples",
+        title="hacked reward vs true accuracy",
+        ylim=(0, 1.02),
+    )
+    right.set(xlabel="GRPO step", ylabel="digits per response", title="digits per response")
     for ax in (left, right):
-        ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
+    legend_below(fig)
     return save(fig, figure_path)
 
 
@@ -325,17 +378,20 @@ def passk_curves(
     is as readable as k = 1.
     Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
     symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
-    fig = new_figure((12, 4.8))
+    fig = new_figure((12, 5.6))
     left, right = fig.subplots(1, 2)
+    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
+    colour = {v: f"C{i}" for i, v in enumerate(variants)}  # one colour per variant in both panels
     for name, style in (
         ("sft", {"color": "black", "lw": 2}),
         (contrast, {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
-        ("grpo", {"color": "tab:blue", "lw": 2}),
+        ("grpo", {"color": colour.get("grpo", "tab:blue"), "lw": 2}),
     ):
         rows = curves.get(name)
         if not rows:
             continue
-        label = labels.get(name, name) + ", chain mean and 95% band over chains"
+        # the variants' entries come from the right panel, in the same colours
+        label = f"{labels[name]}: chain mean" if name != "grpo" else None
         ks = [r["k"] for r in rows]
         lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
         floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
@@ -346,38 +402,45 @@ def passk_curves(
     left.set(
         xlabel="k (samples per problem)",
         ylabel="1 - pass@k (share of problems unsolved)",
-        title="share of problems still unsolved after k samples",
+        title="problems still unsolved after k samples: SFT and grpo",
     )
-    left.legend(fontsize=8, loc="lower left")
     right.axhline(0, color="black", lw=1)
-    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
     for v in variants:
         rows = curves[v]
         ks = [r["k"] for r in rows]
         per_chain = crossovers.get(v)
-        (line,) = right.plot(
-            ks, [r["minus_sft"] for r in rows], lw=1.4, label=crossover_label(v, per_chain, n)
+        right.plot(
+            ks,
+            [r["minus_sft"] for r in rows],
+            lw=1.4,
+            color=colour[v],
+            label=crossover_label(v, per_chain, n),
         )
         right.fill_between(
             ks,
             [r["minus_sft_lo"] for r in rows],
             [r["minus_sft_hi"] for r in rows],
-            color=line.get_color(),
+            color=colour[v],
             alpha=0.12,
             lw=0,
         )
         for k in sorted({int(k) for k in per_chain or [] if str(k).isdigit()}):
-            right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
+            right.plot([k], [0], "o", color=colour[v], ms=6, mec="black", mew=0.6)
     right.set_yscale("symlog", linthresh=0.01)
     right.set(
         xlabel="k (samples per problem)",
         ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
         title="pass@k minus the chain's SFT (below 0: SFT solves more)",
     )
-    right.legend(fontsize=7, ncol=2, loc="lower left")
     for ax in (left, right):
         _k_axis(ax, n)
         ax.grid(alpha=0.3, which="both")
+    fig.suptitle(
+        "pass@k on the held-out problems, from each chain's SFT start to each GRPO variant: "
+        "chain means, 95% bands over chains; a dot: a chain's crossover",
+        fontsize=10,
+    )
+    legend_below(fig)
     return save(fig, path)
 
 
@@ -404,7 +467,7 @@ def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, label
     )
     _k_axis(ax, n)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower left")
+    legend_below(fig, fontsize=7)
     return save(fig, path)
 
 
@@ -497,7 +560,7 @@ def passk_solve_rates(
     if contrast is None:
         for i, s in enumerate(chains["sft"]):
             rates, _ = _chain_mean(counts, "sft", [s], samples["sft"], k)
-            _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one chain each")
+            _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one SFT chain each")
     else:
         draw(left, contrast, labels[contrast], "chains", color="tab:gray", lw=2, ls="--")
     left.set(
@@ -506,11 +569,15 @@ def passk_solve_rates(
         ylabel="share of held-out problems at or below",
     )
     draw(right, "sft", labels["sft"], "chains", color="black", lw=2)
-    for v in (v for v in chains if v not in ("sft", contrast)):
-        draw(right, v, v, "chains", lw=1)
+    for i, v in enumerate(v for v in chains if v not in ("sft", contrast)):
+        draw(right, v, v, "chains", lw=1, color=f"C{i}")
     right.set(title="SFT and GRPO variants (chain mean)", xlabel="per-problem solve rate")
     for ax in (left, right):
         ax.set_xlim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(
+        f"Per-problem solve rates in {k} samples, as cumulative shares of the held-out problems",
+        fontsize=10,
+    )
+    legend_below(fig, fontsize=7)
     return save(fig, path)
