@@ -4,7 +4,7 @@ chapter B's variants against grpo chain by chain, and an SVG beside every PNG wi
 
 import pytest
 
-from rlvr.report import plots
+from rlvr.report import plots, trainplots, workedplots
 from rlvr.report.labels import label_source, sft_label, sft_mechanism
 
 UNDER_TRAINED = {"noise": {"kind": "uniform", "rate": 0.0}, "target": 0.53, "epochs": 24}
@@ -20,7 +20,8 @@ def drawn(monkeypatch):
         figures.append(fig)
         return path
 
-    monkeypatch.setattr(plots, "save", keep)
+    for module in (plots, trainplots, workedplots):
+        monkeypatch.setattr(module, "save", keep)
     return figures
 
 
@@ -137,12 +138,12 @@ def test_the_hack_figure_has_one_legend_under_its_panels_and_a_title_naming_the_
     curves = {}
     for seed in (0, 1, 2):
         path = tmp_path / f"seed{seed}.tsv"
-        cols = ["step", *(key for _, key, _, _ in plots.HACK_LINES)]
+        cols = ["step", *(key for _, key, _, _ in trainplots.HACK_LINES)]
         rows = [[str(step), *(f"{0.1 * step + 0.01 * seed:.3f}" for _ in cols[1:])] for step in (1, 2, 3)]
         path.write_text("\n".join("\t".join(r) for r in [cols, *rows]) + "\n")
         curves[seed] = path
     label = sft_label("single_digit", **UNDER_TRAINED)
-    plots.hack_curves(curves, tmp_path / "h.png", label, "a_grpo")
+    trainplots.hack_curves(curves, tmp_path / "h.png", label, "a_grpo")
     (fig,) = drawn
     assert label in fig.get_suptitle() and "3 chains" in fig.get_suptitle()
     assert len(fig.legends) == 1 and plots.legend_problems(fig) == []

@@ -309,7 +309,7 @@ def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
 def test_learning_curves_average_a_step_over_the_seeds_that_have_a_value(tmp_path):
     """Dynamic sampling can keep no group at a step (its reward is NaN there): the figure is still
     drawn, from the seeds that have a value."""
-    from rlvr.report.plots import learning_curves
+    from rlvr.report.trainplots import learning_curves
 
     rows = lambda vals: [{"step": i, "reward_mean": v} for i, v in enumerate(vals)]  # noqa: E731
     runs = {

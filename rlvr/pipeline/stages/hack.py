@@ -24,7 +24,7 @@ from rlvr.pipeline.seeds import (
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
-from rlvr.report import plots
+from rlvr.report import trainplots
 from rlvr.report.labels import sft_run_label
 from rlvr.reward_hacking import hack_metrics, hack_summary
 from rlvr.stats import seed_metrics
@@ -117,7 +117,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_metrics(paths.metrics, metrics)
-        plots.hack_curves(
+        trainplots.hack_curves(
             {s: paths.curve(s) for s in cfg.seeds},
             paths.figure,
             sft_run_label(cfg.sft, params.sft_run(cfg.sft)),

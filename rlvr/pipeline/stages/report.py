@@ -25,7 +25,7 @@ from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
-from rlvr.report import plots
+from rlvr.report import plots, trainplots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
@@ -199,7 +199,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 continue
             name = f"grpo-curves-chapter-{chapter.lower()}.png"
             starts, labels = curve_labels(metrics, runs, settings)
-            png = plots.learning_curves(
+            png = trainplots.learning_curves(
                 runs,
                 f"Chapter {chapter}: GRPO learning curves on {task}, {starts}",
                 paths.figure_copies / name,

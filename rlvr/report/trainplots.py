@@ -1,0 +1,135 @@
+"""The figures drawn over training steps: the GRPO learning curves of a chapter's variants (stage
+`report`) and the reward-hacking run (stage `hack`). Every curve is the mean over chains with its 95%
+band over chains, cut to the range the metric can take; the canvas, legend and save helpers are
+rlvr.report.plots'.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from rlvr.report.plots import legend_below, new_figure, read_tsv, save
+
+
+def _floats(rows: list[dict], key: str) -> list[float]:
+    """A TSV column as floats; a blank cell (no value at that step) is NaN."""
+    return [float(r[key]) if r[key] != "" else math.nan for r in rows]
+
+
+def _band(ax, x, per_seed: list[list[float]], label: str, color, floor: float | None) -> None:
+    """Seed mean as a line, its 95% t-interval as a band (none with one seed), the band cut at
+    `floor` where the quantity cannot go lower (KL, entropy, rates: 0). A step where a seed has no
+    value (NaN: e.g. dynamic sampling kept no group) is averaged over the seeds that have one."""
+    from rlvr.stats import mean_ci
+
+    def column(values: tuple) -> tuple[float, float, float]:
+        defined = [v for v in values if v == v]
+        if not defined:
+            return math.nan, math.nan, math.nan
+        mean, lo, hi = mean_ci(defined)
+        return (mean, mean, mean) if lo is None else (mean, lo, hi)
+
+    stats = [column(col) for col in zip(*per_seed)]
+    ax.plot(x, [m for m, _, _ in stats], color=color, lw=1.4, label=label)
+    if len(per_seed) > 1:
+        lo = [max(lo, floor) if floor is not None else lo for _, lo, _ in stats]
+        ax.fill_between(x, lo, [hi for _, _, hi in stats], color=color, alpha=0.12, lw=0)
+
+
+def _rolling(values: list[float], window: int) -> list[float]:
+    """Trailing mean over `window` points (fewer at the start): per-step training metrics are
+    one batch each, too noisy to compare variants by eye."""
+    return [float(np.mean(values[max(0, i - window + 1) : i + 1])) for i in range(len(values))]
+
+
+LEARNING_PANELS = (  # (curve table, column, panel title, y axis with its unit)
+    ("train", "reward_mean", "training reward", "reward (share of samples correct)"),
+    ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy (share correct)"),
+    ("train", "kl_k3_nats", "KL to the reference (k3 estimator)", "KL (nats per response)"),
+    ("train", "entropy_nats", "policy entropy", "entropy (nats per token)"),
+)
+
+
+def learning_curves(
+    runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path, labels: dict[str, str]
+) -> Path:
+    """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
+    runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
+    (the curve TSVs as read); labels: variant -> its legend entry. Training metrics are smoothed by a
+    trailing mean over 1/20 of the run."""
+    fig = new_figure((12, 7.2))
+    axes = fig.subplots(2, 2).ravel()
+    steps = max(len(c["train"][0]) for c in runs.values() if c["train"])
+    window = max(1, steps // 20)
+    for i, (variant, curves) in enumerate(runs.items()):
+        for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
+            seeds = curves[table]
+            if not seeds or key not in seeds[0][0]:
+                continue
+            values = [_floats(rows, key) for rows in seeds]
+            if table == "train":
+                values = [_rolling(v, window) for v in values]
+            _band(
+                ax,
+                [int(r["step"]) for r in seeds[0]],
+                values,
+                labels[variant],
+                f"C{i}",
+                0.0,
+            )
+    smooth = f", trailing mean of {window} steps" if window > 1 else ""
+    for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
+        ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
+        ax.grid(alpha=0.3)
+    legend_below(fig)
+    fig.suptitle(textwrap.fill(title + "; chain mean and its 95% band over chains", 150), fontsize=11)
+    return save(fig, path)
+
+
+HACK_LINES = (  # the hack figure's lines in drawing order: (panel, curve column, legend label, style)
+    (0, "reward_mean", "substring reward", {"color": "tab:red"}),
+    (0, "accuracy", "exact accuracy", {"color": "tab:blue"}),
+    (0, "final_answer_acc", "final-answer accuracy", {"color": "tab:green", "ls": "--"}),
+    (1, "digits_per_response", "digits", {"color": "tab:purple"}),
+    (1, "distinct_digits_per_response", "distinct digits", {"color": "tab:orange"}),
+)
+
+
+def hack_curves(curves: dict[int, Path], figure_path: Path, start: str, variant: str) -> Path:
+    """Hacked reward vs exact and final-answer accuracy over steps, and digits per response.
+    curves: seed -> that seed's curve TSV; start: what the title calls the SFT start the chains
+    begin from (`rlvr.report.labels.sft_label`); variant: whose GRPO loop settings they ran."""
+    seeds = list(curves)
+    fig = new_figure((9, 3.6))
+    fig.suptitle(
+        f"GRPO ({variant}'s loop) on the substring verifier, {len(seeds)} chains\nfrom {start}",
+        fontsize=10,
+    )
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for seed in seeds:
+        rows = [r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""]
+        step = [int(r["step"]) for r in rows]
+        for panel, key, label, style in HACK_LINES:
+            (left, right)[panel].plot(
+                step,
+                [float(r[key]) for r in rows],
+                label=label if seed == seeds[0] else None,
+                alpha=0.8,
+                lw=1.2,
+                **style,
+            )
+    left.set(
+        xlabel="GRPO step",
+        ylabel="share of samples",
+        title="hacked reward vs true accuracy",
+        ylim=(0, 1.02),
+    )
+    right.set(xlabel="GRPO step", ylabel="digits per response", title="digits per response")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    legend_below(fig)
+    return save(fig, figure_path)
