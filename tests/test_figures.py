@@ -148,3 +148,69 @@ def test_the_hack_figure_has_one_legend_under_its_panels_and_a_title_naming_the_
     assert label in fig.get_suptitle() and "3 chains" in fig.get_suptitle()
     assert len(fig.legends) == 1 and plots.legend_problems(fig) == []
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+
+
+# --------------------------------------------------------------------------------------------
+# Bands inside the metric's range
+
+
+def _band_ys(ax) -> list[float]:
+    """Every y of the shaded bands (fill_between) of a panel."""
+    from matplotlib.collections import FillBetweenPolyCollection, PolyCollection
+
+    polys = [c for c in ax.collections if isinstance(c, (PolyCollection, FillBetweenPolyCollection))]
+    return [float(y) for c in polys for path in c.get_paths() for _, y in path.vertices]
+
+
+def test_a_band_stops_at_the_range_the_metric_can_take():
+    from rlvr.stats import mean_ci
+
+    accuracy = [[0.99], [1.0], [0.7]]  # (S, T): three chains, one step
+    assert mean_ci([0.99, 1.0, 0.7])[2] > 1  # the t-interval itself leaves [0, 1]
+    mean, lo, hi = trainplots.chain_band(accuracy, (0.0, 1.0))
+    assert hi == [1.0] and 0 < lo[0] < mean[0] < 1
+    kl = [[0.0], [0.01], [0.3]]
+    assert mean_ci([0.0, 0.01, 0.3])[1] < 0
+    assert trainplots.chain_band(kl, (0.0, float("inf")))[1] == [0.0]
+    one = trainplots.chain_band([[0.5, float("nan")]], (0.0, 1.0))
+    assert one[0][0] == one[1][0] == one[2][0] == 0.5  # one chain: no interval
+
+
+def test_the_learning_curves_bands_stay_inside_each_panels_metric_range(drawn, tmp_path):
+    from rlvr.report.compare import metric_bounds
+
+    def rows(values, key):
+        return [{"step": str(i), key: str(v)} for i, v in enumerate(values)]
+
+    extreme = ([0.98, 1.0, 1.0], [1.0, 0.6, 0.99], [0.99, 1.0, 0.5])  # near 1, spread: raw bands past 1
+    low = ([0.0, 0.01, 0.0], [0.3, 0.0, 0.02], [0.0, 0.4, 0.0])  # near 0, spread: raw bands below 0
+    train = [
+        [
+            {"step": str(i), "reward_mean": str(r), "kl_k3_nats": str(k), "entropy_nats": str(k)}
+            for i, (r, k) in enumerate(zip(e, lo))
+        ]
+        for e, lo in zip(extreme, low)
+    ]
+    runs = {"v": {"train": train, "eval": [rows(e, "eval_acc") for e in extreme]}}
+    trainplots.learning_curves(runs, "t", tmp_path / "c.png", {"v": "v (3 chains)"})
+    (fig,) = drawn
+    for ax, (_, key, _, _) in zip(fig.axes, trainplots.LEARNING_PANELS):
+        lo, hi = metric_bounds(key)
+        ys = _band_ys(ax)
+        assert ys and lo <= min(ys) and max(ys) <= hi, key
+    assert max(_band_ys(fig.axes[1])) == 1.0 and min(_band_ys(fig.axes[2])) == 0.0
+
+
+def test_the_pass_at_k_bands_stop_at_0_and_1_and_their_differences_at_minus_1_and_1(drawn, tmp_path):
+    ks = [1, 2, 4]
+    start = [{"k": k, "pass_at_k": 0.9, "ci95_lo": -0.2, "ci95_hi": 1.3} for k in ks]
+    variant = [
+        {"k": k, "pass_at_k": 0.95, "ci95_lo": 0.5, "ci95_hi": 1.2, "minus_sft": 0.05}
+        | {"minus_sft_lo": -1.4, "minus_sft_hi": 1.6}
+        for k in ks
+    ]
+    plots.passk_curves({"sft": start, "grpo": variant}, 4, None, tmp_path / "c.png", {}, {"sft": "SFT s (x)"})
+    (fig,) = drawn
+    left, right = fig.axes
+    assert 0 < min(_band_ys(left)) and max(_band_ys(left)) == 1.0  # 1 - pass@k, floored for the log axis
+    assert min(_band_ys(right)) == -1.0 and max(_band_ys(right)) == 1.0

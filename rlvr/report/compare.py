@@ -48,8 +48,8 @@ PASSK_KS = (1, 8)  # and n, the samples drawn per problem
 TEST_METRIC = "pass_at_1"
 FALLBACK_TEST_METRIC = "eval_acc_final"  # tested instead when either variant has no pass@k counts
 
-_UNIT_WORDS = {"acc", "frac", "reward", "pass"}  # fractions of problems, samples or tokens: [0, 1]
-_NONNEG_WORDS = {"kl", "nats", "entropy", "len", "seconds", "samples"}  # KL, entropy, sizes, times: >= 0
+_UNIT_WORDS = {"acc", "accuracy", "frac", "reward", "pass"}  # shares of problems, samples, tokens: [0, 1]
+_NONNEG_WORDS = {"kl", "nats", "entropy", "len", "seconds", "samples", "digits"}  # KL, sizes, times: >= 0
 INF = math.inf
 
 

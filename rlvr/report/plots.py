@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvr.files import atomic_write
+from rlvr.report.compare import delta_bounds, metric_bounds
 
 
 def new_figure(figsize: tuple[float, float]):
@@ -225,6 +226,13 @@ def bench_scaling(scaling: dict, path: Path) -> Path:
     return save(fig, path)
 
 
+PASS_BOUNDS = metric_bounds("pass_at_k")  # a pass@k band stops at 0 and 1, a difference of two at -1, 1
+
+
+def _within(value: float, bounds: tuple[float, float]) -> float:
+    return min(max(value, bounds[0]), bounds[1])
+
+
 def _k_axis(ax, n: int) -> None:
     """A log2 axis for k with every power of two labelled: 1, 2, 4, ..., n."""
     ticks = [2**i for i in range(n.bit_length()) if 2**i <= n]
@@ -275,7 +283,7 @@ def passk_curves(
         ks = [r["k"] for r in rows]
         lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
         floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
-        miss = lambda key: [max(1 - r[key], floor) for r in rows]  # noqa: E731
+        miss = lambda key: [max(1 - _within(r[key], PASS_BOUNDS), floor) for r in rows]  # noqa: E731
         left.plot(ks, miss("pass_at_k"), label=label, **style)
         left.fill_between(ks, miss(hi), miss(lo), color=style["color"], alpha=0.2, lw=0)
     left.set_yscale("log")
@@ -298,8 +306,8 @@ def passk_curves(
         )
         right.fill_between(
             ks,
-            [r["minus_sft_lo"] for r in rows],
-            [r["minus_sft_hi"] for r in rows],
+            [_within(r["minus_sft_lo"], delta_bounds(PASS_BOUNDS)) for r in rows],
+            [_within(r["minus_sft_hi"], delta_bounds(PASS_BOUNDS)) for r in rows],
             color=colour[v],
             alpha=0.12,
             lw=0,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlvr.report.compare import metric_bounds
 from rlvr.report.plots import legend_below, new_figure, read_tsv, save
 
 
@@ -20,24 +21,31 @@ def _floats(rows: list[dict], key: str) -> list[float]:
     return [float(r[key]) if r[key] != "" else math.nan for r in rows]
 
 
-def _band(ax, x, per_seed: list[list[float]], label: str, color, floor: float | None) -> None:
-    """Seed mean as a line, its 95% t-interval as a band (none with one seed), the band cut at
-    `floor` where the quantity cannot go lower (KL, entropy, rates: 0). A step where a seed has no
-    value (NaN: e.g. dynamic sampling kept no group) is averaged over the seeds that have one."""
+def chain_band(
+    per_seed: list[list[float]], bounds: tuple[float, float]
+) -> tuple[list[float], list[float], list[float]]:
+    """(mean, lo, hi) per step over chains: the mean and its 95% t-interval, the interval cut to
+    `bounds`, the range the metric can take (`rlvr.report.compare.metric_bounds`: an accuracy's band
+    stops at 0 and 1, a KL's at 0); with one chain, no interval (lo = hi = mean). A step where a chain
+    has no value (NaN: e.g. dynamic sampling kept no group) is averaged over the chains that have one.
+    per_seed: (S, T) values, one row per chain."""
     from rlvr.stats import mean_ci
 
-    def column(values: tuple) -> tuple[float, float, float]:
-        defined = [v for v in values if v == v]
-        if not defined:
-            return math.nan, math.nan, math.nan
-        mean, lo, hi = mean_ci(defined)
-        return (mean, mean, mean) if lo is None else (mean, lo, hi)
+    mean, lo, hi = [], [], []
+    for column in zip(*per_seed):  # (S,) at one step
+        defined = [v for v in column if v == v]
+        m, low, high = mean_ci(defined) if defined else (math.nan, math.nan, math.nan)
+        low, high = (m, m) if low is None else (max(low, bounds[0]), min(high, bounds[1]))
+        mean.append(m), lo.append(low), hi.append(high)
+    return mean, lo, hi
 
-    stats = [column(col) for col in zip(*per_seed)]
-    ax.plot(x, [m for m, _, _ in stats], color=color, lw=1.4, label=label)
+
+def _band(ax, x, per_seed: list[list[float]], label: str, color, bounds: tuple[float, float]) -> None:
+    """`chain_band` drawn: the chain mean as a line, its band (none with one chain) shaded."""
+    mean, lo, hi = chain_band(per_seed, bounds)
+    ax.plot(x, mean, color=color, lw=1.4, label=label)
     if len(per_seed) > 1:
-        lo = [max(lo, floor) if floor is not None else lo for _, lo, _ in stats]
-        ax.fill_between(x, lo, [hi for _, _, hi in stats], color=color, alpha=0.12, lw=0)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.12, lw=0)
 
 
 def _rolling(values: list[float], window: int) -> list[float]:
@@ -79,7 +87,7 @@ def learning_curves(
                 values,
                 labels[variant],
                 f"C{i}",
-                0.0,
+                metric_bounds(key),
             )
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
