@@ -214,3 +214,45 @@ def test_the_pass_at_k_bands_stop_at_0_and_1_and_their_differences_at_minus_1_an
     left, right = fig.axes
     assert 0 < min(_band_ys(left)) and max(_band_ys(left)) == 1.0  # 1 - pass@k, floored for the log axis
     assert min(_band_ys(right)) == -1.0 and max(_band_ys(right)) == 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# Each chain under the mean
+
+
+def _thin(ax) -> list:
+    return [ln for ln in ax.get_lines() if ln.get_linewidth() == trainplots.CHAIN_LINE["lw"]]
+
+
+def test_the_learning_curves_draw_each_chain_thin_under_its_mean(drawn, tmp_path):
+    evals = [[0.5, 0.6, 0.7], [0.5, 0.7, 0.9], [0.4, 0.5, 0.5]]  # (S, T)
+    runs = {
+        "v": {
+            "train": [],
+            "eval": [[{"step": str(i), "eval_acc": str(v)} for i, v in enumerate(e)] for e in evals],
+        }
+    }
+    trainplots.learning_curves(runs, "t", tmp_path / "c.png", {"v": "v (3 chains)"})
+    (fig,) = drawn
+    accuracy = fig.axes[1]
+    assert [list(ln.get_ydata()) for ln in _thin(accuracy)] == evals
+    (mean,) = [ln for ln in accuracy.get_lines() if ln.get_label() == "v (3 chains)"]
+    assert list(mean.get_ydata()) == pytest.approx([sum(c) / 3 for c in zip(*evals)])
+    assert "one chain (thin lines)" in legend_texts(fig)
+
+
+def test_the_hack_figure_draws_the_mean_its_band_and_each_chain(drawn, tmp_path):
+    keys = [key for _, key, _, _ in trainplots.HACK_LINES]
+    curves = {}
+    for seed, scale in ((0, 0.1), (1, 0.2), (2, 0.3)):
+        rows = [["step", *keys]] + [[str(t), *(f"{scale * t:.2f}" for _ in keys)] for t in (1, 2, 3)]
+        curves[seed] = tmp_path / f"seed{seed}.tsv"
+        curves[seed].write_text("\n".join("\t".join(r) for r in rows) + "\n")
+    trainplots.hack_curves(curves, tmp_path / "h.png", "SFT s (x)", "a_grpo")
+    (fig,) = drawn
+    left, right = fig.axes[:2]
+    assert len(_thin(left)) == 3 * 3 and len(_thin(right)) == 3 * 2  # a line per chain and curve
+    (reward,) = [ln for ln in left.get_lines() if ln.get_label() == "substring reward"]
+    assert list(reward.get_ydata()) == pytest.approx([0.2, 0.4, 0.6])  # the chain mean
+    assert _band_ys(left) and _band_ys(right)  # a band for every curve
+    assert max(_band_ys(left)) <= 1.0

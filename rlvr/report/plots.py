@@ -34,16 +34,20 @@ def new_figure(figsize: tuple[float, float]):
 LEGEND_WRAP = 70  # characters per line of a legend entry: a long run name wraps, never leaves the image
 
 
+def labelled(axes) -> list[tuple]:
+    """(handle, label) of every labelled artist of the panels, each label once, in drawing order."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    return [(h, label) for label, h in seen.items()]
+
+
 def legend_below(fig, entries: list[tuple] | None = None, fontsize: float = 8):
     """The figure's legend in a strip under its panels, so it neither covers a curve nor leaves the
     image: as many columns as fit the figure's width, entries wrapped at LEGEND_WRAP characters.
     entries: (handle, label) pairs; by default every labelled artist of every panel, once per label."""
-    if entries is None:
-        seen: dict[str, object] = {}
-        for ax in fig.axes:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                seen.setdefault(label, handle)
-        entries = [(h, label) for label, h in seen.items()]
+    entries = labelled(fig.axes) if entries is None else entries
     handles = [h for h, _ in entries]
     labels = [textwrap.fill(label, LEGEND_WRAP) for _, label in entries]
     renderer = fig.canvas.get_renderer()
@@ -108,8 +112,9 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "hack-reward-vs-accuracy.png": (
         "A",
-        "GRPO on the hackable substring verifier, one line per seed: the reward climbs "
-        "away from exact accuracy while the policy emits more digits per response.",
+        "GRPO on the hackable substring verifier, mean over chains with its 95% band and each chain "
+        "as a thin line: the reward climbs away from exact accuracy while the policy emits more "
+        "digits per response.",
     ),
     "worked-b5-signal-probability.png": (
         "B",
@@ -150,13 +155,13 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "grpo-curves-chapter-a.png": (
         "A",
-        "Chapter A's GRPO runs, chain mean with its 95% band: training reward, "
-        "sampled accuracy, KL to the reference and policy entropy per step.",
+        "Chapter A's GRPO runs, chain mean with its 95% band and each chain as a thin line: "
+        "training reward, sampled accuracy, KL to the reference and policy entropy per step.",
     ),
     "grpo-curves-chapter-b.png": (
         "B",
-        "Chapter B's GRPO variants, chain mean with its 95% band: training reward, "
-        "held-out accuracy, KL to the reference and policy entropy per step.",
+        "Chapter B's GRPO variants, chain mean with its 95% band and each chain as a thin line: "
+        "training reward, held-out accuracy, KL to the reference and policy entropy per step.",
     ),
 }
 SCALING_CAPTION = (

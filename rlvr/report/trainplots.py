@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvr.report.compare import metric_bounds
-from rlvr.report.plots import legend_below, new_figure, read_tsv, save
+from rlvr.report.plots import labelled, legend_below, new_figure, read_tsv, save
 
 
 def _floats(rows: list[dict], key: str) -> list[float]:
@@ -32,7 +32,7 @@ def chain_band(
     from rlvr.stats import mean_ci
 
     mean, lo, hi = [], [], []
-    for column in zip(*per_seed):  # (S,) at one step
+    for column in zip(*per_seed, strict=True):  # (S,) at one step
         defined = [v for v in column if v == v]
         m, low, high = mean_ci(defined) if defined else (math.nan, math.nan, math.nan)
         low, high = (m, m) if low is None else (max(low, bounds[0]), min(high, bounds[1]))
@@ -40,12 +40,25 @@ def chain_band(
     return mean, lo, hi
 
 
-def _band(ax, x, per_seed: list[list[float]], label: str, color, bounds: tuple[float, float]) -> None:
-    """`chain_band` drawn: the chain mean as a line, its band (none with one chain) shaded."""
+CHAIN_LINE = {"lw": 0.5, "alpha": 0.35}  # one chain: thin and faint, under its mean
+
+
+def _band(ax, x, per_seed: list[list[float]], label: str, bounds: tuple[float, float], **style) -> None:
+    """`chain_band` drawn: one thin line per chain, the band (none with one chain) shaded over them,
+    the chain mean on top. A mean hides whether one chain or all of them moved: the thin lines say."""
     mean, lo, hi = chain_band(per_seed, bounds)
-    ax.plot(x, mean, color=color, lw=1.4, label=label)
     if len(per_seed) > 1:
-        ax.fill_between(x, lo, hi, color=color, alpha=0.12, lw=0)
+        for values in per_seed:
+            ax.plot(x, values, color=style["color"], **CHAIN_LINE)
+        ax.fill_between(x, lo, hi, color=style["color"], alpha=0.12, lw=0)
+    ax.plot(x, mean, lw=1.6, label=label, **style)
+
+
+def chain_key(color: str = "tab:gray") -> tuple:
+    """A legend entry for the thin lines: (handle, label)."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=color, **CHAIN_LINE), "one chain (thin lines)"
 
 
 def _rolling(values: list[float], window: int) -> list[float]:
@@ -71,7 +84,7 @@ def learning_curves(
     trailing mean over 1/20 of the run."""
     fig = new_figure((12, 7.2))
     axes = fig.subplots(2, 2).ravel()
-    steps = max(len(c["train"][0]) for c in runs.values() if c["train"])
+    steps = max((len(c["train"][0]) for c in runs.values() if c["train"]), default=1)
     window = max(1, steps // 20)
     for i, (variant, curves) in enumerate(runs.items()):
         for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
@@ -86,15 +99,17 @@ def learning_curves(
                 [int(r["step"]) for r in seeds[0]],
                 values,
                 labels[variant],
-                f"C{i}",
                 metric_bounds(key),
+                color=f"C{i}",
             )
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
         ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
         ax.grid(alpha=0.3)
-    legend_below(fig)
-    fig.suptitle(textwrap.fill(title + "; chain mean and its 95% band over chains", 150), fontsize=11)
+    legend_below(fig, [*labelled(axes), chain_key()])
+    fig.suptitle(
+        textwrap.fill(title + "; chain mean, its 95% band over chains and each chain", 150), fontsize=11
+    )
     return save(fig, path)
 
 
@@ -114,22 +129,16 @@ def hack_curves(curves: dict[int, Path], figure_path: Path, start: str, variant:
     seeds = list(curves)
     fig = new_figure((9, 3.6))
     fig.suptitle(
-        f"GRPO ({variant}'s loop) on the substring verifier, {len(seeds)} chains\nfrom {start}",
+        f"GRPO ({variant}'s loop) on the substring verifier from {start}:\n"
+        f"mean of {len(seeds)} chains, its 95% band over chains and each chain",
         fontsize=10,
     )
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for seed in seeds:
-        rows = [r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""]
-        step = [int(r["step"]) for r in rows]
-        for panel, key, label, style in HACK_LINES:
-            (left, right)[panel].plot(
-                step,
-                [float(r[key]) for r in rows],
-                label=label if seed == seeds[0] else None,
-                alpha=0.8,
-                lw=1.2,
-                **style,
-            )
+    tables = [[r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""] for seed in seeds]
+    step = [int(r["step"]) for r in tables[0]]
+    for panel, key, label, style in HACK_LINES:
+        per_seed = [[float(r[key]) for r in rows] for rows in tables]  # (S, T)
+        _band((left, right)[panel], step, per_seed, label, metric_bounds(key), **style)
     left.set(
         xlabel="GRPO step",
         ylabel="share of samples",
@@ -139,5 +148,5 @@ def hack_curves(curves: dict[int, Path], figure_path: Path, start: str, variant:
     right.set(xlabel="GRPO step", ylabel="digits per response", title="digits per response")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    legend_below(fig)
+    legend_below(fig, [*labelled((left, right)), chain_key()])
     return save(fig, figure_path)
