@@ -256,3 +256,98 @@ def test_the_hack_figure_draws_the_mean_its_band_and_each_chain(drawn, tmp_path)
     assert list(reward.get_ydata()) == pytest.approx([0.2, 0.4, 0.6])  # the chain mean
     assert _band_ys(left) and _band_ys(right)  # a band for every curve
     assert max(_band_ys(left)) <= 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# Chapter B's variants against grpo, chain by chain
+
+
+def _metrics_file(task, seeds, **per_seed):
+    return {"task": task, "sft": "two_digit", "seeds": seeds, "per_seed": per_seed}
+
+
+def _chapter_b():
+    """grpo on chains 0-3, v on 0, 1, 2 and 5 (listed out of order), a chapter A variant, and the
+    passk stage's per-chain pass@1 and pass@n for grpo and v (its seeds in another order)."""
+    return {
+        "grpo-grpo.json": _metrics_file("two_digit", [0, 1, 2, 3], entropy_nats_final=[0.3, 0.2, 0.4, 0.1]),
+        "grpo-v.json": _metrics_file("two_digit", [5, 2, 0, 1], entropy_nats_final=[9.0, 0.5, 0.1, 0.3]),
+        "grpo-a.json": _metrics_file("single_digit", [0, 1, 2, 3], entropy_nats_final=[1.0] * 4),
+        "passk.json": {
+            "k_max": 64,
+            "variants": {
+                "grpo": {
+                    "seeds": [0, 1, 2, 3],
+                    "per_seed": {"pass_at_1_rl": [0.5, 0.6, 0.7, 0.8], "pass_at_n_rl": [0.9] * 4},
+                },
+                "v": {
+                    "seeds": [1, 0, 5, 2],
+                    "per_seed": {"pass_at_1_rl": [0.62, 0.55, 0.0, 0.66], "pass_at_n_rl": [0.95] * 4},
+                },
+            },
+        },
+    }
+
+
+def test_the_paired_view_is_each_chains_difference_on_the_chains_both_ran(tmp_path):
+    from rlvr.report.compare import delta, paired_view, variants_by_chain
+
+    variants = variants_by_chain(_chapter_b(), tmp_path)
+    assert variants["v"]["seeds"] == [0, 1, 2, 5]
+    assert variants["v"]["per_seed"]["pass_at_1"] == [0.55, 0.62, 0.66, 0.0]  # by seed, not position
+    panels = paired_view(variants, "grpo")
+    assert [(p["metric"], p["title"]) for p in panels] == [
+        ("pass_at_1", "pass@1 (held-out accuracy)"),
+        ("pass_at_n", "pass@64"),
+        ("entropy_nats_final", "policy entropy at the end"),
+    ]  # no KL in either file: no KL panel
+    assert all([r["variant"] for r in p["rows"]] == ["v"] for p in panels)  # the chapter A one is not paired
+    (row,) = panels[0]["rows"]
+    assert row["chains"] == [0, 1, 2]
+    assert row["diffs"] == pytest.approx([0.55 - 0.5, 0.62 - 0.6, 0.66 - 0.7])
+    expected = delta([0.5, 0.6, 0.7], [0.55, 0.62, 0.66], True, (0.0, 1.0))
+    assert row["mean"] == pytest.approx(expected["mean"]) and row["ci95"] == pytest.approx(expected["ci95"])
+    (entropy,) = panels[2]["rows"]
+    assert entropy["diffs"] == pytest.approx([0.1 - 0.3, 0.3 - 0.2, 0.5 - 0.4])
+
+
+def test_without_pass_at_k_the_paired_view_falls_back_to_held_out_accuracy_and_needs_its_base(tmp_path):
+    from rlvr.report.compare import paired_view, variants_by_chain
+
+    metrics = {
+        "grpo-grpo.json": _metrics_file("two_digit", [0, 1], eval_acc_final=[0.5, 0.6]),
+        "grpo-v.json": _metrics_file("two_digit", [0, 1], eval_acc_final=[0.7, float("nan")]),
+        "grpo-w.json": _metrics_file("two_digit", [0, 1], eval_acc_final=[0.4, 0.4]),
+    }
+    (panel,) = paired_view(variants_by_chain(metrics, tmp_path), "grpo")
+    assert panel["metric"] == "eval_acc_final"
+    assert [r["variant"] for r in panel["rows"]] == ["w"]  # v has a chain with no value
+    assert paired_view(variants_by_chain(metrics, tmp_path), "absent") == []
+
+
+def test_the_paired_figure_draws_every_chains_difference_and_the_mean_with_its_interval(drawn, tmp_path):
+    from rlvr.report.compare import paired_view, variants_by_chain
+
+    panels = paired_view(variants_by_chain(_chapter_b(), tmp_path), "grpo")
+    plots.paired_figure(panels, "grpo", "t", tmp_path / "p.png")
+    (fig,) = drawn
+    for ax, panel in zip(fig.axes, panels):
+        (row,) = panel["rows"]
+        dots = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert [list(ln.get_ydata()) for ln in dots] == [row["diffs"]]
+        means = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
+        assert [list(ln.get_ydata()) for ln in means] == [[row["mean"]]]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["v"]
+        assert "variant - grpo" in ax.get_ylabel()
+    assert plots.legend_problems(fig) == []
+
+
+def test_the_report_shows_the_paired_view_in_the_variants_section():
+    from rlvr.report.document import Figure, Heading
+    from rlvr.report.layout import variant_blocks
+
+    figure = {"name": "grpo-paired-chapter-b.png", "png": b"\x89PNG", "caption": "c", "provenance": "p"}
+    blocks = variant_blocks({}, [{**figure, "kind": "paired", "chapter": "B"}], {})
+    heading = next(i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.anchor == "paired")
+    assert isinstance(blocks[heading + 1], Figure) and blocks[heading + 1].name == figure["name"]
+    assert "grpo-paired-chapter-b.png" in plots.CAPTIONS

@@ -315,8 +315,8 @@ STARTS_AND_LIFTS = (
 
 
 def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict]) -> list:
-    """The variant table, each variant beside its start, the variants that end alike and the
-    learning curves."""
+    """The variant table, each variant beside its start, the variants that end alike, the
+    learning curves and the paired view (each variant minus grpo, chain by chain)."""
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
     blocks = [
         Heading("GRPO variants", 2, "variants"),
@@ -350,6 +350,9 @@ def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[s
     curves = [f for f in figures if f["kind"] == "curves"]
     if curves:
         blocks += [Heading("Learning curves", 3, "learning-curves"), *figure_blocks(curves)]
+    paired = [f for f in figures if f["kind"] == "paired"]
+    if paired:
+        blocks += [Heading("Paired differences, chain by chain", 3, "paired"), *figure_blocks(paired)]
     return blocks
 
 

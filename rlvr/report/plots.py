@@ -158,6 +158,13 @@ CAPTIONS: dict[str, tuple[str, str]] = {
         "Chapter A's GRPO runs, chain mean with its 95% band and each chain as a thin line: "
         "training reward, sampled accuracy, KL to the reference and policy entropy per step.",
     ),
+    "grpo-paired-chapter-b.png": (
+        "B",
+        "Each variant minus grpo on the same chain (same SFT start, same data order), on the chains "
+        "both ran: a grey dot per chain, the mean over chains with its 95% t-interval in black. "
+        "pass@1 and pass@64 from the passk stage, KL and entropy at the last step; an interval "
+        "clear of 0 is a difference the chains agree on.",
+    ),
     "grpo-curves-chapter-b.png": (
         "B",
         "Chapter B's GRPO variants, chain mean with its 95% band and each chain as a thin line: "
@@ -473,4 +480,55 @@ def passk_solve_rates(
         fontsize=10,
     )
     legend_below(fig, fontsize=7)
+    return save(fig, path)
+
+
+def paired_figure(panels: list[dict], base: str, title: str, path: Path) -> Path:
+    """Each variant minus `base`, chain by chain: per panel (`rlvr.report.compare.paired_view`'s), a
+    column per variant with one small dot per chain (chain s at the same offset in every column, so
+    a chain can be followed across them) and the mean over chains with its 95% t-interval. Where
+    the variants' bands overlap in the learning curves, the pairs, which share a start and a data
+    order, can still tell them apart."""
+    from matplotlib.lines import Line2D
+
+    fig = new_figure((12, 7.2))
+    axes = fig.subplots(2, (len(panels) + 1) // 2, squeeze=False).ravel()
+    chains = sorted({c for p in panels for r in p["rows"] for c in r["chains"]})
+    offset = {c: 0.5 * (i / max(1, len(chains) - 1) - 0.5) for i, c in enumerate(chains)}  # within +-0.25
+    for ax, panel in zip(axes, panels):
+        rows = panel["rows"]
+        ax.axhline(0, color="black", lw=0.8)
+        for x, r in enumerate(rows):
+            ax.plot(
+                [x + offset[c] for c in r["chains"]], r["diffs"], "o", ms=3.5, color="tab:gray", alpha=0.8
+            )
+            lo, hi = r["ci95"] or (r["mean"], r["mean"])
+            ax.errorbar(
+                [x],
+                [r["mean"]],
+                yerr=[[r["mean"] - lo], [hi - r["mean"]]],
+                fmt="D",
+                ms=5,
+                color="black",
+                capsize=4,
+            )
+        ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=30, ha="right")
+        ax.set(title=panel["title"], ylabel=f"{panel['unit']}: variant - {base}")
+        ax.grid(alpha=0.3, axis="y")
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    legend_below(
+        fig,
+        [
+            (
+                Line2D([], [], ls="", marker="o", ms=3.5, color="tab:gray"),
+                f"one chain: the variant minus {base} on it",
+            ),
+            (
+                Line2D([], [], ls="-", marker="D", ms=5, color="black"),
+                "mean over chains and its 95% t-interval",
+            ),
+        ],
+    )
+    fig.suptitle(title, fontsize=11)
     return save(fig, path)

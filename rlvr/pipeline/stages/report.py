@@ -28,6 +28,7 @@ from rlvr.pipeline.seeds import tracked
 from rlvr.report import plots, trainplots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
+from rlvr.report.compare import paired_view, variants_by_chain
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.labels import sft_mechanism
 from rlvr.report.layout import ReportData, render
@@ -105,6 +106,44 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
     )
     prov = f"drawn by stage `report` from `{source}` (`rlvr bench --only scaling`; TRL {scaling['trl']})"
     return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
+
+
+PAIRED_BASE = "grpo"  # chapter B's reference variant (the chapter's GRPO, on every chain) in the paired view
+
+
+def paired_entry(root: Path, lock: dict, metrics: dict, paths: ReportPaths) -> dict | None:
+    """The paired view (every variant of the base's task minus PAIRED_BASE, chain by chain) as a
+    figure entry of the report, with the provenance of every metrics file it reads; None when no
+    variant pairs with the base."""
+    variants = variants_by_chain(metrics, paths.metrics)
+    panels = paired_view(variants, PAIRED_BASE)
+    if not panels:
+        return None
+    task = variants[PAIRED_BASE]["task"]
+    chapter = next(c for c, t in CHAPTER_TASKS.items() if t == task)
+    name = f"grpo-paired-chapter-{chapter.lower()}.png"
+    png = plots.paired_figure(
+        panels,
+        PAIRED_BASE,
+        f"Chapter {chapter} ({task}): each variant minus {PAIRED_BASE} on the same chain, "
+        "on the chains both ran",
+        paths.figure_copies / name,
+    )
+    shown = sorted({PAIRED_BASE, *(r["variant"] for p in panels for r in p["rows"])})
+    files = [f"grpo-{v}.json" for v in shown] + (["passk.json"] if "passk.json" in metrics else [])
+    infos = [explain(root, (paths.metrics / f).as_posix(), check_stale=False, lock=lock) for f in files]
+    figure_with_metadata(png, png, merged_info(infos))
+    return {
+        "name": name,
+        "png": png.read_bytes(),
+        "caption": caption(name)[1],
+        "provenance": f"drawn by stage `report` from `{paths.metrics.as_posix()}/` "
+        + ", ".join(f"`{f}`" for f in files)
+        + "; "
+        + " | ".join(footer(i) for i in infos),
+        "chapter": chapter,
+        "kind": "paired",
+    }
 
 
 def variant_configs(lock: dict) -> dict[str, dict]:
@@ -221,6 +260,8 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                     "kind": "curves",
                 }
             )
+        paired = paired_entry(root, lock, metrics, paths)
+        figures += [paired] if paired else []
         for png in sorted(paths.figures.glob("*.png")):
             info = explain(root, png.as_posix(), check_stale=False, lock=lock)
             copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
