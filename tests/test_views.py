@@ -207,6 +207,7 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
         paths.hack("x").figure.name,
         "grpo-curves-chapter-a.png",
         "grpo-curves-chapter-b.png",
+        "grpo-paired-chapter-b.png",
         "starts-passk.png",
         *(
             f.name
