@@ -351,3 +351,88 @@ def test_the_report_shows_the_paired_view_in_the_variants_section():
     heading = next(i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.anchor == "paired")
     assert isinstance(blocks[heading + 1], Figure) and blocks[heading + 1].name == figure["name"]
     assert "grpo-paired-chapter-b.png" in plots.CAPTIONS
+
+
+# --------------------------------------------------------------------------------------------
+# An SVG beside every PNG, with the same provenance
+
+
+INFO = {
+    "stage": "passk",
+    "params": {"params.yaml": {"passk": {"n": 64}}},
+    "deps": {"data/ckpt": "0123"},
+    "mlflow_runs": {"stage": "run<1>&2"},  # characters XML must escape
+    "git_commit": "abc123",
+}
+
+
+def _small_figure():
+    fig = plots.new_figure((4, 3))
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.set(title="t", xlabel="x", ylabel="y")
+    plots.legend_below(fig)
+    return fig
+
+
+def test_save_writes_an_svg_beside_the_png_with_the_same_bytes_each_time(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from rlvr.files import svg_beside
+
+    png = plots.save(_small_figure(), tmp_path / "f.png")
+    first = svg_beside(png).read_bytes()
+    assert png.read_bytes().startswith(b"\x89PNG") and svg_beside(png) == tmp_path / "f.svg"
+    assert ET.fromstring(first).tag == "{http://www.w3.org/2000/svg}svg"
+    assert b"a line" in first  # text stays text
+    plots.save(_small_figure(), tmp_path / "f.png")
+    assert svg_beside(png).read_bytes() == first  # no date, no random ids
+
+
+def test_the_report_copies_png_and_svg_with_the_same_provenance(tmp_path):
+    from rlvr.files import svg_beside
+    from rlvr.pipeline.stages.report import figure_with_metadata
+    from rlvr.report.provenance import embedded_provenance, metadata_texts
+
+    png = plots.save(_small_figure(), tmp_path / "drawn" / "f.png")
+    copy = figure_with_metadata(png, tmp_path / "copies" / "f.png", INFO)
+    texts = embedded_provenance(copy)
+    assert texts == metadata_texts(INFO) == embedded_provenance(svg_beside(copy))
+    assert texts["rlvr:mlflow_runs"] == '{"stage": "run<1>&2"}'
+    figure_with_metadata(copy, copy, {**INFO, "git_commit": "def456"})  # redone in place: replaced, not added
+    assert embedded_provenance(svg_beside(copy))["rlvr:git_commit"] == "def456"
+    assert svg_beside(copy).read_text().count("<rlvr:provenance") == 1
+
+
+def test_a_png_without_its_svg_is_one_line_naming_the_missing_file(tmp_path):
+    from rlvr.fields import ConfigError
+    from rlvr.pipeline.stages.report import figure_with_metadata
+
+    png = plots.save(_small_figure(), tmp_path / "f.png")
+    (tmp_path / "f.svg").unlink()
+    with pytest.raises(ConfigError, match=r"f\.svg: no SVG beside f\.png; rerun the stage that draws it$"):
+        figure_with_metadata(png, tmp_path / "copy.png", INFO)
+    figure_with_metadata(png, tmp_path / "copy.png", INFO, svg=False)  # a figure made without one
+    assert not (tmp_path / "copy.svg").exists()
+
+
+def test_provenance_goes_into_an_svg_without_a_metadata_element_and_not_into_other_files():
+    from rlvr.report.provenance import ProvenanceError, svg_with_provenance
+
+    svg = svg_with_provenance('<svg xmlns="http://www.w3.org/2000/svg"><g/></svg>', {"rlvr:stage": "x"})
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"><metadata><rlvr:provenance')
+    with pytest.raises(ProvenanceError, match="not an SVG"):
+        svg_with_provenance("<html></html>", {"rlvr:stage": "x"})
+
+
+def test_the_report_shows_the_png_and_links_the_svg_beside_it():
+    from rlvr.report.document import Figure, html_page, markdown
+
+    blocks = [
+        Figure("f.png", b"\x89PNG", "What it shows.", "stage `x`", "f", "f.svg"),
+        Figure("g.png", b"\x89PNG", "c", "p"),
+    ]
+    md, page = markdown(blocks, "figs"), html_page(blocks, "t", "figs")
+    assert "![f.png](figs/f.png)\n\n*What it shows.* ([SVG](figs/f.svg))" in md
+    assert '<a class="svg" href="figs/f.svg">SVG</a>' in page and "data:image/png;base64," in page
+    assert page.count("SVG</a>") == 1 and md.count("[SVG]") == 1  # g has no SVG: no link

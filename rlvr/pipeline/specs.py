@@ -17,11 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr.files import svg_beside
 from rlvr.pipeline import paths
 from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
 from rlvr.pipeline.records import record_path
 
 LABEL_KEYS = ("noise", "target", "epochs")  # an SFT run's settings a figure names its start by
+
+
+def figure_outs(*pngs) -> dict:
+    """A stage's figures as outputs: each PNG and the SVG drawn beside it, kept in git (not cached)."""
+    return {f: {"cache": False} for png in pngs for f in (png, svg_beside(png))}
 
 
 class Ref:
@@ -162,9 +168,7 @@ STAGES: dict[str, Stage] = {
             ],
             outs=lambda x: {
                 x.counts: {"cache": False},
-                x.figure_curves: {"cache": False},
-                x.figure_scatter: {"cache": False},
-                x.figure_solve_rates: {"cache": False},
+                **figure_outs(x.figure_curves, x.figure_scatter, x.figure_solve_rates),
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],
@@ -187,7 +191,7 @@ STAGES: dict[str, Stage] = {
             outs=lambda x: {
                 x.checkpoints: {},
                 x.samples: {"cache": False},
-                x.figure: {"cache": False},
+                **figure_outs(x.figure),
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],
@@ -199,7 +203,7 @@ STAGES: dict[str, Stage] = {
             paths=lambda key, item, p: paths.worked(),
             params=lambda key, item, p: ["threads", "worked"],
             deps=lambda x: [],
-            outs=lambda x: {f: {"cache": False} for f in x.figures},
+            outs=lambda x: figure_outs(*x.figures),
             metrics=lambda x: [x.metrics],
         ),
         Stage(

@@ -108,7 +108,9 @@ def moved_blocks(against: dict) -> list:
 
 def figure_blocks(figures: list[dict]) -> list:
     return [
-        Figure(f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"))
+        Figure(
+            f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"), f.get("svg")
+        )
         for f in figures
     ]
 
@@ -497,6 +499,6 @@ def render(data: ReportData) -> tuple[str, str, dict]:
     blocks = build(data)
     return (
         markdown(blocks, "report-figures"),
-        html_page(blocks, "rlvr-repro report"),
+        html_page(blocks, "rlvr-repro report", "report-figures"),
         summary_counts(data.rows),
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr.files import atomic_write
+from rlvr.files import atomic_write, svg_beside
 from rlvr.report.compare import delta_bounds, metric_bounds
 
 
@@ -77,13 +77,23 @@ def legend_problems(fig) -> list[str]:
     return problems
 
 
+# The SVG's text stays text (searchable, a fraction of the size of glyph outlines), its element ids
+# are hashed from a fixed salt and it carries no date, so the same figure writes the same bytes.
+SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "rlvr-repro"}
+
+
 def save(fig, path: str | Path) -> Path:
-    """Write a figure as PNG, atomically (temp file, then rename); a legend that leaves the image or
-    covers a panel is an error in the figure's code, not something to ship."""
+    """Write a figure as PNG and, beside it, as SVG (`rlvr.files.svg_beside`), each atomically (temp
+    file, then rename); returns the PNG's path. A legend that leaves the image or covers a panel is
+    an error in the figure's code, not something to ship."""
+    import matplotlib
+
     png = atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
     problems = legend_problems(fig)
     if problems:
         raise ValueError(f"{Path(path).name}: " + "; ".join(problems))
+    with matplotlib.rc_context(SVG_RC):
+        atomic_write(svg_beside(png), lambda tmp: fig.savefig(tmp, format="svg", metadata={"Date": None}))
     return png
 
 

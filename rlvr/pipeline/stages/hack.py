@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
-from rlvr.files import read_jsonl, write_json
+from rlvr.files import read_jsonl, svg_beside, write_json
 from rlvr.grpo import GRPOData, Hooks, train_grpo
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
@@ -126,4 +126,5 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         mlrun.log_metrics(pick(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)
+        mlrun.log_artifact(svg_beside(paths.figure))
     return {k: metrics[k] for k in ("reward_mean_end", "accuracy_end", "digits_per_response_end")}

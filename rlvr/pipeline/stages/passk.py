@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from tqdm import tqdm
 
-from rlvr.files import read_heldout, write_json, write_tsv
+from rlvr.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
@@ -158,4 +158,5 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 child.log_metrics(numbers)
         for f in figures:
             mlrun.log_artifact(f)
+            mlrun.log_artifact(svg_beside(f))
     return {"sft_pass_at_1": metrics["sft"]["pass_at_1"], "variants": len(variants)}

@@ -2,10 +2,12 @@
 figures with captions and provenance, the GRPO learning curves, the variant table, the reward-hacking
 samples, the reruns in a fresh clone and the benchmarks.
 
-Each figure is copied into `reports/report-figures/` with its provenance (stage, params from
-dvc.lock, input hashes, MLflow run ids, git commit) written into PNG text chunks, so a figure taken
-out of the page still says where it came from. The learning-curve figures are drawn here, from the
-curves the GRPO stages wrote, because each overlays every variant of a chapter.
+Each figure, PNG and the SVG beside it, is copied into `reports/report-figures/` with its provenance
+(stage, params from dvc.lock, input hashes, MLflow run ids, git commit) written into the PNG's text
+chunks and the SVG's metadata, so a figure taken out of the page still says where it came from; the
+page embeds the PNG and links the SVG. The learning-curve figures and chapter B's paired view are
+drawn here, from the curves and metrics the GRPO and passk stages wrote, because each overlays every
+variant of a chapter.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.files import atomic_write, read_json_dir, write_text
+from rlvr.files import atomic_write, read_json_dir, svg_beside, write_text
 from rlvr.gitinfo import git_commit, short_commit
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
@@ -33,24 +35,42 @@ from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.labels import sft_mechanism
 from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
-from rlvr.report.provenance import explain, footer, load_lock
+from rlvr.report.provenance import explain, footer, load_lock, metadata_texts, svg_with_provenance
 
 CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
 
 
-def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
-    """Copy a PNG, writing its provenance into tEXt chunks (readable with any PNG tool)."""
+def figure_with_metadata(src: Path, dst: Path, info: dict, svg: bool = True) -> Path:
+    """Copy a PNG and the SVG beside it, writing the figure's provenance into the PNG's tEXt chunks
+    and the SVG's <metadata> (`rlvr.report.provenance.metadata_texts`: readable with any PNG or XML
+    tool, and by `embedded_provenance`). svg=False: a figure made without one (copied alone)."""
     from PIL import Image, PngImagePlugin  # pillow ships with matplotlib
 
+    texts = metadata_texts(info)
     meta = PngImagePlugin.PngInfo()
-    meta.add_text("rlvr:stage", info["stage"])
-    meta.add_text("rlvr:params", json.dumps(info["params"], sort_keys=True))
-    meta.add_text("rlvr:deps", json.dumps(info["deps"], sort_keys=True))
-    meta.add_text("rlvr:mlflow_runs", json.dumps(info["mlflow_runs"], sort_keys=True))
-    meta.add_text("rlvr:git_commit", info["git_commit"])
+    for key, text in texts.items():
+        meta.add_text(key, text)
     with Image.open(src) as im:
         atomic_write(dst, lambda tmp: im.save(tmp, format="PNG", pnginfo=meta))
+    if svg:
+        if not svg_beside(src).is_file():
+            raise ConfigError(f"{svg_beside(src)}: no SVG beside {src.name}; rerun the stage that draws it")
+        write_text(svg_beside(dst), svg_with_provenance(svg_beside(src).read_text(), texts))
     return dst
+
+
+def figure_entry(name: str, png: Path, text: str, provenance: str, **more) -> dict:
+    """A figure entry of the report: its PNG's bytes, caption and provenance, and the name of the SVG
+    beside it in the report's figure folder (None without one)."""
+    svg = svg_beside(png)
+    return {
+        "name": name,
+        "png": png.read_bytes(),
+        "svg": svg.name if svg.is_file() else None,
+        "caption": text,
+        "provenance": provenance,
+        **more,
+    }
 
 
 def merged_info(infos: list[dict]) -> dict:
@@ -105,7 +125,7 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
         },
     )
     prov = f"drawn by stage `report` from `{source}` (`rlvr bench --only scaling`; TRL {scaling['trl']})"
-    return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
+    return figure_entry(path.name, png, plots.SCALING_CAPTION, prov)
 
 
 PAIRED_BASE = "grpo"  # chapter B's reference variant (the chapter's GRPO, on every chain) in the paired view
@@ -129,21 +149,35 @@ def paired_entry(root: Path, lock: dict, metrics: dict, paths: ReportPaths) -> d
         "on the chains both ran",
         paths.figure_copies / name,
     )
-    shown = sorted({PAIRED_BASE, *(r["variant"] for p in panels for r in p["rows"])})
-    files = [f"grpo-{v}.json" for v in shown] + (["passk.json"] if "passk.json" in metrics else [])
+    compared = sorted({PAIRED_BASE, *(r["variant"] for p in panels for r in p["rows"])})
+    files = [f"grpo-{v}.json" for v in compared] + (["passk.json"] if "passk.json" in metrics else [])
     infos = [explain(root, (paths.metrics / f).as_posix(), check_stale=False, lock=lock) for f in files]
     figure_with_metadata(png, png, merged_info(infos))
-    return {
-        "name": name,
-        "png": png.read_bytes(),
-        "caption": caption(name)[1],
-        "provenance": f"drawn by stage `report` from `{paths.metrics.as_posix()}/` "
+    prov = (
+        f"drawn by stage `report` from `{paths.metrics.as_posix()}/` "
         + ", ".join(f"`{f}`" for f in files)
         + "; "
-        + " | ".join(footer(i) for i in infos),
-        "chapter": chapter,
-        "kind": "paired",
+        + " | ".join(footer(i) for i in infos)
+    )
+    return figure_entry(name, png, caption(name)[1], prov, chapter=chapter, kind="paired")
+
+
+def starts_entry(starts: dict | None, paths: ReportPaths) -> dict | None:
+    """`rlvr starts`' figure (made on demand, committed beside its JSON), copied into the report's
+    figure folder with its provenance; its SVG too where the command drew one."""
+    png = paths.starts.parent / "starts-passk.png"
+    if starts is None or not png.is_file():
+        return None
+    made = f"made by {starts.get('made', '`rlvr starts`')}, not a DVC stage"
+    info = {
+        "stage": made,
+        "params": {},
+        "deps": {paths.starts.as_posix(): hashlib.md5(paths.starts.read_bytes()).hexdigest()},
+        "mlflow_runs": {},
+        "git_commit": git_commit(Path.cwd()),
     }
+    copy = figure_with_metadata(png, paths.figure_copies / png.name, info, svg=svg_beside(png).is_file())
+    return figure_entry(png.name, copy, caption(png.name)[1], made)
 
 
 def variant_configs(lock: dict) -> dict[str, dict]:
@@ -250,48 +284,20 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 f"`seed<n>-eval.tsv`; " + " | ".join(footer(i) for i in infos)
             )
             figure_with_metadata(png, png, merged_info(infos))
-            figures.append(
-                {
-                    "name": name,
-                    "png": png.read_bytes(),
-                    "caption": caption(name)[1],
-                    "provenance": prov,
-                    "chapter": chapter,
-                    "kind": "curves",
-                }
-            )
+            figures.append(figure_entry(name, png, caption(name)[1], prov, chapter=chapter, kind="curves"))
         paired = paired_entry(root, lock, metrics, paths)
         figures += [paired] if paired else []
         for png in sorted(paths.figures.glob("*.png")):
             info = explain(root, png.as_posix(), check_stale=False, lock=lock)
             copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
             chapter, text = caption(png.name)
-            figures.append(
-                {
-                    "name": png.name,
-                    "png": copy.read_bytes(),
-                    "caption": text,
-                    "provenance": footer(info),
-                    "chapter": chapter,
-                    "kind": "result",
-                }
-            )
+            figures.append(figure_entry(png.name, copy, text, footer(info), chapter=chapter, kind="result"))
         samples = json.loads(paths.samples.read_text()) if paths.samples.is_file() else None
         problems = json.loads(paths.counts.read_text()) if paths.counts.is_file() else None
         bench = fair_bench(json.loads(paths.benchmarks.read_text()) if paths.benchmarks.is_file() else None)
         starts = json.loads(paths.starts.read_text()) if paths.starts.is_file() else None
         reruns = json.loads(paths.reruns.read_text()) if paths.reruns.is_file() else None
-        starts_png = paths.starts.parent / "starts-passk.png"
-        starts_figure = (
-            None
-            if starts is None or not starts_png.is_file()
-            else {
-                "name": "starts-passk.png",
-                "png": starts_png.read_bytes(),
-                "caption": caption("starts-passk.png")[1],
-                "provenance": f"made by {starts.get('made', '`rlvr starts`')}, not a DVC stage",
-            }
-        )
+        starts_figure = starts_entry(starts, paths)
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
         records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(
