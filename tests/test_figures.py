@@ -111,7 +111,18 @@ def test_a_legend_past_the_image_edge_or_on_a_panel_is_found_and_refused(tmp_pat
     fig, axes = _two_panels()
     axes[0].legend(loc="upper left")
     fig.canvas.draw()
-    assert plots.legend_problems(fig) == ["the legend starting 'line 0' lies on a panel"]
+    assert plots.layout_problems(fig) == ["the legend starting 'line 0' lies on a panel"]
+
+
+def test_a_label_or_title_past_the_image_edge_is_found():
+    fig, axes = _two_panels()
+    axes[1].set_xlabel("a label far too long for its panel " * 4)
+    fig.suptitle("a title far too long for its figure " * 4)
+    fig.canvas.draw()
+    assert plots.layout_problems(fig) == [
+        "the title 'a title far too long for its figure a ti' runs past the image's edge",
+        "the panel '' (its labels or ticks) runs past the image's edge",
+    ]
 
 
 def test_legend_below_lists_each_label_once_in_a_strip_under_the_panels():
@@ -119,7 +130,7 @@ def test_legend_below_lists_each_label_once_in_a_strip_under_the_panels():
     legend = plots.legend_below(fig)
     fig.canvas.draw()
     assert [t.get_text() for t in legend.get_texts()] == ["line 0", "shared", "line 1"]
-    assert plots.legend_problems(fig) == []
+    assert plots.layout_problems(fig) == []
     assert legend.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes)
 
 
@@ -131,7 +142,7 @@ def test_a_legend_of_long_names_wraps_into_fewer_columns_and_stays_inside_the_im
     legend = plots.legend_below(fig)
     fig.canvas.draw()
     assert legend._ncols < 4 and "\n" in legend.get_texts()[0].get_text()
-    assert plots.legend_problems(fig) == []
+    assert plots.layout_problems(fig) == []
 
 
 def test_the_hack_figure_has_one_legend_under_its_panels_and_a_title_naming_the_start(drawn, tmp_path):
@@ -146,7 +157,7 @@ def test_the_hack_figure_has_one_legend_under_its_panels_and_a_title_naming_the_
     trainplots.hack_curves(curves, tmp_path / "h.png", label, "a_grpo")
     (fig,) = drawn
     assert label in fig.get_suptitle() and "3 chains" in fig.get_suptitle()
-    assert len(fig.legends) == 1 and plots.legend_problems(fig) == []
+    assert len(fig.legends) == 1 and plots.layout_problems(fig) == []
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
 
 
@@ -339,7 +350,7 @@ def test_the_paired_figure_draws_every_chains_difference_and_the_mean_with_its_i
         assert [list(ln.get_ydata()) for ln in means] == [[row["mean"]]]
         assert [t.get_text() for t in ax.get_xticklabels()] == ["v"]
         assert "variant - grpo" in ax.get_ylabel()
-    assert plots.legend_problems(fig) == []
+    assert plots.layout_problems(fig) == []
 
 
 def test_the_report_shows_the_paired_view_in_the_variants_section():

@@ -61,19 +61,33 @@ def legend_below(fig, entries: list[tuple] | None = None, fontsize: float = 8):
     raise ValueError(f"a legend entry is wider than its {fig.get_figwidth():g} in figure: {labels[0]!r}")
 
 
-def legend_problems(fig) -> list[str]:
-    """Legends that run past the image's edge or lie on a panel, where they hide what it plots. The
-    figure must have been drawn (saved), so that every artist has its place."""
+def _past_edge(box, image) -> bool:
+    return box.x0 < image.x0 - 1 or box.y0 < image.y0 - 1 or box.x1 > image.x1 + 1 or box.y1 > image.y1 + 1
+
+
+def layout_problems(fig) -> list[str]:
+    """What a reader would miss: a legend or a title that runs past the image's edge, a panel whose
+    labels or tick labels do, a legend that lies on a panel (where it hides what the panel plots).
+    The figure must have been drawn (saved), so that every artist has its place."""
     problems = []
     image = fig.bbox
+    renderer = fig.canvas.get_renderer()
     legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
     for legend in legends:
         box = legend.get_window_extent()
         name = repr(legend.get_texts()[0].get_text() if legend.get_texts() else "")
-        if box.x0 < image.x0 - 1 or box.y0 < image.y0 - 1 or box.x1 > image.x1 + 1 or box.y1 > image.y1 + 1:
+        if _past_edge(box, image):
             problems.append(f"the legend starting {name} runs past the image's edge")
         if any(ax.get_visible() and box.overlaps(ax.bbox) for ax in fig.axes):
             problems.append(f"the legend starting {name} lies on a panel")
+    for text in fig.texts:
+        if text.get_visible() and text.get_text() and _past_edge(text.get_window_extent(renderer), image):
+            problems.append(f"the title {text.get_text()[:40]!r} runs past the image's edge")
+    for ax in fig.axes:
+        if ax.get_visible() and _past_edge(ax.get_tightbbox(renderer), image):
+            problems.append(
+                f"the panel {ax.get_title()[:40]!r} (its labels or ticks) runs past the image's edge"
+            )
     return problems
 
 
@@ -84,12 +98,12 @@ SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "rlvr-repro"}
 
 def save(fig, path: str | Path) -> Path:
     """Write a figure as PNG and, beside it, as SVG (`rlvr.files.svg_beside`), each atomically (temp
-    file, then rename); returns the PNG's path. A legend that leaves the image or covers a panel is
-    an error in the figure's code, not something to ship."""
+    file, then rename); returns the PNG's path. A legend, title or label that leaves the image, or a
+    legend on a panel (`layout_problems`), is an error in the figure's code, not something to ship."""
     import matplotlib
 
     png = atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    problems = legend_problems(fig)
+    problems = layout_problems(fig)
     if problems:
         raise ValueError(f"{Path(path).name}: " + "; ".join(problems))
     with matplotlib.rc_context(SVG_RC):
@@ -421,10 +435,10 @@ def passk_scatter(
         )
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
     ax.set(
-        xlabel=f"solve rate, {labels['sft']}\n"
-        f"(mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
+        xlabel=textwrap.fill(f"solve rate, {labels['sft']}", 60)
+        + f"\n(mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
         ylabel=f"solve rate, grpo (mean of {len(seeds)} chains)",
-        title="per-problem solve rates",
+        title="per-problem solve rates: grpo against its start",
         xlim=(-0.02, 1.02),
         ylim=(-0.02, 1.02),
     )
