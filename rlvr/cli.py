@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments"
     )
-    s.add_argument("--out", default="reports/sweep", help="folder for sweep.md and sweep.png")
+    s.add_argument("--out", default="reports/sweep", help="folder for sweep.md, sweep.png and sweep.svg")
     s.set_defaults(fn=_sweep_report)
     s = sub.add_parser(
         "starts",

@@ -140,6 +140,11 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     return path
 
 
+def svg_beside(png: str | Path) -> Path:
+    """Where a figure's SVG lies: beside its PNG, under the same name (every figure is written as both)."""
+    return Path(png).with_suffix(".svg")
+
+
 def write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 

@@ -194,8 +194,8 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
     old = {
         "made": "`rlvr starts` at commit abc, 2026-01-01, Some CPU",
         "n": n,
-        "sft_side_choice": "c",
-        "starts": {"c": {"counts": counts, "crossover_k_per_chain": [4, 7]}},  # 7: a tie, counted
+        "sft_side_choice": "two_digit",
+        "starts": {"two_digit": {"counts": counts, "crossover_k_per_chain": [4, 7]}},  # 7: a tie, counted
     }
     out = tmp_path / "starts.json"
     with pytest.raises(UserError, match="run `rlvr starts` first"):
@@ -203,6 +203,6 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
     out.write_text(json.dumps(old))
     rescore_starts(tiny_params, out, tmp_path / "f.png")
     new = json.loads(out.read_text())
-    assert new["starts"]["c"]["crossover_k_per_chain"] == ["4", "RL ahead to k = 8"]
-    assert new["starts"]["c"]["counts"] == counts and (tmp_path / "f.png").is_file()
+    assert new["starts"]["two_digit"]["crossover_k_per_chain"] == ["4", "RL ahead to k = 8"]
+    assert new["starts"]["two_digit"]["counts"] == counts and (tmp_path / "f.png").is_file()
     assert new["made"].startswith(old["made"] + "; rescored from its counts by `rlvr starts --rescore`")

@@ -209,6 +209,9 @@ def test_passk_may_score_no_contrast(tiny_raw_params):
     assert [k for k in stage.params(None, None, params) if k.startswith("sft.")] == [
         "sft.two_digit.task",
         "sft.two_digit.seeds",
+        "sft.two_digit.noise",  # the three the figures name the start by
+        "sft.two_digit.target",
+        "sft.two_digit.epochs",
     ]
 
 

@@ -189,3 +189,22 @@ def test_a_clone_without_the_runs_says_where_they_were_logged_and_when(repo, mon
         "reports/metrics/sft-x.json: stage sft@x: its run record does not say which code ran it, "
         "where or when (rerun it)"
     ]
+
+
+def test_an_svg_beside_its_png_is_explained_like_the_png(repo, monkeypatch, capsys):
+    """Every figure is written as PNG and SVG, both declared outputs of the stage that draws them."""
+    svg = FIGURE.removesuffix(".png") + ".svg"
+    (repo / svg).write_text("<svg/>")
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    size = len("<svg/>")
+    lock["stages"]["passk"]["outs"].append({"path": svg, "hash": "md5", "md5": md5("<svg/>"), "size": size})
+    (repo / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "svg")
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(
+        "rlvr.report.provenance._mlflow_status", lambda uri, ids: {k: "FINISHED" for k in ids}
+    )
+    assert main(["provenance", svg, "--no-status"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"path      {svg}") and "stage     passk" in out and "file: as committed" in out

@@ -60,7 +60,7 @@ def test_rows_say_where_rl_narrows():
 def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):
     out = sweep_report(show(), tmp_path)
     assert out["experiments"] == 4 and (tmp_path / "sweep.md").read_text().count("\n|") >= 5
-    assert (tmp_path / "sweep.png").stat().st_size > 1000
+    assert (tmp_path / "sweep.png").stat().st_size > 1000 and (tmp_path / "sweep.svg").is_file()
     with pytest.raises(ConfigError, match="no DVC experiment with pass@k results"):
         sweep_report(show()[:1], tmp_path)
 

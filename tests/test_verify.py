@@ -135,8 +135,8 @@ def test_a_figure_copy_the_report_stage_writes_says_where_and_when_and_an_older_
         "git_commit": "2b521db",
         "made": made,
     }
-    figure_with_metadata(folder / "src.png", folder / "new.png", info)
-    figure_with_metadata(folder / "src.png", folder / "old.png", {**info, "made": None})
+    figure_with_metadata(folder / "src.png", folder / "new.png", info, svg=False)
+    figure_with_metadata(folder / "src.png", folder / "old.png", {**info, "made": None}, svg=False)
     (folder / "src.png").unlink()
     with Image.open(folder / "new.png") as im:
         assert json.loads(im.text["rlvr:made"]) == made and im.text["rlvr:git_commit"] == "2b521db"

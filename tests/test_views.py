@@ -111,6 +111,9 @@ def test_seed_band_is_the_t_interval_cut_to_the_range():
     assert single == {"step": 3, "acc": 0.5, "acc_lo": 0.5, "acc_hi": 0.5, "seeds": 1}
 
 
+LABELS = {"sft": "SFT s (a start)", "base2": "SFT base2 (another start)"}
+
+
 def _chain_counts(n=8, P=30, seeds=(0, 1, 2)):
     rng = np.random.default_rng(0)
     return {f"{m}/seed{s}": rng.integers(0, n + 1, P).tolist() for m in ("sft", "base2", "v") for s in seeds}
@@ -146,9 +149,9 @@ def test_passk_figures_draw_from_chain_counts(tmp_path):
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
     samples = {name: n for name in chains}
     for path in (
-        plots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers),
-        plots.passk_scatter(counts, chains, samples, n, tmp_path / "s.png"),
-        plots.passk_solve_rates(counts, chains, samples, "base2", tmp_path / "r.png", n),
+        plots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers, LABELS),
+        plots.passk_scatter(counts, chains, samples, n, tmp_path / "s.png", LABELS),
+        plots.passk_solve_rates(counts, chains, samples, "base2", tmp_path / "r.png", LABELS, n),
     ):
         assert path.read_bytes().startswith(b"\x89PNG")
 
@@ -167,10 +170,10 @@ def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
     assert "contrast" not in metrics and set(curves) == {"sft", "v"}
     samples = {name: n for name in chains}
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
-    with_chains = plots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", n)
-    plots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers)
+    with_chains = plots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", LABELS, n)
+    plots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, LABELS)
     one = {"sft": [0], "v": seeds}
-    one_chain = plots.passk_solve_rates(counts, one, samples, None, tmp_path / "1.png", n)
+    one_chain = plots.passk_solve_rates(counts, one, samples, None, tmp_path / "1.png", LABELS, n)
     assert imread(with_chains).shape == imread(one_chain).shape
     assert (imread(with_chains) != imread(one_chain)).any()  # the per-chain lines are drawn
 
@@ -204,6 +207,7 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
         paths.hack("x").figure.name,
         "grpo-curves-chapter-a.png",
         "grpo-curves-chapter-b.png",
+        "grpo-paired-chapter-b.png",
         "starts-passk.png",
         *(
             f.name
@@ -306,7 +310,7 @@ def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
 def test_learning_curves_average_a_step_over_the_seeds_that_have_a_value(tmp_path):
     """Dynamic sampling can keep no group at a step (its reward is NaN there): the figure is still
     drawn, from the seeds that have a value."""
-    from rlvr.report.plots import learning_curves
+    from rlvr.report.trainplots import learning_curves
 
     rows = lambda vals: [{"step": i, "reward_mean": v} for i, v in enumerate(vals)]  # noqa: E731
     runs = {
@@ -315,7 +319,7 @@ def test_learning_curves_average_a_step_over_the_seeds_that_have_a_value(tmp_pat
             "eval": [],
         }
     }
-    path = learning_curves(runs, "t", tmp_path / "c.png")
+    path = learning_curves(runs, "t", tmp_path / "c.png", {"v": "v (3 chains)"})
     assert path.stat().st_size > 1000
 
 

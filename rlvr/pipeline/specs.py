@@ -18,9 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr.files import svg_beside
 from rlvr.pipeline import paths
 from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
 from rlvr.pipeline.records import headline_path, record_path
+
+LABEL_KEYS = ("noise", "target", "epochs")  # an SFT run's settings a figure names its start by
+
+
+def figure_outs(*pngs) -> dict:
+    """A stage's figures as outputs: each PNG and the SVG drawn beside it, kept in git (not cached)."""
+    return {f: {"cache": False} for png in pngs for f in (png, svg_beside(png))}
 
 
 class Ref:
@@ -149,8 +157,11 @@ STAGES: dict[str, Stage] = {
                 *(f"variants.{v}" for v in scored_variants(p)),
                 f"tasks.{_raw(p)['sft'][_raw(p)['passk']['sft']]['task']}",
                 f"sft.{p.passk.sft}.task",
-                f"sft.{p.passk.sft}.seeds",
-                *([] if p.passk.contrast is None else [f"sft.{p.passk.contrast}.seeds"]),
+                *(
+                    f"sft.{run}.{key}"
+                    for run in (p.passk.sft, *([] if p.passk.contrast is None else [p.passk.contrast]))
+                    for key in ("seeds", *LABEL_KEYS)
+                ),
             ],
             deps=lambda x: [
                 x.start.checkpoints,
@@ -160,9 +171,7 @@ STAGES: dict[str, Stage] = {
             ],
             outs=lambda x: {
                 x.counts: {"cache": False},
-                x.figure_curves: {"cache": False},
-                x.figure_scatter: {"cache": False},
-                x.figure_solve_rates: {"cache": False},
+                **figure_outs(x.figure_curves, x.figure_scatter, x.figure_solve_rates),
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],
@@ -179,12 +188,13 @@ STAGES: dict[str, Stage] = {
                 "grpo.defaults",
                 f"variants.{p.hack.variant}",
                 "hack",
+                *(f"sft.{p.hack.sft}.{key}" for key in LABEL_KEYS),
             ],
             deps=lambda x: [x.start.checkpoints, x.start.data.rows],
             outs=lambda x: {
                 x.checkpoints: {},
                 x.samples: {"cache": False},
-                x.figure: {"cache": False},
+                **figure_outs(x.figure),
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],
@@ -196,7 +206,7 @@ STAGES: dict[str, Stage] = {
             paths=lambda key, item, p: paths.worked(),
             params=lambda key, item, p: ["threads", "worked"],
             deps=lambda x: [],
-            outs=lambda x: {f: {"cache": False} for f in x.figures},
+            outs=lambda x: figure_outs(*x.figures),
             metrics=lambda x: [x.metrics],
             headline=False,  # closed forms: nothing to compare between experiments
         ),

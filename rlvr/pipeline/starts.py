@@ -36,6 +36,7 @@ from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.seeds import seed_results, stream_seed
 from rlvr.report import plots
+from rlvr.report.labels import sft_run_label
 from rlvr.rollout import binomial_counts
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
@@ -47,6 +48,11 @@ FIGURE = STARTS.parent / "starts-passk.png"
 def candidate_config(params: Params, name: str) -> SFTConfig:
     """A candidate's SFT settings: a pipeline run's, or one of `starts.runs`."""
     return params.starts.runs[name] if name in dict.keys(params.starts.runs) else params.sft_run(name)
+
+
+def candidate_labels(params: Params, names) -> dict[str, str]:
+    """Each candidate as the figure names it: its run and how that run makes its start (params')."""
+    return {name: sft_run_label(name, candidate_config(params, name)) for name in names}
 
 
 def train_chain(
@@ -177,7 +183,13 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         "starts": {name: comparison(r, n, params) for name, r in results.items()},
     }
     write_json(out, summary)
-    plots.starts_passk({name: _curves(r, n) for name, r in results.items()}, n, chosen, figure)
+    plots.starts_passk(
+        {name: _curves(r, n) for name, r in results.items()},
+        n,
+        chosen,
+        figure,
+        candidate_labels(params, results),
+    )
     return {"sft_side_choice": chosen, "pipeline_start": params.passk.sft, "written": [str(out), str(figure)]}
 
 
@@ -201,7 +213,11 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
     }
     write_json(out, summary)
     plots.starts_passk(
-        {name: _curves(r, n) for name, r in results.items()}, n, old["sft_side_choice"], figure
+        {name: _curves(r, n) for name, r in results.items()},
+        n,
+        old["sft_side_choice"],
+        figure,
+        candidate_labels(params, results),
     )
     return {"sft_side_choice": old["sft_side_choice"], "rescored": [str(out), str(figure)]}
 

@@ -124,7 +124,11 @@ def load_variant(metrics_dir: Path, variant: str) -> dict:
         raise ConfigError(
             f"variant {variant!r}: no {path}; variants with results: {', '.join(known) or 'none'}"
         )
-    m = read_metrics(path)
+    return as_variant(read_metrics(path), variant, path)
+
+
+def as_variant(m: Any, variant: str, path: Path) -> dict:
+    """A variant's metrics as read from `path`, checked, seeds ascending (`load_variant`)."""
     missing = [k for k in ("task", "seeds", "per_seed") if not isinstance(m, dict) or k not in m]
     if missing:
         raise ConfigError(f"{path}: no {', '.join(missing)}; not a GRPO metrics file (rerun `rlvr grpo`)")
@@ -322,6 +326,79 @@ def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[
         "passk": passk,
         "test": test,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Every variant against one, chain by chain (the report's paired view)
+
+# The view's panels: the metrics tried in order (the first both variants have), what it measures,
+# its unit. pass@1 and pass@n are the passk stage's (chain means over a chain's GRPO seeds).
+PAIRED_PANELS = (
+    (("pass_at_1", "eval_acc_final"), "pass@1 (held-out accuracy)", "share of problems"),
+    (("pass_at_n",), "pass@{n}", "share of problems"),
+    (("eval_kl_exact_nats_final",), "KL to the reference at the end (exact)", "nats"),
+    (("entropy_nats_final",), "policy entropy at the end", "nats per token"),
+)
+
+
+def variants_by_chain(metrics: dict[str, Any], metrics_dir: Path) -> dict[str, dict]:
+    """Every GRPO variant in `metrics` (a metrics folder read whole: {"grpo-<v>.json": ...}) as
+    `load_variant` gives it, with each chain's pass@1 and pass@n (`pass_at_n`; n, passk.json's
+    `k_max`, as `passk_n`) added where the passk stage scored the variant on its chains."""
+    passk = metrics.get("passk.json") or {}
+    out = {}
+    for name in sorted(f for f in metrics if f.startswith("grpo-") and f.endswith(".json")):
+        m = as_variant(metrics[name], name.removeprefix("grpo-").removesuffix(".json"), metrics_dir / name)
+        scored = (passk.get("variants") or {}).get(m["variant"])
+        if scored and sorted(scored["seeds"]) == m["seeds"]:
+            by_seed = {
+                k: dict(zip(scored["seeds"], scored["per_seed"][f"{k}_rl"]))
+                for k in ("pass_at_1", "pass_at_n")
+            }
+            m["per_seed"] |= {k: [v[s] for s in m["seeds"]] for k, v in by_seed.items()}
+            m["passk_n"] = passk["k_max"]
+        out[m["variant"]] = m
+    return out
+
+
+def paired_to(base: dict, other: dict, key: str) -> dict | None:
+    """`other` minus `base` on `key`, chain by chain on the chains both ran (`paired_chains`): each
+    chain's difference, their mean and its 95% t-interval over chains, clipped to the range a
+    difference can take. None when the two cannot be paired or a chain's value is missing."""
+    chains = paired_chains(base, other)
+    if not chains or key not in base["per_seed"] or key not in other["per_seed"]:
+        return None
+    a, b = (on_chains(m, chains)["per_seed"][key] for m in (base, other))
+    if not (_finite(a) and _finite(b)):
+        return None
+    d = delta(a, b, True, metric_bounds(key))
+    diffs = [float(y - x) for x, y in zip(a, b)]
+    return {
+        "variant": other["variant"],
+        "chains": chains,
+        "diffs": diffs,
+        "mean": d["mean"],
+        "ci95": d["ci95"],
+    }
+
+
+def paired_view(variants: dict[str, dict], base: str) -> list[dict]:
+    """The paired view's panels: for each of PAIRED_PANELS that `base` has, every other variant of
+    its task minus `base` (`paired_to`). [{"metric", "title", "unit", "rows": [paired_to's, ...]}];
+    a panel no variant can be paired on is left out, and [] without `base`."""
+    if base not in variants:
+        return []
+    b = variants[base]
+    others = [m for v, m in variants.items() if v != base and m["task"] == b["task"]]
+    panels = []
+    for keys, title, unit in PAIRED_PANELS:
+        key = next((k for k in keys if k in b["per_seed"]), None)
+        rows = [r for m in others if key and (r := paired_to(b, m, key)) is not None]
+        if rows:
+            panels.append(
+                {"metric": key, "title": title.format(n=b.get("passk_n")), "unit": unit, "rows": rows}
+            )
+    return panels
 
 
 # --------------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ class Figure:
     caption: str  # one sentence: what the figure shows
     provenance: str  # where it came from (collapsed)
     anchor: str | None = None
+    svg: str | None = None  # the same figure as SVG, a file name under the figure folder (linked)
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,9 @@ def _md_block(b, blocks: list, figure_dir: str) -> str:
     if isinstance(b, Table):
         return _md_table(b)
     if isinstance(b, Figure):
+        svg = f" ([SVG]({figure_dir}/{b.svg}))" if b.svg else ""
         return (
-            f"![{b.name}]({figure_dir}/{b.name})\n\n*{b.caption}*\n\n"
+            f"![{b.name}]({figure_dir}/{b.name})\n\n*{b.caption}*{svg}\n\n"
             f"<details><summary>provenance</summary>\n\n{b.provenance}\n\n</details>"
         )
     if isinstance(b, Details):
@@ -189,7 +191,7 @@ def _html_table(t: Table) -> str:
     return f'<table class="{t.cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _html_block(b, blocks: list) -> str:
+def _html_block(b, blocks: list, figure_dir: str | None = None) -> str:
     if isinstance(b, Heading):
         anchor = f' id="{b.anchor}"' if b.anchor else ""
         return f"<h{b.level}{anchor}>{inline_html(b.text)}</h{b.level}>"
@@ -203,13 +205,18 @@ def _html_block(b, blocks: list) -> str:
     if isinstance(b, Figure):
         data = base64.b64encode(b.png).decode()
         anchor = f' id="{b.anchor}"' if b.anchor else ""
+        svg = (
+            f' <a class="svg" href="{html.escape(figure_dir)}/{html.escape(b.svg)}">SVG</a>'
+            if b.svg and figure_dir
+            else ""
+        )
         return (
             f'<figure{anchor}><img alt="{html.escape(b.name)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{inline_html(b.caption)}<details><summary>provenance</summary>"
+            f"<figcaption>{inline_html(b.caption)}{svg}<details><summary>provenance</summary>"
             f"{inline_html(b.provenance)}</details></figcaption></figure>"
         )
     if isinstance(b, Details):
-        inner = "".join(_html_block(x, blocks) for x in b.blocks)
+        inner = "".join(_html_block(x, blocks, figure_dir) for x in b.blocks)
         return f"<details><summary>{inline_html(b.summary)}</summary>{inner}</details>"
     if isinstance(b, Contents):
         items = "".join(
@@ -219,9 +226,10 @@ def _html_block(b, blocks: list) -> str:
     raise TypeError(f"not a block: {b!r}")
 
 
-def html_page(blocks: list, title: str) -> str:
-    """The document as one HTML page: CSS inline, figures embedded, nothing fetched."""
-    body = "\n".join(_html_block(b, blocks) for b in blocks)
+def html_page(blocks: list, title: str, figure_dir: str | None = None) -> str:
+    """The document as one HTML page: CSS inline, figures embedded as PNG, nothing fetched; with
+    `figure_dir` (the figure folder beside the page), each figure links its SVG there."""
+    body = "\n".join(_html_block(b, blocks, figure_dir) for b in blocks)
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, '

@@ -108,7 +108,9 @@ def moved_blocks(against: dict) -> list:
 
 def figure_blocks(figures: list[dict]) -> list:
     return [
-        Figure(f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"))
+        Figure(
+            f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"), f.get("svg")
+        )
         for f in figures
     ]
 
@@ -315,8 +317,8 @@ STARTS_AND_LIFTS = (
 
 
 def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict]) -> list:
-    """The variant table, each variant beside its start, the variants that end alike and the
-    learning curves."""
+    """The variant table, each variant beside its start, the variants that end alike, the
+    learning curves and the paired view (each variant minus grpo, chain by chain)."""
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
     blocks = [
         Heading("GRPO variants", 2, "variants"),
@@ -350,6 +352,9 @@ def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[s
     curves = [f for f in figures if f["kind"] == "curves"]
     if curves:
         blocks += [Heading("Learning curves", 3, "learning-curves"), *figure_blocks(curves)]
+    paired = [f for f in figures if f["kind"] == "paired"]
+    if paired:
+        blocks += [Heading("Paired differences, chain by chain", 3, "paired"), *figure_blocks(paired)]
     return blocks
 
 
@@ -494,6 +499,6 @@ def render(data: ReportData) -> tuple[str, str, dict]:
     blocks = build(data)
     return (
         markdown(blocks, "report-figures"),
-        html_page(blocks, "rlvr-repro report"),
+        html_page(blocks, "rlvr-repro report", "report-figures"),
         summary_counts(data.rows),
     )

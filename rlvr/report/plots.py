@@ -1,5 +1,6 @@
-"""The figures the pipeline draws, one function each, the canvas and save helper they share, and
-every figure's caption. The worked examples' figures are rlvr.report.workedplots'.
+"""The figures the pipeline draws, one function each, the canvas, legend and save helpers they
+share, and every figure's caption. The worked examples' figures are rlvr.report.workedplots', the
+figures over training steps rlvr.report.trainplots'.
 
 Figures are drawn from what the stages wrote (metrics dicts, curve rows, per-problem counts), never
 from live models, so any figure can be redrawn from the committed results. matplotlib is imported
@@ -10,28 +11,105 @@ no global backend or figure registry.
 from __future__ import annotations
 
 import csv
-import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from rlvr.files import atomic_write
+from rlvr.files import atomic_write, svg_beside
+from rlvr.report.compare import delta_bounds
+from rlvr.stats import metric_bounds
 
 
 def new_figure(figsize: tuple[float, float]):
-    """A matplotlib Figure on an Agg canvas."""
+    """A matplotlib Figure on an Agg canvas, laid out by matplotlib's constrained layout (which
+    makes room for a legend placed outside the panels)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize)
+    fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
+LEGEND_WRAP = 70  # characters per line of a legend entry: a long run name wraps, never leaves the image
+
+
+def labelled(axes) -> list[tuple]:
+    """(handle, label) of every labelled artist of the panels, each label once, in drawing order."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    return [(h, label) for label, h in seen.items()]
+
+
+def legend_below(fig, entries: list[tuple] | None = None, fontsize: float = 8):
+    """The figure's legend in a strip under its panels, so it neither covers a curve nor leaves the
+    image: as many columns as fit the figure's width, entries wrapped at LEGEND_WRAP characters.
+    entries: (handle, label) pairs; by default every labelled artist of every panel, once per label."""
+    entries = labelled(fig.axes) if entries is None else entries
+    handles = [h for h, _ in entries]
+    labels = [textwrap.fill(label, LEGEND_WRAP) for _, label in entries]
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(len(labels), 5), 0, -1):
+        legend = fig.legend(
+            handles, labels, loc="outside lower center", ncol=ncol, fontsize=fontsize, frameon=False
+        )
+        if legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return legend
+        legend.remove()
+    raise ValueError(f"a legend entry is wider than its {fig.get_figwidth():g} in figure: {labels[0]!r}")
+
+
+def _past_edge(box, image) -> bool:
+    return box.x0 < image.x0 - 1 or box.y0 < image.y0 - 1 or box.x1 > image.x1 + 1 or box.y1 > image.y1 + 1
+
+
+def layout_problems(fig) -> list[str]:
+    """What a reader would miss: a legend or a title that runs past the image's edge, a panel whose
+    labels or tick labels do, a legend that lies on a panel (where it hides what the panel plots).
+    The figure must have been drawn (saved), so that every artist has its place."""
+    problems = []
+    image = fig.bbox
+    renderer = fig.canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    for legend in legends:
+        box = legend.get_window_extent()
+        name = repr(legend.get_texts()[0].get_text() if legend.get_texts() else "")
+        if _past_edge(box, image):
+            problems.append(f"the legend starting {name} runs past the image's edge")
+        if any(ax.get_visible() and box.overlaps(ax.bbox) for ax in fig.axes):
+            problems.append(f"the legend starting {name} lies on a panel")
+    for text in fig.texts:
+        if text.get_visible() and text.get_text() and _past_edge(text.get_window_extent(renderer), image):
+            problems.append(f"the title {text.get_text()[:40]!r} runs past the image's edge")
+    for ax in fig.axes:
+        if ax.get_visible() and _past_edge(ax.get_tightbbox(renderer), image):
+            problems.append(
+                f"the panel {ax.get_title()[:40]!r} (its labels or ticks) runs past the image's edge"
+            )
+    return problems
+
+
+# The SVG's text stays text (searchable, a fraction of the size of glyph outlines), its element ids
+# are hashed from a fixed salt and it carries no date, so the same figure writes the same bytes.
+SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "rlvr-repro"}
+
+
 def save(fig, path: str | Path) -> Path:
-    """Lay out and write a figure as PNG, atomically (temp file, then rename)."""
-    fig.tight_layout()
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    """Write a figure as PNG and, beside it, as SVG (`rlvr.files.svg_beside`), each atomically (temp
+    file, then rename); returns the PNG's path. A legend, title or label that leaves the image, or a
+    legend on a panel (`layout_problems`), is an error in the figure's code, not something to ship."""
+    import matplotlib
+
+    png = atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    problems = layout_problems(fig)
+    if problems:
+        raise ValueError(f"{Path(path).name}: " + "; ".join(problems))
+    with matplotlib.rc_context(SVG_RC):
+        atomic_write(svg_beside(png), lambda tmp: fig.savefig(tmp, format="svg", metadata={"Date": None}))
+    return png
 
 
 def read_tsv(path: str | Path) -> list[dict]:
@@ -59,8 +137,9 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "hack-reward-vs-accuracy.png": (
         "A",
-        "GRPO on the hackable substring verifier, one line per seed: the reward climbs "
-        "away from exact accuracy while the policy emits more digits per response.",
+        "GRPO on the hackable substring verifier, mean over chains with its 95% band and each chain "
+        "as a thin line: the reward climbs away from exact accuracy while the policy emits more "
+        "digits per response.",
     ),
     "worked-b5-signal-probability.png": (
         "B",
@@ -101,91 +180,26 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "grpo-curves-chapter-a.png": (
         "A",
-        "Chapter A's GRPO runs, chain mean with its 95% band: training reward, "
-        "sampled accuracy, KL to the reference and policy entropy per step.",
+        "Chapter A's GRPO runs, chain mean with its 95% band and each chain as a thin line: "
+        "training reward, sampled accuracy, KL to the reference and policy entropy per step.",
+    ),
+    "grpo-paired-chapter-b.png": (
+        "B",
+        "Each variant minus grpo on the same chain (same SFT start, same data order), on the chains "
+        "both ran: a grey dot per chain, the mean over chains with its 95% t-interval in black. "
+        "pass@1 and pass@64 from the passk stage, KL and entropy at the last step; an interval "
+        "clear of 0 is a difference the chains agree on.",
     ),
     "grpo-curves-chapter-b.png": (
         "B",
-        "Chapter B's GRPO variants, chain mean with its 95% band: training reward, "
-        "held-out accuracy, KL to the reference and policy entropy per step.",
+        "Chapter B's GRPO variants, chain mean with its 95% band and each chain as a thin line: "
+        "training reward, held-out accuracy, KL to the reference and policy entropy per step.",
     ),
 }
 SCALING_CAPTION = (
     "Seconds per GRPO step against group size, response length and model width, each moved alone "
     "from the base: predict a bigger run's cost from the slope (`rlvr bench --only scaling`)."
 )
-
-
-def _floats(rows: list[dict], key: str) -> list[float]:
-    """A TSV column as floats; a blank cell (no value at that step) is NaN."""
-    return [float(r[key]) if r[key] != "" else math.nan for r in rows]
-
-
-def _band(ax, x, per_seed: list[list[float]], label: str, color, floor: float | None) -> None:
-    """Seed mean as a line, its 95% t-interval as a band (none with one seed), the band cut at
-    `floor` where the quantity cannot go lower (KL, entropy, rates: 0). A step where a seed has no
-    value (NaN: e.g. dynamic sampling kept no group) is averaged over the seeds that have one."""
-    from rlvr.stats import mean_ci
-
-    def column(values: tuple) -> tuple[float, float, float]:
-        defined = [v for v in values if v == v]
-        if not defined:
-            return math.nan, math.nan, math.nan
-        mean, lo, hi = mean_ci(defined)
-        return (mean, mean, mean) if lo is None else (mean, lo, hi)
-
-    stats = [column(col) for col in zip(*per_seed)]
-    ax.plot(x, [m for m, _, _ in stats], color=color, lw=1.4, label=label)
-    if len(per_seed) > 1:
-        lo = [max(lo, floor) if floor is not None else lo for _, lo, _ in stats]
-        ax.fill_between(x, lo, [hi for _, _, hi in stats], color=color, alpha=0.12, lw=0)
-
-
-def _rolling(values: list[float], window: int) -> list[float]:
-    """Trailing mean over `window` points (fewer at the start): per-step training metrics are
-    one batch each, too noisy to compare variants by eye."""
-    return [float(np.mean(values[max(0, i - window + 1) : i + 1])) for i in range(len(values))]
-
-
-LEARNING_PANELS = (
-    ("train", "reward_mean", "training reward", "reward (share correct)"),
-    ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy"),
-    ("train", "kl_k3_nats", "KL to the reference (k3, per response)", "nats"),
-    ("train", "entropy_nats", "policy entropy (per token)", "nats"),
-)
-
-
-def learning_curves(runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path) -> Path:
-    """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
-    runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
-    (the curve TSVs as read). Training metrics are smoothed by a trailing mean over 1/20 of the run."""
-    fig = new_figure((12, 7.2))
-    axes = fig.subplots(2, 2).ravel()
-    steps = max(len(c["train"][0]) for c in runs.values() if c["train"])
-    window = max(1, steps // 20)
-    for i, (variant, curves) in enumerate(runs.items()):
-        for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
-            seeds = curves[table]
-            if not seeds or key not in seeds[0][0]:
-                continue
-            values = [_floats(rows, key) for rows in seeds]
-            if table == "train":
-                values = [_rolling(v, window) for v in values]
-            _band(
-                ax,
-                [int(r["step"]) for r in seeds[0]],
-                values,
-                f"{variant} ({len(seeds)} chains)",
-                f"C{i}",
-                0.0,
-            )
-    smooth = f", trailing mean of {window} steps" if window > 1 else ""
-    for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
-        ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7, ncol=2, loc="lower right")
-    fig.suptitle(title + ": chain mean, 95% band over chains")
-    return save(fig, path)
 
 
 SCALING_AXES = {
@@ -241,7 +255,7 @@ def bench_scaling(scaling: dict, path: Path) -> Path:
         ax.set_yticks([], minor=True)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("seconds per step")
-    axes[0].legend(fontsize=8, loc="upper left")
+    legend_below(fig)
     base = ", ".join(f"{k} {v}" for k, v in scaling["base"].items())
     fig.suptitle(
         f"Cost of one GRPO step ({scaling['prompts']} prompts, beta {scaling['beta']}; base: {base})"
@@ -249,39 +263,11 @@ def bench_scaling(scaling: dict, path: Path) -> Path:
     return save(fig, path)
 
 
-HACK_LINES = (  # the hack figure's lines in drawing order: (panel, curve column, legend label, style)
-    (0, "reward_mean", "substring reward", {"color": "tab:red"}),
-    (0, "accuracy", "exact accuracy", {"color": "tab:blue"}),
-    (0, "final_answer_acc", "final-answer accuracy", {"color": "tab:green", "ls": "--"}),
-    (1, "digits_per_response", "digits", {"color": "tab:purple"}),
-    (1, "distinct_digits_per_response", "distinct digits", {"color": "tab:orange"}),
-)
+PASS_BOUNDS = metric_bounds("pass_at_k")  # a pass@k band stops at 0 and 1, a difference of two at -1, 1
 
 
-def hack_curves(curves: dict[int, Path], figure_path: Path) -> Path:
-    """Hacked reward vs exact and final-answer accuracy over steps, and digits per response.
-    curves: seed -> that seed's curve TSV."""
-    seeds = list(curves)
-    fig = new_figure((9, 3.6))
-    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for seed in seeds:
-        rows = [r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""]
-        step = [int(r["step"]) for r in rows]
-        for panel, key, label, style in HACK_LINES:
-            (left, right)[panel].plot(
-                step,
-                [float(r[key]) for r in rows],
-                label=label if seed == seeds[0] else None,
-                alpha=0.8,
-                lw=1.2,
-                **style,
-            )
-    left.set(xlabel="GRPO step", ylabel="rate", title="hacked reward vs true accuracy", ylim=(0, 1.02))
-    right.set(xlabel="GRPO step", ylabel="per response", title="digits per response")
-    for ax in (left, right):
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-    return save(fig, figure_path)
+def _within(value: float, bounds: tuple[float, float]) -> float:
+    return min(max(value, bounds[0]), bounds[1])
 
 
 def _k_axis(ax, n: int) -> None:
@@ -302,78 +288,92 @@ def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
 
 
 def passk_curves(
-    curves: dict[str, list[dict]], n: int, contrast: str | None, path: Path, crossovers: dict[str, list]
+    curves: dict[str, list[dict]],
+    n: int,
+    contrast: str | None,
+    path: Path,
+    crossovers: dict[str, list],
+    labels: dict[str, str],
 ) -> Path:
     """curves: `passk.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
-    metrics' `per_seed.crossover_k`). Left: 1 - pass@k (the share of problems still unsolved
+    metrics' `per_seed.crossover_k`); labels: "sft" and the contrast -> what the legend calls them
+    (`rlvr.report.labels.sft_label`). Left: 1 - pass@k (the share of problems still unsolved
     after k samples) on a log axis for the SFT start and a contrast if scored (chain mean, 95% band
     over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT catches up,
     is as readable as k = 1.
     Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
     symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
-    fig = new_figure((12, 4.8))
+    fig = new_figure((12, 5.6))
     left, right = fig.subplots(1, 2)
-    for name, label, style in (
-        ("sft", "SFT start, chain mean and 95% band", {"color": "black", "lw": 2}),
-        (
-            contrast,
-            f"SFT ({contrast}), chain mean and 95% band",
-            {"color": "tab:gray", "lw": 1.5, "ls": "--"},
-        ),
-        ("grpo", "GRPO, chain mean and 95% band over chains", {"color": "tab:blue", "lw": 2}),
+    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
+    colour = {v: f"C{i}" for i, v in enumerate(variants)}  # one colour per variant in both panels
+    for name, style in (
+        ("sft", {"color": "black", "lw": 2}),
+        (contrast, {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
+        ("grpo", {"color": colour.get("grpo", "tab:blue"), "lw": 2}),
     ):
         rows = curves.get(name)
         if not rows:
             continue
+        # the variants' entries come from the right panel, in the same colours
+        label = f"{labels[name]}: chain mean" if name != "grpo" else None
         ks = [r["k"] for r in rows]
         lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
         floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
-        miss = lambda key: [max(1 - r[key], floor) for r in rows]  # noqa: E731
+        miss = lambda key: [max(1 - _within(r[key], PASS_BOUNDS), floor) for r in rows]  # noqa: E731
         left.plot(ks, miss("pass_at_k"), label=label, **style)
         left.fill_between(ks, miss(hi), miss(lo), color=style["color"], alpha=0.2, lw=0)
     left.set_yscale("log")
     left.set(
         xlabel="k (samples per problem)",
         ylabel="1 - pass@k (share of problems unsolved)",
-        title="share of problems still unsolved after k samples",
+        title="problems still unsolved after k samples: SFT and grpo",
     )
-    left.legend(fontsize=8, loc="lower left")
     right.axhline(0, color="black", lw=1)
-    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
     for v in variants:
         rows = curves[v]
         ks = [r["k"] for r in rows]
         per_chain = crossovers.get(v)
-        (line,) = right.plot(
-            ks, [r["minus_sft"] for r in rows], lw=1.4, label=crossover_label(v, per_chain, n)
+        right.plot(
+            ks,
+            [r["minus_sft"] for r in rows],
+            lw=1.4,
+            color=colour[v],
+            label=crossover_label(v, per_chain, n),
         )
         right.fill_between(
             ks,
-            [r["minus_sft_lo"] for r in rows],
-            [r["minus_sft_hi"] for r in rows],
-            color=line.get_color(),
+            [_within(r["minus_sft_lo"], delta_bounds(PASS_BOUNDS)) for r in rows],
+            [_within(r["minus_sft_hi"], delta_bounds(PASS_BOUNDS)) for r in rows],
+            color=colour[v],
             alpha=0.12,
             lw=0,
         )
         for k in sorted({int(k) for k in per_chain or [] if str(k).isdigit()}):
-            right.plot([k], [0], "o", color=line.get_color(), ms=6, mec="black", mew=0.6)
+            right.plot([k], [0], "o", color=colour[v], ms=6, mec="black", mew=0.6)
     right.set_yscale("symlog", linthresh=0.01)
     right.set(
         xlabel="k (samples per problem)",
         ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
         title="pass@k minus the chain's SFT (below 0: SFT solves more)",
     )
-    right.legend(fontsize=7, ncol=2, loc="lower left")
     for ax in (left, right):
         _k_axis(ax, n)
         ax.grid(alpha=0.3, which="both")
+    fig.suptitle(
+        "pass@k on the held-out problems, from each chain's SFT start to each GRPO variant: "
+        "chain means, 95% bands over chains; a dot: a chain's crossover",
+        fontsize=10,
+    )
+    legend_below(fig)
     return save(fig, path)
 
 
-def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Path:
+def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str]) -> Path:
     """`rlvr starts`: 1 - pass@k (the share of held-out problems still unsolved after k samples,
     log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
-    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n."""
+    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n; labels:
+    candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`)."""
     fig = new_figure((7.5, 4.8))
     ax = fig.subplots()
     ks = np.arange(1, n + 1)
@@ -381,7 +381,7 @@ def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Pa
     for i, (name, c) in enumerate(curves.items()):
         tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
         ax.plot(
-            ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{name}: SFT{tag}"
+            ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{labels[name]}{tag}"
         )
         ax.plot(ks, np.maximum(1 - c["grpo"], floor), color=f"C{i}", lw=2, label=f"{name}: GRPO from it")
     ax.set_yscale("log")
@@ -392,7 +392,7 @@ def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path) -> Pa
     )
     _k_axis(ax, n)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower left")
+    legend_below(fig, fontsize=7)
     return save(fig, path)
 
 
@@ -412,10 +412,16 @@ def _chain_mean(counts: dict, name: str, seeds: list[int], n: int, k: int = 64) 
 
 
 def passk_scatter(
-    counts: dict, chains: dict[str, list[int]], samples: dict[str, int], k: int, path: Path
+    counts: dict,
+    chains: dict[str, list[int]],
+    samples: dict[str, int],
+    k: int,
+    path: Path,
+    labels: dict[str, str],
 ) -> Path:
     """Per-problem solve rates: SFT (mean over its chains) against GRPO (mean over its runs).
-    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n. Above the
+    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n; labels:
+    "sft" -> what the axis calls the start. Above the
     diagonal GRPO solves the problem more often; on the x axis GRPO never solves what SFT sometimes
     does."""
     fig = new_figure((5.2, 4.8))
@@ -430,9 +436,10 @@ def passk_scatter(
         )
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
     ax.set(
-        xlabel=f"solve rate, SFT (mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
-        ylabel=f"solve rate, GRPO (mean of {len(seeds)} chains)",
-        title="per-problem solve rates",
+        xlabel=textwrap.fill(f"solve rate, {labels['sft']}", 60)
+        + f"\n(mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
+        ylabel=f"solve rate, grpo (mean of {len(seeds)} chains)",
+        title="per-problem solve rates: grpo against its start",
         xlim=(-0.02, 1.02),
         ylim=(-0.02, 1.02),
     )
@@ -451,12 +458,14 @@ def passk_solve_rates(
     samples: dict[str, int],
     contrast: str | None,
     path: Path,
+    labels: dict[str, str],
     k: int = 64,
 ) -> Path:
     """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
     (SFT) or seeds (variants): the two SFT starts, or with no contrast the SFT start's chains one by
     one (left), SFT against every variant (right). counts:
-    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds. A curve's height
+    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds; labels: "sft" and
+    the contrast -> what the legend calls them. A curve's height
     at 0 is the share of problems never solved in any chain or seed; the labels give the mean over
     chains or seeds of the never-solved count. Mass near 0 is what n samples can miss."""
     fig = new_figure((11, 4.2))
@@ -472,24 +481,79 @@ def passk_solve_rates(
             **style,
         )
 
-    draw(left, "sft", "SFT start", "chains", color="black", lw=2)
+    draw(left, "sft", labels["sft"], "chains", color="black", lw=2)
     if contrast is None:
         for i, s in enumerate(chains["sft"]):
             rates, _ = _chain_mean(counts, "sft", [s], samples["sft"], k)
-            _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one chain each")
+            _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one SFT chain each")
     else:
-        draw(left, contrast, f"SFT ({contrast})", "chains", color="tab:gray", lw=2, ls="--")
+        draw(left, contrast, labels[contrast], "chains", color="tab:gray", lw=2, ls="--")
     left.set(
         title="SFT starts" if contrast is not None else "the SFT start and its chains",
         xlabel="per-problem solve rate",
         ylabel="share of held-out problems at or below",
     )
-    draw(right, "sft", "SFT", "chains", color="black", lw=2)
-    for v in (v for v in chains if v not in ("sft", contrast)):
-        draw(right, v, v, "chains", lw=1)
+    draw(right, "sft", labels["sft"], "chains", color="black", lw=2)
+    for i, v in enumerate(v for v in chains if v not in ("sft", contrast)):
+        draw(right, v, v, "chains", lw=1, color=f"C{i}")
     right.set(title="SFT and GRPO variants (chain mean)", xlabel="per-problem solve rate")
     for ax in (left, right):
         ax.set_xlim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(
+        f"Per-problem solve rates in {k} samples, as cumulative shares of the held-out problems",
+        fontsize=10,
+    )
+    legend_below(fig, fontsize=7)
+    return save(fig, path)
+
+
+def paired_figure(panels: list[dict], base: str, title: str, path: Path) -> Path:
+    """Each variant minus `base`, chain by chain: per panel (`rlvr.report.compare.paired_view`'s), a
+    column per variant with one small dot per chain (chain s at the same offset in every column, so
+    a chain can be followed across them) and the mean over chains with its 95% t-interval. Where
+    the variants' bands overlap in the learning curves, the pairs, which share a start and a data
+    order, can still tell them apart."""
+    from matplotlib.lines import Line2D
+
+    fig = new_figure((12, 7.2))
+    axes = fig.subplots(2, (len(panels) + 1) // 2, squeeze=False).ravel()
+    chains = sorted({c for p in panels for r in p["rows"] for c in r["chains"]})
+    offset = {c: 0.5 * (i / max(1, len(chains) - 1) - 0.5) for i, c in enumerate(chains)}  # within +-0.25
+    for ax, panel in zip(axes, panels):
+        rows = panel["rows"]
+        ax.axhline(0, color="black", lw=0.8)
+        for x, r in enumerate(rows):
+            ax.plot(
+                [x + offset[c] for c in r["chains"]], r["diffs"], "o", ms=3.5, color="tab:gray", alpha=0.8
+            )
+            lo, hi = r["ci95"] or (r["mean"], r["mean"])
+            ax.errorbar(
+                [x],
+                [r["mean"]],
+                yerr=[[r["mean"] - lo], [hi - r["mean"]]],
+                fmt="D",
+                ms=5,
+                color="black",
+                capsize=4,
+            )
+        ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=30, ha="right")
+        ax.set(title=panel["title"], ylabel=f"{panel['unit']}: variant - {base}")
+        ax.grid(alpha=0.3, axis="y")
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    legend_below(
+        fig,
+        [
+            (
+                Line2D([], [], ls="", marker="o", ms=3.5, color="tab:gray"),
+                f"one chain: the variant minus {base} on it",
+            ),
+            (
+                Line2D([], [], ls="-", marker="D", ms=5, color="black"),
+                "mean over chains and its 95% t-interval",
+            ),
+        ],
+    )
+    fig.suptitle(title, fontsize=11)
     return save(fig, path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -271,6 +272,8 @@ def code_line(info: dict) -> str:
     made = info.get("made")
     if not made:
         return f"git {info['git_commit'][:10]} (last to touch dvc.lock; no run record names the code)"
+    if "git_commit" not in made:  # a figure of a command outside the pipeline (`rlvr starts`)
+        return str(made.get("by"))
     dirty = {True: " (uncommitted changes)", False: "", None: " (outside git)"}[made.get("git_dirty")]
     return f"git {made['git_commit'][:10]}{dirty}, made on {made.get('host')} at {made.get('started_utc')}"
 
@@ -389,3 +392,53 @@ def format_explain(info: dict[str, Any]) -> str:
     if unexplained(info):
         lines.append(f"          {unexplained(info)}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Provenance carried inside a figure file
+
+METADATA_KEYS = ("stage", "params", "deps", "mlflow_runs", "git_commit", "git_dirty", "made")
+SVG_NS = "urn:rlvr-repro:provenance"  # the namespace of the rlvr:* elements in an SVG's <metadata>
+_SVG_BLOCK = re.compile(r"<rlvr:provenance\b.*?</rlvr:provenance>", re.S)
+
+
+def metadata_texts(info: dict) -> dict[str, str]:
+    """{"rlvr:stage": ..., "rlvr:params": JSON, ...}: a figure's provenance (`explain`'s stage,
+    params, deps, MLflow runs and commit) as the texts its PNG chunks and SVG elements hold."""
+    return {
+        f"rlvr:{k}": info[k] if isinstance(info.get(k), str) else json.dumps(info.get(k), sort_keys=True)
+        for k in METADATA_KEYS
+    }
+
+
+def svg_with_provenance(svg: str, texts: dict[str, str]) -> str:
+    """The SVG text with `texts` as <rlvr:*> elements inside its <metadata> (any it held before
+    replaced), so the figure says where it came from in any XML tool, as the PNG does in its chunks."""
+    from xml.sax.saxutils import escape
+
+    inner = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in texts.items())
+    block = f'<rlvr:provenance xmlns:rlvr="{SVG_NS}">{inner}</rlvr:provenance>'
+    svg = _SVG_BLOCK.sub("", svg)
+    if "</metadata>" in svg:
+        return svg.replace("</metadata>", block + "</metadata>", 1)
+    opening = re.search(r"<svg\b[^>]*>", svg)
+    if opening is None:
+        raise ProvenanceError("not an SVG: no <svg> element")
+    return svg[: opening.end()] + f"<metadata>{block}</metadata>" + svg[opening.end() :]
+
+
+def embedded_provenance(path: str | Path) -> dict[str, str]:
+    """The rlvr:* provenance a figure file carries: a PNG's text chunks or an SVG's metadata
+    elements ({} when it has none)."""
+    path = Path(path)
+    if path.suffix == ".svg":
+        import xml.etree.ElementTree as ET
+
+        found = ET.parse(path).getroot().find(f".//{{{SVG_NS}}}provenance")
+        if found is None:
+            return {}
+        return {f"rlvr:{child.tag.split('}')[1]}": child.text or "" for child in found}
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return {k: v for k, v in getattr(im, "text", {}).items() if k.startswith("rlvr:")}

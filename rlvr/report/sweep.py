@@ -121,7 +121,7 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
 
 def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | None:
     """pass@1 and pass@64 of RL minus SFT's against the first axis, one line per value of the second."""
-    from rlvr.report.plots import new_figure, save
+    from rlvr.report.plots import legend_below, new_figure, save
 
     axes = varied(exps)
     points = [e for e in exps if variant in e["passk"].get("variants", {})]
@@ -152,14 +152,15 @@ def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | 
             xlabel=x_key, ylabel=f"{what}: RL minus SFT (seed mean)", title=f"{what} gain of {variant}{note}"
         )
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    legend_below(fig)
     return save(fig, path)
 
 
 def sweep_report(show: list[dict], out: Path) -> dict:
-    """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure) from `dvc exp show --json`.
-    Refused in one line, `out` left as it is, when there is no sweep to show: no experiment, or
-    experiments whose pass@k results are all the same (the params swept do not reach pass@k)."""
+    """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure, with sweep.svg beside it) from
+    `dvc exp show --json`. Refused in one line, `out` left as it is, when there is no sweep to show:
+    no experiment, or experiments whose pass@k results are all the same (the params swept do not
+    reach pass@k)."""
     if out.exists() and not out.is_dir():
         raise ConfigError(
             f"--out {out}: not a folder (sweep-report writes sweep.md and sweep.png into a folder)"

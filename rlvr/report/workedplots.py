@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr.report.plots import new_figure, save
+from rlvr.report.plots import legend_below, new_figure, save
 
 
 def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
@@ -28,7 +28,7 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
         return ax
 
     def keep_panel(ax, name):
-        ax.legend(fontsize=8)
+        legend_below(ax.figure)
         keep(ax.figure, name)
 
     a2 = metrics["A2"]
@@ -46,11 +46,11 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
         )
         ax.axhline(0, color="black", lw=0.6)
         if not any(a):
-            ax.text(0.5, 0.5, "every advantage is 0:\nno gradient", transform=ax.transAxes, ha="center")
+            ax.text(0.5, 0.88, "every advantage is 0:\nno gradient", transform=ax.transAxes, ha="center")
         ax.set_title(f"{k} of {a2['group_size']} correct")
         ax.set_xlabel("response i")
         ax.set_xticks(x)
-    axes[0].legend(loc="upper right", fontsize=8)
+    legend_below(fig)
     axes[0].set_ylabel("reward / advantage")
     fig.suptitle(f"group-relative advantages, G = {a2['group_size']}")
     keep(fig, "worked-a2-group-advantages.png")
@@ -59,7 +59,7 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     d = np.array(a7["deltas"])
     fig = new_figure((10, 3.8))
     ax_b, ax_v = fig.subplots(1, 2)
-    ax_b.loglog(d, np.abs(a7["bias_k2_nats"]), "o-", label="|bias| of k2")
+    ax_b.loglog(d, np.abs(a7["bias_k2_nats"]), "o-", color="C1", label="|bias| of k2")
     ax_b.loglog(
         d,
         np.abs(a7["k2_bias_over_delta_cubed_limit"]) * d**3,
@@ -69,13 +69,14 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     )
     exact = max(a7["max_abs_bias_k1_nats"], a7["max_abs_bias_k3_nats"])
     ax_b.set_title(f"k2 bias (k1, k3 exact: |bias| <= {exact:.0e})", fontsize=9)
-    for k in ("k1", "k2", "k3"):
-        ax_v.loglog(d, a7[f"var_{k}"], "o-", ms=3, label=k)
+    for i, k in enumerate(("k1", "k2", "k3")):
+        ax_v.loglog(d, a7[f"var_{k}"], "o-", ms=3, color=f"C{i}", label=f"variance of {k}")
     ax_v.set_title("variance under pi")
     for ax in (ax_b, ax_v):
         ax.set_xlabel(r"$\delta$ (pi_ref = pi (1 + $\delta$ z))")
         ax.set_ylabel("nats" if ax is ax_b else "nats squared")
-        ax.legend(fontsize=8)
+    fig.suptitle("KL estimators k1, k2, k3 against the exact KL as the reference moves away")
+    legend_below(fig)
     keep(fig, "worked-a7-kl-estimators.png")
 
     a8 = metrics["A8"]
@@ -121,13 +122,14 @@ def worked_figures(metrics: dict, paths: dict[str, Path]) -> list[Path]:
     ax_c.set_xlabel("iteration")
     ax_c.set_ylabel("share")
     ax_c.set_title("accuracy and groups with no signal")
-    ax_c.legend(fontsize=8)
+    legend_below(fig)
     image = ax_h.imshow(
         np.array(b14["p_per_prompt"]).T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis"
     )
     ax_h.set_xlabel("iteration")
     ax_h.set_ylabel("prompt j (harder upward)")
     ax_h.set_title("success rate p_j of each prompt")
-    fig.colorbar(image, ax=ax_h)
+    fig.colorbar(image, ax=ax_h, label="p_j")
+    fig.suptitle(f"A simulated GRPO run on {b14['prompts']} prompts of graded difficulty")
     keep(fig, "worked-b14-demo.png")
     return written

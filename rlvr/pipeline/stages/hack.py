@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
-from rlvr.files import read_jsonl, write_json
+from rlvr.files import read_jsonl, svg_beside, write_json
 from rlvr.grpo import GRPOData, Hooks, train_grpo
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
@@ -24,7 +24,8 @@ from rlvr.pipeline.seeds import (
     write_curves,
 )
 from rlvr.pipeline.specs import config_hash
-from rlvr.report import plots
+from rlvr.report import trainplots
+from rlvr.report.labels import sft_run_label
 from rlvr.reward_hacking import hack_metrics, hack_summary
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
@@ -118,8 +119,14 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_metrics(paths.metrics, metrics, HEADLINE)
-        plots.hack_curves({s: paths.curve(s) for s in cfg.seeds}, paths.figure)
+        trainplots.hack_curves(
+            {s: paths.curve(s) for s in cfg.seeds},
+            paths.figure,
+            sft_run_label(cfg.sft, params.sft_run(cfg.sft)),
+            cfg.variant,
+        )
         mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "seeds_digits_rose")))
         mlrun.log_artifact(paths.samples)
         mlrun.log_artifact(paths.figure)
+        mlrun.log_artifact(svg_beside(paths.figure))
     return {k: metrics[k] for k in ("reward_mean_end", "accuracy_end", "digits_per_response_end")}

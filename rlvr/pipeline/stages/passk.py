@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from tqdm import tqdm
 
-from rlvr.files import read_heldout, write_json, write_tsv
+from rlvr.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
@@ -23,6 +23,7 @@ from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash, scored_variants
 from rlvr.report import plots
+from rlvr.report.labels import sft_run_label
 from rlvr.rollout import binomial_counts
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -157,6 +158,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
         write_metrics(paths.metrics, metrics, headline_keys([v for v in variants if v in cfg.headline]))
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
+        labels = {name: sft_run_label(run, params.sft_run(run)) for name, run, _ in scored_starts}
         figures = [
             plots.passk_curves(
                 curves,
@@ -164,9 +166,12 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 cfg.contrast,
                 paths.figure_curves,
                 {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()},
+                labels,
             ),
-            plots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter),
-            plots.passk_solve_rates(counts, chains, samples, cfg.contrast, paths.figure_solve_rates, k_max),
+            plots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter, labels),
+            plots.passk_solve_rates(
+                counts, chains, samples, cfg.contrast, paths.figure_solve_rates, labels, k_max
+            ),
         ]
         for model, numbers in key_metrics(metrics, cfg.contrast, k_max).items():
             variant = {"variant": model} if model in metrics["variants"] else {}
@@ -176,4 +181,5 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 child.log_metrics(numbers)
         for f in figures:
             mlrun.log_artifact(f)
+            mlrun.log_artifact(svg_beside(f))
     return {"sft_pass_at_1": metrics["sft"]["pass_at_1"], "variants": len(variants)}

@@ -2,11 +2,13 @@
 figures with captions and provenance, the GRPO learning curves, the variant table, the reward-hacking
 samples, the reruns in a fresh clone and the benchmarks.
 
-Each figure is copied into `reports/report-figures/` with its provenance (stage, params from
-dvc.lock, input hashes, MLflow run ids, and the commit that ran the stage with where and when, from
-its run record) written into PNG text chunks, so a figure taken out of the page still says where it
-came from; a figure this stage draws names this stage's own run. The learning-curve figures are
-drawn here, from the curves the GRPO stages wrote, because each overlays every variant of a chapter.
+Each figure, PNG and the SVG beside it, is copied into `reports/report-figures/` with its provenance
+(stage, params from dvc.lock, input hashes, MLflow run ids, and the commit that ran the stage with
+where and when, from its run record) written into the PNG's text chunks and the SVG's metadata, so a
+figure taken out of the page still says where it came from; a figure this stage draws names this
+stage's own run, and the page embeds the PNG and links the SVG. The learning-curve figures and
+chapter B's paired view are drawn here, from the curves and metrics the GRPO and passk stages wrote,
+because each overlays every variant of a chapter.
 """
 
 from __future__ import annotations
@@ -19,45 +21,71 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.files import atomic_write, write_text
+from rlvr.files import atomic_write, svg_beside, write_text
 from rlvr.gitinfo import short_commit
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
-from rlvr.report import plots
+from rlvr.report import plots, trainplots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
+from rlvr.report.compare import paired_view, variants_by_chain
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.inputs import checked, read_counts, read_metrics_dir
+from rlvr.report.labels import sft_mechanism
 from rlvr.report.layout import ReportData, render
 from rlvr.report.moves import against_committed, changed_code
-from rlvr.report.provenance import code_line, explain, footer, load_lock
+from rlvr.report.provenance import (
+    code_line,
+    explain,
+    footer,
+    load_lock,
+    metadata_texts,
+    svg_with_provenance,
+)
 
 CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
 
 
-def figure_with_metadata(src: Path, dst: Path, info: dict) -> Path:
-    """Copy a PNG, writing its provenance into tEXt chunks (readable with any PNG tool)."""
+def figure_with_metadata(src: Path, dst: Path, info: dict, svg: bool = True) -> Path:
+    """Copy a PNG and the SVG beside it, writing the figure's provenance into the PNG's tEXt chunks
+    and the SVG's <metadata> (`rlvr.report.provenance.metadata_texts`: readable with any PNG or XML
+    tool, and by `embedded_provenance`). svg=False: a figure made without one (copied alone)."""
     from PIL import Image, PngImagePlugin  # pillow ships with matplotlib
 
+    texts = metadata_texts(info)
     meta = PngImagePlugin.PngInfo()
-    meta.add_text("rlvr:stage", info["stage"])
-    meta.add_text("rlvr:params", json.dumps(info["params"], sort_keys=True))
-    meta.add_text("rlvr:deps", json.dumps(info["deps"], sort_keys=True))
-    meta.add_text("rlvr:mlflow_runs", json.dumps(info["mlflow_runs"], sort_keys=True))
-    meta.add_text("rlvr:git_commit", info["git_commit"])
-    meta.add_text("rlvr:git_dirty", json.dumps(info.get("git_dirty")))
-    meta.add_text("rlvr:made", json.dumps(info.get("made"), sort_keys=True))
+    for key, text in texts.items():
+        meta.add_text(key, text)
     with Image.open(src) as im:
         atomic_write(dst, lambda tmp: im.save(tmp, format="PNG", pnginfo=meta))
+    if svg:
+        if not svg_beside(src).is_file():
+            raise ConfigError(f"{svg_beside(src)}: no SVG beside {src.name}; rerun the stage that draws it")
+        write_text(svg_beside(dst), svg_with_provenance(svg_beside(src).read_text(), texts))
     return dst
+
+
+def figure_entry(name: str, png: Path, text: str, provenance: str, **more) -> dict:
+    """A figure entry of the report: its PNG's bytes, caption and provenance, and the name of the SVG
+    beside it in the report's figure folder (None without one)."""
+    svg = svg_beside(png)
+    return {
+        "name": name,
+        "png": png.read_bytes(),
+        "svg": svg.name if svg.is_file() else None,
+        "caption": text,
+        "provenance": provenance,
+        **more,
+    }
 
 
 def merged_info(infos: list[dict], made: dict) -> dict:
     """One provenance record for a figure this stage draws from several stages' outputs (the learning
-    curves): their params, inputs and runs; the code that drew it (`made`: this stage's run)."""
+    curves, the paired view): their params, inputs and runs; the code that drew it (`made`: this
+    stage's run)."""
     return {
         "stage": "report, from " + ", ".join(i["stage"] for i in infos),
         "params": {i["stage"]: i["params"] for i in infos},
@@ -116,7 +144,61 @@ def scaling_figure(bench: dict | None, path: Path, made: dict) -> dict | None:
         f"drawn by stage `report` (code: {code_line(drawn_here(made))}) from `{source}` "
         f"(`rlvr bench --only scaling`; TRL {scaling['trl']})"
     )
-    return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
+    return figure_entry(path.name, png, plots.SCALING_CAPTION, prov)
+
+
+PAIRED_BASE = "grpo"  # chapter B's reference variant (the chapter's GRPO, on every chain) in the paired view
+
+
+def paired_entry(root: Path, lock: dict, metrics: dict, paths: ReportPaths, made: dict) -> dict | None:
+    """The paired view (every variant of the base's task minus PAIRED_BASE, chain by chain) as a
+    figure entry of the report, with the provenance of every metrics file it reads; None when no
+    variant pairs with the base."""
+    variants = variants_by_chain(metrics, paths.metrics)
+    panels = paired_view(variants, PAIRED_BASE)
+    if not panels:
+        return None
+    task = variants[PAIRED_BASE]["task"]
+    chapter = next(c for c, t in CHAPTER_TASKS.items() if t == task)
+    name = f"grpo-paired-chapter-{chapter.lower()}.png"
+    png = plots.paired_figure(
+        panels,
+        PAIRED_BASE,
+        f"Chapter {chapter} ({task}): each variant minus {PAIRED_BASE} on the same chain, "
+        "on the chains both ran",
+        paths.figure_copies / name,
+    )
+    compared = sorted({PAIRED_BASE, *(r["variant"] for p in panels for r in p["rows"])})
+    files = [f"grpo-{v}.json" for v in compared] + (["passk.json"] if "passk.json" in metrics else [])
+    infos = [explain(root, (paths.metrics / f).as_posix(), check_stale=False, lock=lock) for f in files]
+    figure_with_metadata(png, png, merged_info(infos, made))
+    prov = (
+        f"drawn by stage `report` (code: {code_line(drawn_here(made))}) from `{paths.metrics.as_posix()}/` "
+        + ", ".join(f"`{f}`" for f in files)
+        + "; "
+        + " | ".join(footer(i) for i in infos)
+    )
+    return figure_entry(name, png, caption(name)[1], prov, chapter=chapter, kind="paired")
+
+
+def starts_entry(starts: dict | None, paths: ReportPaths) -> dict | None:
+    """`rlvr starts`' figure (made on demand, committed beside its JSON), copied into the report's
+    figure folder with its provenance (where and when: what starts.json's `made` says); its SVG too
+    where the command drew one."""
+    png = paths.starts.parent / "starts-passk.png"
+    if starts is None or not png.is_file():
+        return None
+    made = f"made by {starts.get('made', '`rlvr starts`')}, not a DVC stage"
+    info = {
+        "stage": made,
+        "params": {},
+        "deps": {paths.starts.as_posix(): hashlib.md5(paths.starts.read_bytes()).hexdigest()},
+        "mlflow_runs": {},
+        "git_commit": starts.get("git_commit", "unknown"),
+        "made": {"by": starts.get("made", "`rlvr starts`")},
+    }
+    copy = figure_with_metadata(png, paths.figure_copies / png.name, info, svg=svg_beside(png).is_file())
+    return figure_entry(png.name, copy, caption(png.name)[1], made)
 
 
 def variant_configs(lock: dict) -> dict[str, dict]:
@@ -133,16 +215,43 @@ def variant_configs(lock: dict) -> dict[str, dict]:
     return configs
 
 
-def sft_targets(lock: dict) -> dict[str, float | None]:
-    """Each SFT run's start target as its stage ran it (dvc.lock): None for a run trained to its budget."""
+def sft_settings(lock: dict) -> dict[str, dict]:
+    """Each SFT run's settings as its stage ran them (dvc.lock)."""
     return {
         name.split("@", 1)[1]: entry.get("params", {})
         .get("params.yaml", {})
         .get(f"sft.{name.split('@', 1)[1]}", {})
-        .get("target")
         for name, entry in lock.items()
         if name.startswith("sft@")
     }
+
+
+def sft_targets(lock: dict) -> dict[str, float | None]:
+    """Each SFT run's start target as its stage ran it (dvc.lock): None for a run trained to its budget."""
+    return {run: settings.get("target") for run, settings in sft_settings(lock).items()}
+
+
+def start_mechanism(run: str, settings: dict[str, dict]) -> str:
+    """How an SFT run made its start (`rlvr.report.labels.sft_mechanism`), from the settings
+    dvc.lock recorded for its stage."""
+    s = settings.get(run)
+    if not s or not {"noise", "epochs"} <= set(s):
+        raise ConfigError(f"dvc.lock: no settings recorded for stage sft@{run}; run `dvc repro sft@{run}`")
+    return sft_mechanism(s["noise"], s.get("target"), s["epochs"])
+
+
+def curve_labels(
+    metrics: dict[str, dict], runs: dict[str, dict], settings: dict[str, dict]
+) -> tuple[str, dict[str, str]]:
+    """(what the title adds, variant -> legend entry) for a chapter's learning curves: the start by
+    its run and mechanism, in the title when every variant shares it, else beside each variant."""
+    starts = {v: metrics[f"grpo-{v}.json"]["sft"] for v in runs}
+    chains = {v: f"{len(c['train'])} chains" for v, c in runs.items()}
+    if len(set(starts.values())) == 1:
+        run = next(iter(starts.values()))
+        return f"from SFT {run} ({start_mechanism(run, settings)})", {v: f"{v} ({chains[v]})" for v in runs}
+    mechanisms = "; ".join(f"{run}: {start_mechanism(run, settings)}" for run in sorted(set(starts.values())))
+    return f"from SFT starts {mechanisms}", {v: f"{v} from {starts[v]} ({chains[v]})" for v in runs}
 
 
 def run_info(root: Path, params: Params) -> dict:
@@ -177,13 +286,18 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
     lock = load_lock(root)
     with tracked("report", None, params, {}) as mlrun:
         figures = []
+        settings = sft_settings(lock)
         for chapter, task in CHAPTER_TASKS.items():
             runs = learning_curve_runs(metrics, task)
             if not runs:
                 continue
             name = f"grpo-curves-chapter-{chapter.lower()}.png"
-            png = plots.learning_curves(
-                runs, f"Chapter {chapter}: GRPO learning curves ({task})", paths.figure_copies / name
+            starts, labels = curve_labels(metrics, runs, settings)
+            png = trainplots.learning_curves(
+                runs,
+                f"Chapter {chapter}: GRPO learning curves on {task}, {starts}",
+                paths.figure_copies / name,
+                labels,
             )
             infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, lock=lock) for v in runs]
             prov = (
@@ -192,46 +306,20 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 + " | ".join(footer(i) for i in infos)
             )
             figure_with_metadata(png, png, merged_info(infos, mlrun.made))
-            figures.append(
-                {
-                    "name": name,
-                    "png": png.read_bytes(),
-                    "caption": caption(name)[1],
-                    "provenance": prov,
-                    "chapter": chapter,
-                    "kind": "curves",
-                }
-            )
+            figures.append(figure_entry(name, png, caption(name)[1], prov, chapter=chapter, kind="curves"))
+        paired = paired_entry(root, lock, metrics, paths, mlrun.made)
+        figures += [paired] if paired else []
         for png in sorted(paths.figures.glob("*.png")):
             info = explain(root, png.as_posix(), check_stale=False, lock=lock)
             copy = figure_with_metadata(png, paths.figure_copies / png.name, info)
             chapter, text = caption(png.name)
-            figures.append(
-                {
-                    "name": png.name,
-                    "png": copy.read_bytes(),
-                    "caption": text,
-                    "provenance": footer(info),
-                    "chapter": chapter,
-                    "kind": "result",
-                }
-            )
+            figures.append(figure_entry(png.name, copy, text, footer(info), chapter=chapter, kind="result"))
         samples = checked(paths.samples, dict) if paths.samples.is_file() else None
         problems = read_counts(paths.counts) if paths.counts.is_file() else None
         bench = fair_bench(checked(paths.benchmarks, dict) if paths.benchmarks.is_file() else None)
         starts = checked(paths.starts, dict) if paths.starts.is_file() else None
         reruns = checked(paths.reruns, dict) if paths.reruns.is_file() else None
-        starts_png = paths.starts.parent / "starts-passk.png"
-        starts_figure = (
-            None
-            if starts is None or not starts_png.is_file()
-            else {
-                "name": "starts-passk.png",
-                "png": starts_png.read_bytes(),
-                "caption": caption("starts-passk.png")[1],
-                "provenance": f"made by {starts.get('made', '`rlvr starts`')}, not a DVC stage",
-            }
-        )
+        starts_figure = starts_entry(starts, paths)
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png", mlrun.made)
         records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(

@@ -3,6 +3,7 @@ the figures drawn from it."""
 
 from __future__ import annotations
 
+from rlvr.files import svg_beside
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import set_determinism, thread_budget
 from rlvr.pipeline.paths import WorkedPaths
@@ -18,6 +19,6 @@ def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # n
         metrics = worked_metrics(params.worked)
         write_metrics(paths.metrics, {**metrics, "mlflow_run_id": mlrun.run_id, "made": mlrun.made})
         figures = worked_figures(metrics, {p.name: p for p in paths.figures})
-        for path in (paths.metrics, *figures):
+        for path in (paths.metrics, *figures, *map(svg_beside, figures)):
             mlrun.log_artifact(path)
     return {"examples": sorted(metrics)}

@@ -1,0 +1,152 @@
+"""The figures drawn over training steps: the GRPO learning curves of a chapter's variants (stage
+`report`) and the reward-hacking run (stage `hack`). Every curve is the mean over chains with its 95%
+band over chains, cut to the range the metric can take; the canvas, legend and save helpers are
+rlvr.report.plots'.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from rlvr.report.plots import labelled, legend_below, new_figure, read_tsv, save
+from rlvr.stats import metric_bounds
+
+
+def _floats(rows: list[dict], key: str) -> list[float]:
+    """A TSV column as floats; a blank cell (no value at that step) is NaN."""
+    return [float(r[key]) if r[key] != "" else math.nan for r in rows]
+
+
+def chain_band(
+    per_seed: list[list[float]], bounds: tuple[float, float]
+) -> tuple[list[float], list[float], list[float]]:
+    """(mean, lo, hi) per step over chains: the mean and its 95% t-interval, the interval cut to
+    `bounds`, the range the metric can take (`rlvr.report.compare.metric_bounds`: an accuracy's band
+    stops at 0 and 1, a KL's at 0); with one chain, no interval (lo = hi = mean). A step where a chain
+    has no value (NaN: e.g. dynamic sampling kept no group) is averaged over the chains that have one.
+    per_seed: (S, T) values, one row per chain."""
+    from rlvr.stats import mean_ci
+
+    mean, lo, hi = [], [], []
+    for column in zip(*per_seed, strict=True):  # (S,) at one step
+        defined = [v for v in column if v == v]
+        m, low, high = mean_ci(defined) if defined else (math.nan, math.nan, math.nan)
+        low, high = (m, m) if low is None else (max(low, bounds[0]), min(high, bounds[1]))
+        mean.append(m), lo.append(low), hi.append(high)
+    return mean, lo, hi
+
+
+CHAIN_LINE = {"lw": 0.5, "alpha": 0.35}  # one chain: thin and faint, under its mean
+
+
+def _band(ax, x, per_seed: list[list[float]], label: str, bounds: tuple[float, float], **style) -> None:
+    """`chain_band` drawn: one thin line per chain, the band (none with one chain) shaded over them,
+    the chain mean on top. A mean hides whether one chain or all of them moved: the thin lines say."""
+    mean, lo, hi = chain_band(per_seed, bounds)
+    if len(per_seed) > 1:
+        for values in per_seed:
+            ax.plot(x, values, color=style["color"], **CHAIN_LINE)
+        ax.fill_between(x, lo, hi, color=style["color"], alpha=0.12, lw=0)
+    ax.plot(x, mean, lw=1.6, label=label, **style)
+
+
+def chain_key(color: str = "tab:gray") -> tuple:
+    """A legend entry for the thin lines: (handle, label)."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=color, **CHAIN_LINE), "one chain (thin lines)"
+
+
+def _rolling(values: list[float], window: int) -> list[float]:
+    """Trailing mean over `window` points (fewer at the start): per-step training metrics are
+    one batch each, too noisy to compare variants by eye."""
+    return [float(np.mean(values[max(0, i - window + 1) : i + 1])) for i in range(len(values))]
+
+
+LEARNING_PANELS = (  # (curve table, column, panel title, y axis with its unit)
+    ("train", "reward_mean", "training reward", "reward (share of samples correct)"),
+    ("eval", "eval_acc", "accuracy on the evaluation problems", "accuracy (share correct)"),
+    ("train", "kl_k3_nats", "KL to the reference (k3 estimator)", "KL (nats per response)"),
+    ("train", "entropy_nats", "policy entropy", "entropy (nats per token)"),
+)
+
+
+def learning_curves(
+    runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path, labels: dict[str, str]
+) -> Path:
+    """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
+    runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
+    (the curve TSVs as read); labels: variant -> its legend entry. Training metrics are smoothed by a
+    trailing mean over 1/20 of the run."""
+    fig = new_figure((12, 7.2))
+    axes = fig.subplots(2, 2).ravel()
+    steps = max((len(c["train"][0]) for c in runs.values() if c["train"]), default=1)
+    window = max(1, steps // 20)
+    for i, (variant, curves) in enumerate(runs.items()):
+        for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
+            seeds = curves[table]
+            if not seeds or key not in seeds[0][0]:
+                continue
+            values = [_floats(rows, key) for rows in seeds]
+            if table == "train":
+                values = [_rolling(v, window) for v in values]
+            _band(
+                ax,
+                [int(r["step"]) for r in seeds[0]],
+                values,
+                labels[variant],
+                metric_bounds(key),
+                color=f"C{i}",
+            )
+    smooth = f", trailing mean of {window} steps" if window > 1 else ""
+    for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
+        ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
+        ax.grid(alpha=0.3)
+    legend_below(fig, [*labelled(axes), chain_key()])
+    fig.suptitle(
+        textwrap.fill(title + "; chain mean, its 95% band over chains and each chain", 150), fontsize=11
+    )
+    return save(fig, path)
+
+
+HACK_LINES = (  # the hack figure's lines in drawing order: (panel, curve column, legend label, style)
+    (0, "reward_mean", "substring reward", {"color": "tab:red"}),
+    (0, "accuracy", "exact accuracy", {"color": "tab:blue"}),
+    (0, "final_answer_acc", "final-answer accuracy", {"color": "tab:green", "ls": "--"}),
+    (1, "digits_per_response", "digits", {"color": "tab:purple"}),
+    (1, "distinct_digits_per_response", "distinct digits", {"color": "tab:orange"}),
+)
+
+
+def hack_curves(curves: dict[int, Path], figure_path: Path, start: str, variant: str) -> Path:
+    """Hacked reward vs exact and final-answer accuracy over steps, and digits per response.
+    curves: seed -> that seed's curve TSV; start: what the title calls the SFT start the chains
+    begin from (`rlvr.report.labels.sft_label`); variant: whose GRPO loop settings they ran."""
+    seeds = list(curves)
+    fig = new_figure((9, 3.6))
+    fig.suptitle(
+        f"GRPO ({variant}'s loop) on the substring verifier from {start}:\n"
+        f"mean of {len(seeds)} chains, its 95% band over chains and each chain",
+        fontsize=10,
+    )
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    tables = [[r for r in read_tsv(curves[seed]) if r["reward_mean"] != ""] for seed in seeds]
+    step = [int(r["step"]) for r in tables[0]]
+    for panel, key, label, style in HACK_LINES:
+        per_seed = [[float(r[key]) for r in rows] for rows in tables]  # (S, T)
+        _band((left, right)[panel], step, per_seed, label, metric_bounds(key), **style)
+    left.set(
+        xlabel="GRPO step",
+        ylabel="share of samples",
+        title="hacked reward vs true accuracy",
+        ylim=(0, 1.02),
+    )
+    right.set(xlabel="GRPO step", ylabel="digits per response", title="digits per response")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    legend_below(fig, [*labelled((left, right)), chain_key()])
+    return save(fig, figure_path)
