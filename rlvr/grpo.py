@@ -21,6 +21,11 @@ Where this departs from the chapters' formulas:
 6. Beyond the chapters: `rloo` and `batch_std` advantages, GSPO's sequence ratio (the geometric mean
    of the token ratios, clipped once per response) and CISPO (a clipped, gradient-free IS weight on
    the REINFORCE term, so no token ever loses its gradient).
+7. Beyond the chapters, the knobs of verl and OpenRLHF: the KL as a per-token reward penalty
+   (`kl_in_reward`: the loss then has no KL term), an entropy bonus in the loss (`entropy_coeff`),
+   REINFORCE++ (`reinforce_pp`: no group baseline, per-token returns whitened over the batch, so
+   point 1 does not hold for it) and a pass@k-trained advantage (`passk`: only a group's best sample
+   is credited). docs/variants.md names each knob in TRL and verl.
 """
 
 from __future__ import annotations
@@ -66,9 +71,13 @@ def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e
     rloo:      r minus the mean of the other G-1 rewards, i.e. G/(G-1) * (r - mean): a baseline that
                does not contain the sample's own reward, so it is unbiased.
     batch_std: (r - group mean) / (std over the whole batch + eps): centred per group, scaled per batch.
-    A group whose rewards are all equal gets exactly 0 under every kind.
+    passk:     `best_only_advantages` (verl's grpo_passk): r_max - r_second for the group's best, 0 else.
+    A group whose rewards are all equal gets exactly 0 under every kind. `reinforce_pp` has no group
+    baseline and gives each token its own advantage: `reinforce_pp_advantages`.
     """
     _one_of(kind, ADVANTAGES, "advantage kind")
+    if kind == "reinforce_pp":
+        raise ValueError("advantage kind reinforce_pp is per token, not per group: reinforce_pp_advantages")
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be (P, G), got shape {tuple(rewards.shape)}")
     r = rewards if rewards.is_floating_point() else rewards.float()  # (P, G)
@@ -82,9 +91,87 @@ def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e
         if G < 2:
             raise ValueError(f"rloo needs a group of at least 2 samples, got G = {G}")
         adv = centred * (G / (G - 1))  # (P, G)
+    elif kind == "passk":
+        adv = best_only_advantages(r)  # (P, G)
     else:
         adv = centred / (r.std(unbiased=False) + eps)  # (P, G) one scale for the batch
     return torch.where(mixed_groups(r)[:, None], adv, 0.0)  # (P, G)
+
+
+def best_only_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """A pass@k-trained advantage (Chen et al., arXiv 2503.19595; verl's `grpo_passk`): (P, G) -> (P, G).
+
+    A group of G samples is credited as pass@G credits it: by its best sample. Only that sample gets an
+    advantage, r_max - r_second (how far it stands above the next best), every other sample 0; ties
+    for the best give 0 to all (r_max = r_second). Worked example: rewards [0, 1, 0, 0] -> [0, 1, 0, 0];
+    [1, 1, 0, 0] -> all 0 (a second sample would have solved it anyway); [0.2, 0.9, 0.5] -> [0, 0.4, 0].
+    With 0/1 rewards only a group with exactly one right answer carries a gradient. verl divides by
+    the group's std by default (`norm_adv_by_std_in_grpo`); here the difference is left as it is.
+    """
+    if rewards.shape[1] < 2:
+        raise ValueError(f"passk needs a group of at least 2 samples, got G = {rewards.shape[1]}")
+    top = rewards.topk(2, dim=1)  # values, indices: (P, 2) each
+    gap = top.values[:, 0] - top.values[:, 1]  # (P,)
+    best = F.one_hot(top.indices[:, 0], rewards.shape[1]).bool()  # (P, G) the first best sample
+    return torch.where(best, gap[:, None], 0.0)  # (P, G)
+
+
+def token_rewards(
+    rewards: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None, beta: float = 0.0
+) -> torch.Tensor:
+    """Per-token rewards of a batch: rewards (B,), mask (B, T), kl (B, T) or None -> (B, T).
+
+    The verifier's reward sits on each response's last token; with a KL estimate (`kl_in_reward`),
+    beta * kl_t is subtracted at every token t, so a response's summed reward is R - beta * sum_t kl_t.
+    0 on padding. Worked example: R = 1 on a 3-token response with kl = [0.1, 0.0, 0.2], beta = 0.5:
+    [-0.05, 0.0, 0.9] (sum 0.85 = 1 - 0.5 * 0.3).
+    """
+    live = mask > 0  # (B, T)
+    last = live & (live.cumsum(dim=1) == live.sum(dim=1, keepdim=True))  # (B, T) each row's last token
+    out = torch.where(last, rewards.to(torch.float32)[:, None], 0.0)  # (B, T)
+    if kl is not None:
+        out = out - beta * torch.where(live, kl, 0.0)
+    return out
+
+
+def reinforce_pp_advantages(token_r: torch.Tensor, mask: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """REINFORCE++ (Hu, arXiv 2501.03262; verl's `reinforce_plus_plus`): per-token rewards (B, T) -> (B, T).
+
+    No group baseline: each token's return is its reward-to-go, G_t = sum_{t' >= t} r_t' (discount 1),
+    and the returns of every live token of the batch are whitened together, (G_t - mean) / (std + eps),
+    population std. A batch whose returns are all equal gets exactly 0. Unlike every group kind, a
+    group whose verifier rewards are equal is not masked out: the batch is its baseline (all-right
+    groups go up where the batch is mostly wrong). Worked example, two 1-token responses with rewards
+    1 and 0: returns [1, 0], mean 0.5, std 0.5 -> advantages [1, -1] (less eps).
+    """
+    live = mask > 0  # (B, T)
+    x = torch.where(live, token_r, 0.0)  # (B, T)
+    returns = x.flip(dims=[1]).cumsum(dim=1).flip(dims=[1])  # (B, T) reward-to-go
+    values = returns[live]  # (N,) every live token's return
+    if values.numel() == 0 or bool((values == values[0]).all()):
+        return torch.zeros_like(returns)
+    whitened = (returns - values.mean()) / (values.std(unbiased=False) + eps)  # (B, T)
+    return torch.where(live, whitened, 0.0)
+
+
+def step_advantages(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    kind: str,
+    kl: torch.Tensor | None = None,
+    beta: float = 0.0,
+) -> torch.Tensor:
+    """One batch's advantages: rewards (P, G), mask (B, T) -> (B,) one per response, or (B, T) one per
+    token for `reinforce_pp`. kl (B, T): the per-token KL estimate put in the reward (`kl_in_reward`),
+    None for none. A group kind then sees each response's summed reward R - beta * sum_t kl_t (verl's
+    way), so a group with equal verifier rewards is no longer masked out: its KL differences alone
+    make its advantages (under `group`, scaled to unit spread)."""
+    if kind != "reinforce_pp" and kl is None:
+        return group_advantages(rewards, kind).reshape(-1)  # (B,)
+    per_token = token_rewards(rewards.reshape(-1), mask, kl, beta)  # (B, T)
+    if kind == "reinforce_pp":
+        return reinforce_pp_advantages(per_token, mask)  # (B, T)
+    return group_advantages(per_token.sum(dim=1).view(rewards.shape), kind).reshape(-1)  # (B,)
 
 
 def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str = "k3") -> torch.Tensor:
@@ -117,6 +204,16 @@ def exact_kl_and_entropy(logits: torch.Tensor, ref_logits: torch.Tensor) -> tupl
     return kl, entropy
 
 
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the next-token distribution at each position, with its gradient: (B, T, V) -> (B, T).
+
+    What the entropy bonus (`entropy_coeff`) pushes up. Terms with pi(v) = 0 contribute 0 and no NaN
+    gradient (the log is replaced before the product, not after)."""
+    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    p = logp.exp()  # (B, T, V)
+    return -(p * torch.where(p > 0, logp, 0.0)).sum(dim=-1)  # (B, T)
+
+
 def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip_eps_low: float, clip_eps_high: float):
     """PPO's pessimistic surrogate min(rA, clip(r)A), and where the clip removed the gradient."""
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high) * adv)
@@ -146,7 +243,8 @@ def policy_objective(
 ) -> tuple[torch.Tensor, dict]:
     """Per-token objective to MAXIMISE (B, T), 0 on padding, and ratio statistics (python floats).
 
-    logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens.
+    logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens, or
+    (B, T) one per token (`reinforce_pp`; not with the sequence ratio, which clips per response).
     token:    PPO/GRPO/DAPO clip on each token's ratio pi/pi_old.
     sequence: GSPO: one ratio per response, exp(mean of the token log-ratios), clipped once and
               broadcast to the response's tokens (seq_mean then yields the clipped sequence term).
@@ -156,8 +254,11 @@ def policy_objective(
     _one_of(kind, RATIOS, "ratio")
     live = mask > 0  # (B, T)
     log_ratio = torch.where(live, logp - logp_old, 0.0)  # (B, T) padding: exp(0) = 1, never inf
-    a = adv.to(logp.dtype)[:, None]  # (B, 1)
+    a = adv.to(logp.dtype)
+    a = a[:, None] if a.dim() == 1 else a  # (B, 1) per response, or (B, T) per token
     if kind == "sequence":
+        if a.shape[1] != 1:
+            raise ValueError("ratio sequence clips once per response: it needs one advantage per response")
         n_tokens = live.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
         ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()  # (B, 1) geometric mean
         obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, 1) x3
@@ -210,24 +311,31 @@ def grpo_loss(
     kl_estimator: str = "k3",
     aggregation: str = "seq_mean",
     max_len: int | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict]:
     """Scalar GRPO loss to minimise, and its stats. For response i of a group and its token t:
 
         r_it = pi(y_it | x, y_i<t) / pi_old(y_it | x, y_i<t)             ratio (token; `sequence`: one
                                                                           per response, GSPO)
         A_i  = group_advantages(rewards)[i]                               shared by all of i's tokens
+                                                                          (`reinforce_pp`: A_it per token)
         l_it = -min(r_it * A_i, clip(r_it, 1 - eps_low, 1 + eps_high) * A_i)
                + beta * KL_hat(pi || pi_ref)_it                           k1 / k2 / k3 estimate
+               - entropy_coeff * H(pi(. | x, y_i<t))                      the entropy bonus (0: off)
         loss = aggregate(l, mask)                                         seq_mean: mean_i 1/|y_i| sum_t;
                                                                           token_mean: sum / #tokens;
                                                                           seq_sum_const: sum / (B * max_len)
 
     `cispo` replaces the min(...) by sg[clip(r_it)] * A_i * log pi(y_it): the clip bounds the weight
     without taking any token's gradient. With mu = 1 (one update per batch) r = 1 and the clip never
-    acts; beta = 0 skips the KL term entirely (no reference model needed).
+    acts; beta = 0 skips the KL term entirely (no reference model needed). With `kl_in_reward` the
+    caller puts the KL in the reward (`step_advantages`) and passes beta = 0 here. The entropy bonus
+    is aggregated like the rest, so under seq_mean it is the mean token entropy of each response.
 
-    logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
-    ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over masked tokens).
+    logp, logp_old, logp_ref, mask, entropy: (B, T); adv: (B,) or (B, T). stats: clip_frac_low,
+    clip_frac_high, ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over masked
+    tokens).
     """
     obj, stats = policy_objective(logp, logp_old, adv, mask, ratio, clip_eps_low, clip_eps_high)  # (B, T)
     per_token = -obj  # (B, T)
@@ -240,6 +348,10 @@ def grpo_loss(
         )  # (B, T)
         per_token = per_token + beta * kl
         stats["kl_nats"] = float(kl.detach().sum() / live.sum().clamp(min=1))
+    if entropy_coeff > 0:
+        if entropy is None:
+            raise ValueError(f"entropy_coeff = {entropy_coeff}: an entropy bonus needs the token entropies")
+        per_token = per_token - entropy_coeff * entropy
     return aggregate(per_token, mask, aggregation, max_len), stats
 
 
@@ -408,7 +520,6 @@ def grpo_update(
     def forward(model: TinyLM) -> torch.Tensor:  # (B, T, V) tempered logits at the response positions
         return response_logits(model, batch.tokens, batch.prompt_len, G, cfg.temperature, shared_prefix)
 
-    adv = group_advantages(batch.rewards, cfg.advantage).reshape(-1)  # (B,)
     ref_logits = None
     if ref is not None and (cfg.beta > 0):
         with torch.no_grad():
@@ -422,6 +533,7 @@ def grpo_update(
         if epoch == 0:
             logp_old = logp.detach()
             first_logits = logits.detach()
+            adv = batch_advantages(batch.rewards, mask, cfg, logp_old, logp_ref)  # (B,) or (B, T)
         loss, stats = grpo_loss(
             logp,
             logp_old,
@@ -431,10 +543,12 @@ def grpo_update(
             ratio=cfg.ratio,
             clip_eps_low=cfg.clip_eps_low,
             clip_eps_high=cfg.clip_eps_high,
-            beta=cfg.beta,
+            beta=0.0 if cfg.kl_in_reward else cfg.beta,  # in the reward instead
             kl_estimator=cfg.kl_estimator,
             aggregation=cfg.aggregation,
             max_len=max_len,
+            entropy=token_entropy(logits) if cfg.entropy_coeff > 0 else None,
+            entropy_coeff=cfg.entropy_coeff,
         )
         opt.zero_grad()
         loss.backward()
@@ -454,9 +568,32 @@ def grpo_update(
         k3 = kl_estimate(torch.where(live, logp_old, 0.0), torch.where(live, logp_ref, 0.0), "k3")  # (B, T)
         out["kl_k3_nats"] = float(torch.where(live, k3, 0.0).sum(dim=1).mean())  # per response
         out["kl_exact_nats"] = float(torch.where(live, kl_exact, 0.0).sum(dim=1).mean())
-    out["adv_abs_mean"] = float(adv.abs().mean()) if adv.numel() else 0.0
-    out["grad_tokens"] = int((live & (adv[:, None] != 0)).sum())
+    per_token = adv.dim() == 2  # reinforce_pp: one advantage per token
+    out["adv_abs_mean"] = (
+        float(adv[live].abs().mean()) if per_token else float(adv.abs().mean()) if adv.numel() else 0.0
+    )
+    out["grad_tokens"] = int((live & ((adv if per_token else adv[:, None]) != 0)).sum())
     return out
+
+
+def batch_advantages(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: GRPOConfig,
+    logp_old: torch.Tensor,
+    logp_ref: torch.Tensor | None,
+) -> torch.Tensor:
+    """`step_advantages` of one batch under `cfg`, (B,) or (B, T): with `kl_in_reward`, the per-token
+    KL estimate (cfg.kl_estimator, at the sampled tokens, pi_old against pi_ref) goes into the reward."""
+    kl = None
+    if cfg.kl_in_reward:
+        if logp_ref is None:
+            raise ValueError("kl_in_reward needs the reference model's log-probs (beta > 0)")
+        live = mask > 0  # (B, T)
+        kl = kl_estimate(
+            torch.where(live, logp_old, 0.0), torch.where(live, logp_ref, 0.0), cfg.kl_estimator
+        )  # (B, T)
+    return step_advantages(rewards, mask, cfg.advantage, kl, cfg.beta)
 
 
 def exact_drift(

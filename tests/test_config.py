@@ -96,6 +96,33 @@ def with_grpo(raw, variant=None, **defaults):
             "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std",
         ),
         (
+            lambda r: r["variants"]["grpo"].update(advantage="reinforce"),
+            "variants.grpo.advantage = 'reinforce': must be one of group, mean_only, rloo, batch_std, "
+            "reinforce_pp, passk",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(entropy_coeff=-0.01),
+            "variants.grpo.entropy_coeff = -0.01: must be >= 0",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].update(kl_in_reward="yes"),
+            "grpo.defaults.kl_in_reward = 'yes': must be true or false",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(kl_in_reward=True, beta=0.0),
+            "variants.grpo.kl_in_reward = True: puts beta * KL in the reward, so it needs "
+            "variants.grpo.beta > 0 (it is 0)",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(advantage="reinforce_pp", ratio="sequence"),
+            "variants.grpo.advantage = 'reinforce_pp': gives every token its own advantage; "
+            "variants.grpo.ratio sequence needs one per response",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].pop("entropy_coeff"),
+            "grpo.defaults.entropy_coeff: missing required key",
+        ),
+        (
             lambda r: r["grpo"]["defaults"].update(aggregation="sum"),
             "grpo.defaults.aggregation = 'sum': must be one of seq_mean, token_mean, seq_sum_const",
         ),
