@@ -89,8 +89,8 @@ def run_check(tmp_path, raw, capsys):
         ),
         (lambda r: r["hack"].update(temperature=math.inf), "hack.temperature = inf: must be a finite number"),
         (
-            lambda r: r["passk"].update(temperature=math.nan),
-            "passk.temperature = nan: must be a finite number",
+            lambda r: r["passk"].update(temperatures=[1.0, math.nan]),
+            "passk.temperatures[1] = nan: must be a finite number",
         ),
         (
             lambda r: r["sft_defaults"].update(grad_clip=math.inf),

@@ -160,6 +160,7 @@ STAGES: dict[str, Stage] = {
                 x.figure_curves: {"cache": False},
                 x.figure_scatter: {"cache": False},
                 x.figure_solve_rates: {"cache": False},
+                x.figure_temperatures: {"cache": False},
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],

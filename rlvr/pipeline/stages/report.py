@@ -25,7 +25,7 @@ from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
-from rlvr.report import plots
+from rlvr.report import narrowing, plots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
@@ -64,9 +64,10 @@ def merged_info(infos: list[dict]) -> dict:
 
 def caption(name: str) -> tuple[str, str]:
     """(chapter, caption) of a figure; a figure without one is an error, not a bare image."""
-    if name not in plots.CAPTIONS:
+    captions = {**plots.CAPTIONS, **narrowing.CAPTIONS}
+    if name not in captions:
         raise ConfigError(f"figure {name}: no caption; add it to rlvr/report/plots.py CAPTIONS")
-    return plots.CAPTIONS[name]
+    return captions[name]
 
 
 def learning_curve_runs(metrics: dict[str, dict], task: str) -> dict[str, dict]:
@@ -104,6 +105,34 @@ def scaling_figure(bench: dict | None, path: Path) -> dict | None:
     )
     prov = f"drawn by stage `report` from `{source}` (`rlvr bench --only scaling`; TRL {scaling['trl']})"
     return {"name": path.name, "png": png.read_bytes(), "caption": plots.SCALING_CAPTION, "provenance": prov}
+
+
+def narrowing_figure(starts: dict | None, problems: dict | None, paths: ReportPaths) -> dict | None:
+    """The narrowing map, drawn from `rlvr starts`' counts (and `passk_adv` against `grpo` from the
+    pass@k stage's), when the starts record has temperatures; its provenance names both files."""
+    cells = narrowing.narrowing_map(starts)
+    if cells is None:
+        return None
+    path = paths.figure_copies / "narrowing-map.png"
+    png = narrowing.narrowing_map_figure(cells, narrowing.advantage_against_base(problems), path)
+    sources = [p for p in (paths.starts, paths.counts) if p.is_file()]
+    figure_with_metadata(
+        png,
+        png,
+        {
+            "stage": "report, from `rlvr starts` and stage passk",
+            "params": {"rlvr starts": {k: starts[k] for k in ("n", "temperatures", "candidates")}},
+            "deps": {p.as_posix(): hashlib.md5(p.read_bytes()).hexdigest() for p in sources},
+            "mlflow_runs": {},
+            "git_commit": git_commit(Path.cwd()),
+        },
+    )
+    made = starts.get("made", "`rlvr starts`")
+    prov = (
+        f"drawn by stage `report` from `{paths.starts.as_posix()}` (made by {made}) "
+        f"and `{paths.counts.as_posix()}` (stage `passk`)"
+    )
+    return {"name": path.name, "png": png.read_bytes(), "caption": caption(path.name)[1], "provenance": prov}
 
 
 def variant_configs(lock: dict) -> dict[str, dict]:
@@ -219,6 +248,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
             }
         )
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png")
+        map_figure = narrowing_figure(starts, problems, paths)
         records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(
             ReportData(
@@ -234,6 +264,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 reruns=reruns,
                 starts=starts,
                 starts_figure=starts_figure,
+                narrowing_figure=map_figure,
                 run=run_info(root, params),
                 against=against_committed(root, {"claims": records}),
             )
