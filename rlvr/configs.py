@@ -108,21 +108,8 @@ class SFTConfig(Section):
 class GRPOConfig(Section):
     """One GRPO variant: `grpo.defaults` with the variant's overrides applied.
 
-    Our names and TRL's `GRPOConfig`, for readers who know one of them:
-
-    | ours              | TRL                                        |
-    |-------------------|--------------------------------------------|
-    | group_size        | num_generations                            |
-    | inner_epochs      | num_iterations                             |
-    | clip_eps_low      | epsilon                                    |
-    | clip_eps_high     | epsilon_high                               |
-    | beta              | beta                                       |
-    | temperature       | temperature                                |
-    | ratio             | importance_sampling_level (token/sequence) |
-    | aggregation       | loss_type (grpo ~ seq_mean, dapo/bnpo ~ token_mean, dr_grpo ~ seq_sum_const) |
-    | advantage         | scale_rewards (group ~ group, none ~ mean_only, batch ~ batch_std) |
-    | dynamic_sampling  | (none; DAPO's filter, as in verl)          |
-    | overlong_buffer   | (none; DAPO's soft overlong punishment)     |
+    Each field's name in TRL's `GRPOConfig` and in verl, for readers who know one of them, is in
+    docs/variants.md ("Every knob, and its name elsewhere"): the one place that table is kept.
     """
 
     task: TaskName  # the task trained and evaluated on (must be the SFT run's task)
