@@ -229,3 +229,32 @@ def test_the_temperature_table_reads_every_temperature_and_greedy():
         ["grpo", "greedy", "0.600 → 0.750", "–", "–", "–"],
     ]
     assert narrowing.temperature_rows({"k_max": 64}) == []  # a passk.json made before temperatures
+
+
+def test_the_report_stage_draws_the_map_with_its_provenance_or_nothing_before_temperatures(tmp_path):
+    import dataclasses
+
+    from PIL import Image
+
+    from rlvr.pipeline import paths
+    from rlvr.pipeline.stages.report import narrowing_figure
+
+    record = starts_record({"1": {"A": candidate(NARROWS)}, "0.6": {"A": candidate(UNSURE)}})
+    record["made"] = "`rlvr starts` at commit abc"
+    counts = pipeline_counts([4, 5, 6, 4], [1, 2, 2, 1])
+    where = dataclasses.replace(
+        paths.report(),
+        starts=tmp_path / "starts.json",
+        counts=tmp_path / "counts.json",
+        figure_copies=tmp_path,
+    )
+    where.starts.write_text(json.dumps(record))
+    where.counts.write_text(json.dumps(counts))
+    fig = narrowing_figure(record, counts, where)
+    assert fig["name"] == "narrowing-map.png" and fig["caption"].startswith("The narrowing map")
+    assert "`rlvr starts` at commit abc" in fig["provenance"]
+    with Image.open(tmp_path / "narrowing-map.png") as im:
+        deps = json.loads(im.text["rlvr:deps"])
+    assert set(deps) == {where.starts.as_posix(), where.counts.as_posix()}
+    old = {k: v for k, v in record.items() if k != "temperatures"}
+    assert narrowing_figure(old, counts, where) is None and narrowing_figure(None, counts, where) is None

@@ -361,7 +361,7 @@ def narrowing_map_figure(
         axes[-1].set_xticks([0, 1], [base, rl])
         axes[-1].set_xlim(-0.5, 1.5)
         axes[-1].set(
-            xlabel="variant (the pipeline's start, its own chains)",
+            xlabel="variant (the pipeline's start and chains, held-out problems)",
             ylabel=f"pass@{adv[0]['k']}: the variant minus its SFT start",
             title=f"does {rl} narrow less than {base}?",
         )
