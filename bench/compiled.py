@@ -29,7 +29,8 @@ def _compile() -> None:
     """Swap in compiled versions of the sampler's decode step and the loss's forward."""
     import torch
 
-    from rlvr import grpo, model
+    from rlvr import grpo_loop as grpo
+    from rlvr import model
 
     model._decode_block = torch.compile(model._decode_block, dynamic=False)
     grpo.grouped_response_logits = torch.compile(model.grouped_response_logits, dynamic=False)

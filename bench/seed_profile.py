@@ -88,7 +88,7 @@ def _grpo_seed(params: Params, variant: str) -> tuple[Callable[[GRPOConfig], lis
     """A function that trains one seed of `variant` (seed 0) as a pipeline worker does, from a fresh
     copy of its SFT checkpoint (an untrained model when `dvc repro` has not made it), and what it starts
     from."""
-    from rlvr.grpo import GRPOData, train_grpo
+    from rlvr.grpo_loop import GRPOData, train_grpo
     from rlvr.pipeline import checkpoint, paths
 
     cfg = params.variant(variant)
@@ -118,7 +118,7 @@ def bench(params: Params, variant: str = "grpo", profiled_steps: int = 25) -> di
     a faster kernel, or less Python, could gain."""
     from torch.profiler import ProfilerActivity, profile
 
-    from rlvr import grpo
+    from rlvr import grpo_loop as grpo
 
     one_seed, start = _grpo_seed(params, variant)
     cfg = params.variant(variant)

@@ -84,7 +84,7 @@ def grpo_stepper(
     model of shape `model` and returns its seconds. Rewards are drawn at random so every group is
     mixed (an untrained model solves nothing); responses run up to `new_tokens`; prompts are in
     `form` (`fair.FORMS`: the chat template, or the bare question)."""
-    from rlvr.grpo import grpo_update, rollout_groups
+    from rlvr.grpo_loop import grpo_update, rollout_groups
 
     tok = fair.tokenizer(form)
     train, _ = split("two_digit", 300, params.seed)[:2]

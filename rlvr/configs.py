@@ -16,7 +16,7 @@ from typing import Annotated, Literal, get_args
 from rlvr.fields import AtLeast, Count, NonNegative, Positive, Probability, Section, Seed, Seeds, require
 
 TaskName = Literal["single_digit", "two_digit"]
-Advantage = Literal["group", "mean_only", "rloo", "batch_std"]
+Advantage = Literal["group", "mean_only", "rloo", "batch_std", "reinforce_pp", "passk"]
 KLEstimator = Literal["k1", "k2", "k3"]
 Ratio = Literal["token", "sequence", "cispo"]
 Aggregation = Literal["seq_mean", "token_mean", "seq_sum_const"]
@@ -108,21 +108,8 @@ class SFTConfig(Section):
 class GRPOConfig(Section):
     """One GRPO variant: `grpo.defaults` with the variant's overrides applied.
 
-    Our names and TRL's `GRPOConfig`, for readers who know one of them:
-
-    | ours              | TRL                                        |
-    |-------------------|--------------------------------------------|
-    | group_size        | num_generations                            |
-    | inner_epochs      | num_iterations                             |
-    | clip_eps_low      | epsilon                                    |
-    | clip_eps_high     | epsilon_high                               |
-    | beta              | beta                                       |
-    | temperature       | temperature                                |
-    | ratio             | importance_sampling_level (token/sequence) |
-    | aggregation       | loss_type (grpo ~ seq_mean, dapo/bnpo ~ token_mean, dr_grpo ~ seq_sum_const) |
-    | advantage         | scale_rewards (group ~ group, none ~ mean_only, batch ~ batch_std) |
-    | dynamic_sampling  | (none; DAPO's filter, as in verl)          |
-    | overlong_buffer   | (none; DAPO's soft overlong punishment)     |
+    Each field's name in TRL's `GRPOConfig` and in verl, for readers who know one of them, is in
+    docs/variants.md ("Every knob, and its name elsewhere"): the one place that table is kept.
     """
 
     task: TaskName  # the task trained and evaluated on (must be the SFT run's task)
@@ -137,10 +124,12 @@ class GRPOConfig(Section):
     grad_clip: Positive  # max global grad norm
     beta: NonNegative  # KL coefficient; DeepSeekMath 0.04, R1-Zero 0.001, TRL default 0
     kl_estimator: KLEstimator  # Schulman (2020)
+    kl_in_reward: bool  # beta * KL_hat per token subtracted from the reward (verl, OpenRLHF), not a loss term
+    entropy_coeff: NonNegative  # weight of a bonus on the mean token entropy in the loss (PPO: 0.01); 0 = off
     clip_eps_low: NonNegative  # ratio lower clip: 1 - clip_eps_low
     clip_eps_high: NonNegative  # ratio upper clip: 1 + clip_eps_high (DAPO clip-higher: 0.28)
     ratio: Ratio  # token (PPO) | sequence (GSPO) | cispo (clipped, detached IS weight)
-    advantage: Advantage  # group | mean_only (Dr. GRPO) | rloo | batch_std
+    advantage: Advantage  # group | mean_only (Dr. GRPO) | rloo | batch_std | reinforce_pp | passk
     aggregation: Aggregation  # seq_mean (GRPO) | token_mean (DAPO) | seq_sum_const (Dr. GRPO)
     inner_epochs: Count  # mu: gradient steps per batch of rollouts
     dynamic_sampling: bool  # DAPO: keep only mixed-reward groups, resample to fill P
@@ -148,6 +137,21 @@ class GRPOConfig(Section):
     overlong_buffer: Annotated[int, AtLeast(0)]  # DAPO soft overlong penalty window in tokens (0 = off)
     overlong_penalty: NonNegative  # penalty at the length cap, ramped over the buffer
     eval_every: Count  # steps between held-out evaluations (exact expected accuracy; and the last step)
+
+    def validate(self, path: str) -> None:
+        require(
+            not (self.kl_in_reward and self.beta == 0),
+            f"{path}.kl_in_reward",
+            self.kl_in_reward,
+            f"puts beta * KL in the reward, so it needs {path}.beta > 0 (it is 0)",
+        )
+        require(
+            not (self.advantage == "reinforce_pp" and self.ratio == "sequence"),
+            f"{path}.advantage",
+            self.advantage,
+            f"gives every token its own advantage; {path}.ratio sequence needs one per response "
+            "(use ratio token or cispo)",
+        )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Each prompt is sampled G times; every response is scored by a verifier, and the 
 relative to its siblings (no learned critic) becomes the advantage of all its tokens. The policy is
 pushed along a PPO-style clipped importance ratio, optionally leashed to a frozen reference model by a
 per-token KL estimate, and the per-token terms are reduced to one scalar by a chosen aggregation.
-Variants (Dr. GRPO, DAPO, RLOO, GSPO, CISPO) are arguments here and params entries upstream.
+Variants (Dr. GRPO, DAPO, RLOO, GSPO, CISPO) are arguments here and params entries upstream. The
+loop that runs these functions on TinyLM (rollouts, the update, evaluation) is `rlvr.grpo_loop`.
 
 Where this departs from the chapters' formulas:
 1. A group whose rewards are all equal gets advantage exactly 0.0 under every `kind`: it is masked
@@ -21,28 +22,20 @@ Where this departs from the chapters' formulas:
 6. Beyond the chapters: `rloo` and `batch_std` advantages, GSPO's sequence ratio (the geometric mean
    of the token ratios, clipped once per response) and CISPO (a clipped, gradient-free IS weight on
    the REINFORCE term, so no token ever loses its gradient).
+7. Beyond the chapters, the knobs of verl and OpenRLHF: the KL as a per-token reward penalty
+   (`kl_in_reward`: the loss then has no KL term), an entropy bonus in the loss (`entropy_coeff`),
+   REINFORCE++ (`reinforce_pp`: no group baseline, per-token returns whitened over the batch, so
+   point 1 does not hold for it) and a pass@k-trained advantage (`passk`: only a group's best sample
+   is credited). docs/variants.md names each knob in TRL and verl.
 """
 
 from __future__ import annotations
 
-import copy
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
-from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS, GRPOConfig
-from rlvr.grpo_stats import Groups, mixed_groups, step_metrics
-from rlvr.model import TinyLM, grouped_response_logits
-from rlvr.optim import AdamW, check_step, check_weights, diverged_at
-from rlvr.rollout import sample_scored, solve_probability
-from rlvr.tasks import Problem
-from rlvr.tokenizer import Tokenizer
-
-EVAL_SEED_OFFSET = 1_000_003  # evaluation draws: generator seeded at the training seed + this
+from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS
+from rlvr.grpo_stats import mixed_groups
 
 
 def _one_of(value: str, allowed: tuple[str, ...], name: str) -> None:
@@ -58,9 +51,13 @@ def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e
     rloo:      r minus the mean of the other G-1 rewards, i.e. G/(G-1) * (r - mean): a baseline that
                does not contain the sample's own reward, so it is unbiased.
     batch_std: (r - group mean) / (std over the whole batch + eps): centred per group, scaled per batch.
-    A group whose rewards are all equal gets exactly 0 under every kind.
+    passk:     `best_only_advantages` (verl's grpo_passk): r_max - r_second for the group's best, 0 else.
+    A group whose rewards are all equal gets exactly 0 under every kind. `reinforce_pp` has no group
+    baseline and gives each token its own advantage: `reinforce_pp_advantages`.
     """
     _one_of(kind, ADVANTAGES, "advantage kind")
+    if kind == "reinforce_pp":
+        raise ValueError("advantage kind reinforce_pp is per token, not per group: reinforce_pp_advantages")
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be (P, G), got shape {tuple(rewards.shape)}")
     r = rewards if rewards.is_floating_point() else rewards.float()  # (P, G)
@@ -74,9 +71,87 @@ def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e
         if G < 2:
             raise ValueError(f"rloo needs a group of at least 2 samples, got G = {G}")
         adv = centred * (G / (G - 1))  # (P, G)
+    elif kind == "passk":
+        adv = best_only_advantages(r)  # (P, G)
     else:
         adv = centred / (r.std(unbiased=False) + eps)  # (P, G) one scale for the batch
     return torch.where(mixed_groups(r)[:, None], adv, 0.0)  # (P, G)
+
+
+def best_only_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """A pass@k-trained advantage (Chen et al., arXiv 2503.19595; verl's `grpo_passk`): (P, G) -> (P, G).
+
+    A group of G samples is credited as pass@G credits it: by its best sample. Only that sample gets an
+    advantage, r_max - r_second (how far it stands above the next best), every other sample 0; ties
+    for the best give 0 to all (r_max = r_second). Worked example: rewards [0, 1, 0, 0] -> [0, 1, 0, 0];
+    [1, 1, 0, 0] -> all 0 (a second sample would have solved it anyway); [0.2, 0.9, 0.5] -> [0, 0.4, 0].
+    With 0/1 rewards only a group with exactly one right answer carries a gradient. verl divides by
+    the group's std by default (`norm_adv_by_std_in_grpo`); here the difference is left as it is.
+    """
+    if rewards.shape[1] < 2:
+        raise ValueError(f"passk needs a group of at least 2 samples, got G = {rewards.shape[1]}")
+    top = rewards.topk(2, dim=1)  # values, indices: (P, 2) each
+    gap = top.values[:, 0] - top.values[:, 1]  # (P,)
+    best = F.one_hot(top.indices[:, 0], rewards.shape[1]).bool()  # (P, G) the first best sample
+    return torch.where(best, gap[:, None], 0.0)  # (P, G)
+
+
+def token_rewards(
+    rewards: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None, beta: float = 0.0
+) -> torch.Tensor:
+    """Per-token rewards of a batch: rewards (B,), mask (B, T), kl (B, T) or None -> (B, T).
+
+    The verifier's reward sits on each response's last token; with a KL estimate (`kl_in_reward`),
+    beta * kl_t is subtracted at every token t, so a response's summed reward is R - beta * sum_t kl_t.
+    0 on padding. Worked example: R = 1 on a 3-token response with kl = [0.1, 0.0, 0.2], beta = 0.5:
+    [-0.05, 0.0, 0.9] (sum 0.85 = 1 - 0.5 * 0.3).
+    """
+    live = mask > 0  # (B, T)
+    last = live & (live.cumsum(dim=1) == live.sum(dim=1, keepdim=True))  # (B, T) each row's last token
+    out = torch.where(last, rewards.to(torch.float32)[:, None], 0.0)  # (B, T)
+    if kl is not None:
+        out = out - beta * torch.where(live, kl, 0.0)
+    return out
+
+
+def reinforce_pp_advantages(token_r: torch.Tensor, mask: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """REINFORCE++ (Hu, arXiv 2501.03262; verl's `reinforce_plus_plus`): per-token rewards (B, T) -> (B, T).
+
+    No group baseline: each token's return is its reward-to-go, G_t = sum_{t' >= t} r_t' (discount 1),
+    and the returns of every live token of the batch are whitened together, (G_t - mean) / (std + eps),
+    population std. A batch whose returns are all equal gets exactly 0. Unlike every group kind, a
+    group whose verifier rewards are equal is not masked out: the batch is its baseline (all-right
+    groups go up where the batch is mostly wrong). Worked example, two 1-token responses with rewards
+    1 and 0: returns [1, 0], mean 0.5, std 0.5 -> advantages [1, -1] (less eps).
+    """
+    live = mask > 0  # (B, T)
+    x = torch.where(live, token_r, 0.0)  # (B, T)
+    returns = x.flip(dims=[1]).cumsum(dim=1).flip(dims=[1])  # (B, T) reward-to-go
+    values = returns[live]  # (N,) every live token's return
+    if values.numel() == 0 or bool((values == values[0]).all()):
+        return torch.zeros_like(returns)
+    whitened = (returns - values.mean()) / (values.std(unbiased=False) + eps)  # (B, T)
+    return torch.where(live, whitened, 0.0)
+
+
+def step_advantages(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    kind: str,
+    kl: torch.Tensor | None = None,
+    beta: float = 0.0,
+) -> torch.Tensor:
+    """One batch's advantages: rewards (P, G), mask (B, T) -> (B,) one per response, or (B, T) one per
+    token for `reinforce_pp`. kl (B, T): the per-token KL estimate put in the reward (`kl_in_reward`),
+    None for none. A group kind then sees each response's summed reward R - beta * sum_t kl_t (verl's
+    way), so a group with equal verifier rewards is no longer masked out: its KL differences alone
+    make its advantages (under `group`, scaled to unit spread)."""
+    if kind != "reinforce_pp" and kl is None:
+        return group_advantages(rewards, kind).reshape(-1)  # (B,)
+    per_token = token_rewards(rewards.reshape(-1), mask, kl, beta)  # (B, T)
+    if kind == "reinforce_pp":
+        return reinforce_pp_advantages(per_token, mask)  # (B, T)
+    return group_advantages(per_token.sum(dim=1).view(rewards.shape), kind).reshape(-1)  # (B,)
 
 
 def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str = "k3") -> torch.Tensor:
@@ -107,6 +182,16 @@ def exact_kl_and_entropy(logits: torch.Tensor, ref_logits: torch.Tensor) -> tupl
     kl = torch.where(live, p * (logp - logq), 0.0).sum(dim=-1)  # (B, T)
     entropy = -torch.where(live, p * logp, 0.0).sum(dim=-1)  # (B, T)
     return kl, entropy
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the next-token distribution at each position, with its gradient: (B, T, V) -> (B, T).
+
+    What the entropy bonus (`entropy_coeff`) pushes up. Terms with pi(v) = 0 contribute 0 and no NaN
+    gradient (the log is replaced before the product, not after)."""
+    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    p = logp.exp()  # (B, T, V)
+    return -(p * torch.where(p > 0, logp, 0.0)).sum(dim=-1)  # (B, T)
 
 
 def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip_eps_low: float, clip_eps_high: float):
@@ -140,7 +225,8 @@ def policy_objective(
 ) -> tuple[torch.Tensor, dict]:
     """Per-token objective to MAXIMISE (B, T), 0 on padding, and ratio statistics (python floats).
 
-    logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens.
+    logp, logp_old, mask: (B, T); adv: (B,) one advantage per response, shared by its tokens, or
+    (B, T) one per token (`reinforce_pp`; not with the sequence ratio, which clips per response).
     token:    PPO/GRPO/DAPO clip on each token's ratio pi/pi_old.
     sequence: GSPO: one ratio per response, exp(mean of the token log-ratios), clipped once and
               broadcast to the response's tokens (seq_mean then yields the clipped sequence term).
@@ -150,8 +236,11 @@ def policy_objective(
     _one_of(kind, RATIOS, "ratio")
     live = mask > 0  # (B, T)
     log_ratio = torch.where(live, logp - logp_old, 0.0)  # (B, T) padding: exp(0) = 1, never inf
-    a = adv.to(logp.dtype)[:, None]  # (B, 1)
+    a = adv.to(logp.dtype)
+    a = a[:, None] if a.dim() == 1 else a  # (B, 1) per response, or (B, T) per token
     if kind == "sequence":
+        if a.shape[1] != 1:
+            raise ValueError("ratio sequence clips once per response: it needs one advantage per response")
         n_tokens = live.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
         ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()  # (B, 1) geometric mean
         obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, 1) x3
@@ -204,25 +293,31 @@ def grpo_loss(
     kl_estimator: str = "k3",
     aggregation: str = "seq_mean",
     max_len: int | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict]:
     """Scalar GRPO loss to minimise, and its stats. For response i of a group and its token t:
 
         r_it = pi(y_it | x, y_i<t) / pi_old(y_it | x, y_i<t)             ratio (token; `sequence`: one
                                                                           per response, GSPO)
         A_i  = group_advantages(rewards)[i]                               shared by all of i's tokens
+                                                                          (`reinforce_pp`: A_it per token)
         l_it = -min(r_it * A_i, clip(r_it, 1 - eps_low, 1 + eps_high) * A_i)
                + beta * KL_hat(pi || pi_ref)_it                           k1 / k2 / k3 estimate
+               - entropy_coeff * H(pi(. | x, y_i<t))                      the entropy bonus (0: off)
         loss = aggregate(l, mask)                                         seq_mean: mean_i 1/|y_i| sum_t;
                                                                           token_mean: sum / #tokens;
                                                                           seq_sum_const: sum / (B * max_len)
 
     `cispo` replaces the min(...) by sg[clip(r_it)] * A_i * log pi(y_it): the clip bounds the weight
     without taking any token's gradient. With mu = 1 (one update per batch) r = 1 and the clip never
-    acts; beta = 0 skips the KL term entirely (no reference model needed).
+    acts; beta = 0 skips the KL term entirely (no reference model needed). With `kl_in_reward` the
+    caller puts the KL in the reward (`step_advantages`) and passes beta = 0 here. The entropy bonus
+    is aggregated like the rest, so under seq_mean it is the mean token entropy of each response.
 
-    logp, logp_old, logp_ref, mask: (B, T); adv: (B,). stats: clip_frac_low, clip_frac_high,
-    clip_frac_region, ratio_mean and, when beta > 0, kl_nats (mean of the chosen estimator over
-    masked tokens).
+    logp, logp_old, logp_ref, mask, entropy: (B, T); adv: (B,) or (B, T). stats: clip_frac_low,
+    clip_frac_high, clip_frac_region, ratio_mean and, when beta > 0, kl_nats (mean of the chosen
+    estimator over masked tokens).
     """
     obj, stats = policy_objective(logp, logp_old, adv, mask, ratio, clip_eps_low, clip_eps_high)  # (B, T)
     per_token = -obj  # (B, T)
@@ -235,6 +330,10 @@ def grpo_loss(
         )  # (B, T)
         per_token = per_token + beta * kl
         stats["kl_nats"] = float(kl.detach().sum() / live.sum().clamp(min=1))
+    if entropy_coeff > 0:
+        if entropy is None:
+            raise ValueError(f"entropy_coeff = {entropy_coeff}: an entropy bonus needs the token entropies")
+        per_token = per_token - entropy_coeff * entropy
     return aggregate(per_token, mask, aggregation, max_len), stats
 
 
@@ -250,333 +349,3 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, penalty: 
         return torch.zeros(lengths.shape, dtype=torch.float32, device=lengths.device)
     over = (lengths.float() - (max_len - buffer)).clamp(0, buffer)  # (B,) tokens into the buffer
     return -penalty * over / buffer  # (B,)
-
-
-# ---------------------------------------------------------------------------------------------
-# The loop: sample P prompts x G responses, score, advantages, mu inner epochs of the loss.
-
-
-RewardFn = Callable[[torch.Tensor, list[str], int], torch.Tensor]  # (response (P*G, T), answers, G) -> (P*G,)
-
-
-def rollout_groups(
-    policy: TinyLM,
-    problems: list[Problem],
-    cfg: GRPOConfig,
-    max_new_tokens: int,
-    tok: Tokenizer,
-    gen: torch.Generator,
-    reward_fn: RewardFn | None = None,
-) -> Groups:
-    """Sample G responses for each problem and score them (reward and true accuracy)."""
-    roll, correct = sample_scored(
-        policy, problems, cfg.group_size, max_new_tokens, cfg.temperature, tok, gen
-    )  # correct: (P*G,)
-    answers = [p.answer for p in problems]
-    rewards = correct if reward_fn is None else reward_fn(roll.response, answers, cfg.group_size)  # (P*G,)
-    mask = roll.mask[:, roll.prompt_len :]  # (P*G, T)
-    if cfg.overlong_buffer > 0:
-        rewards = rewards + overlong_penalty(
-            mask.sum(dim=1), max_new_tokens, cfg.overlong_buffer, cfg.overlong_penalty
-        )
-    P, G = len(problems), cfg.group_size
-    return Groups(
-        roll.tokens,
-        mask,
-        roll.prompt_len,
-        rewards.view(P, G),
-        correct.view(P, G),
-        int(mask.sum()),
-        P * G,
-        answers,
-    )
-
-
-def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) -> Groups:
-    """DAPO dynamic sampling: keep drawing batches, keep only mixed-reward groups, until P are kept
-    or `max_rounds` batches were drawn. Every generated sample is counted, kept or not."""
-    kept: list[Groups] = []
-    have, samples, gen_tokens = 0, 0, 0
-    for _ in range(max_rounds):
-        b = draw_batch()
-        samples, gen_tokens = samples + b.samples, gen_tokens + b.generated_tokens
-        keep = mixed_groups(b.rewards).nonzero().squeeze(1)[: P - have]  # (k,)
-        if len(keep):
-            G = b.rewards.shape[1]
-            rows = (keep[:, None] * G + torch.arange(G, device=keep.device)).reshape(-1)  # (k*G,)
-            kept.append(
-                Groups(
-                    b.tokens[rows],
-                    b.mask[rows],
-                    b.prompt_len,
-                    b.rewards[keep],
-                    b.correct[keep],
-                    0,
-                    0,
-                    [b.answers[i] for i in keep.tolist()],
-                )
-            )
-            have += len(keep)
-        if have >= P:
-            break
-    if not kept:  # nothing mixed in any round: an empty batch, no update this step
-        kept.append(Groups(b.tokens[:0], b.mask[:0], b.prompt_len, b.rewards[:0], b.correct[:0], 0, 0, []))
-    width = max(k.mask.shape[1] for k in kept)  # batches may have stopped at different lengths
-    tokens = torch.cat([F.pad(k.tokens, (0, width - k.mask.shape[1]), value=0) for k in kept])  # pad id 0
-    mask = torch.cat([F.pad(k.mask, (0, width - k.mask.shape[1]), value=0.0) for k in kept])
-    return Groups(
-        tokens,
-        mask,
-        kept[0].prompt_len,
-        torch.cat([k.rewards for k in kept]),
-        torch.cat([k.correct for k in kept]),
-        gen_tokens,
-        samples,
-        [a for k in kept for a in k.answers],
-    )
-
-
-def response_logits(
-    model: TinyLM,
-    tokens: torch.Tensor,
-    prompt_len: int,
-    group_size: int,
-    temperature: float = 1.0,
-    shared_prefix: bool = False,
-) -> torch.Tensor:
-    """Next-token logits at the response positions: tokens (B, Tp+T), G rows per prompt -> (B, T, V).
-
-    Divided by the sampling temperature, so the log-probs in the loss are those of the policy that
-    actually sampled the rollouts (as TRL and verl do); at T = 1 the division is exact, a no-op.
-
-    The reference path is one forward over every row. `shared_prefix=True` is the fast path the
-    pipeline takes: the G rows of a group share their prompt, and every prompt shares the chat
-    template's system part, so those activations are computed once (`grouped_response_logits`).
-    The two agree to float rounding (tested).
-    """
-    if shared_prefix:
-        prompts = tokens[::group_size, :prompt_len]  # (P, Tp) every group shares its prompt
-        return grouped_response_logits(model, prompts, tokens[:, prompt_len:]) / temperature  # (B, T, V)
-    logits = model(tokens[:, :-1])  # (B, Tp+T-1, V): position i predicts token i+1
-    return logits[:, prompt_len - 1 :] / temperature  # (B, T, V) predicts tokens[:, prompt_len:]
-
-
-def gather_logp(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """(B, T, V) logits, (B, T) token ids -> (B, T) log-probs of those ids."""
-    return F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-
-
-def grpo_update(
-    policy: TinyLM,
-    ref: TinyLM | None,
-    opt: AdamW,
-    batch: Groups,
-    cfg: GRPOConfig,
-    max_len: int,
-    shared_prefix: bool = False,
-) -> dict:
-    """mu inner epochs of the GRPO loss on one batch of groups; returns the step's diagnostics: the
-    loss, ratio and clip statistics and the gradient norm before clipping (means over the mu
-    updates), and entropy and KL of the policy that sampled the batch.
-
-    pi_old is the policy that sampled the batch, i.e. the policy before the first inner step, so
-    its log-probs are the first epoch's own (detached): with mu = 1 the ratio is exactly 1.
-    `shared_prefix` picks `response_logits`' fast path. A NaN or infinite loss or gradient raises
-    `Diverged` before the optimiser steps on it (`train_grpo` adds the step).
-    """
-    targets = batch.tokens[:, batch.prompt_len :]  # (B, T)
-    mask = batch.mask  # (B, T)
-    P, G = batch.rewards.shape
-
-    def forward(model: TinyLM) -> torch.Tensor:  # (B, T, V) tempered logits at the response positions
-        return response_logits(model, batch.tokens, batch.prompt_len, G, cfg.temperature, shared_prefix)
-
-    adv = group_advantages(batch.rewards, cfg.advantage).reshape(-1)  # (B,)
-    ref_logits = None
-    if ref is not None and (cfg.beta > 0):
-        with torch.no_grad():
-            ref_logits = forward(ref)  # (B, T, V)
-    logp_ref = None if ref_logits is None else gather_logp(ref_logits, targets)  # (B, T)
-    stats_sum: dict[str, float] = {}
-    logp_old = None
-    for epoch in range(cfg.inner_epochs):
-        logits = forward(policy)  # (B, T, V)
-        logp = gather_logp(logits, targets)  # (B, T)
-        if epoch == 0:
-            logp_old = logp.detach()
-            first_logits = logits.detach()
-        loss, stats = grpo_loss(
-            logp,
-            logp_old,
-            logp_ref,
-            adv,
-            mask,
-            ratio=cfg.ratio,
-            clip_eps_low=cfg.clip_eps_low,
-            clip_eps_high=cfg.clip_eps_high,
-            beta=cfg.beta,
-            kl_estimator=cfg.kl_estimator,
-            aggregation=cfg.aggregation,
-            max_len=max_len,
-        )
-        opt.zero_grad()
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)  # the norm before clipping
-        value = loss.item()
-        check_step(value, norm, None, diverge_settings(cfg))  # before the step: never trained on
-        opt.step()
-        for k, v in {"loss": value, "grad_norm": float(norm), **stats}.items():
-            stats_sum[k] = stats_sum.get(k, 0.0) + v / cfg.inner_epochs
-    out = {k: v for k, v in stats_sum.items() if k != "kl_nats"}
-    live = mask > 0
-    n_tok = live.sum().clamp(min=1)
-    _, entropy = exact_kl_and_entropy(first_logits, first_logits)  # (B, T)
-    out["entropy_nats"] = float(torch.where(live, entropy, 0.0).sum() / n_tok)
-    if ref_logits is not None:
-        kl_exact, _ = exact_kl_and_entropy(first_logits, ref_logits)  # (B, T)
-        k3 = kl_estimate(torch.where(live, logp_old, 0.0), torch.where(live, logp_ref, 0.0), "k3")  # (B, T)
-        out["kl_k3_nats"] = float(torch.where(live, k3, 0.0).sum(dim=1).mean())  # per response
-        out["kl_k3_token_nats"] = float(torch.where(live, k3, 0.0).sum() / n_tok)  # per token (TRL's kl)
-        out["kl_exact_nats"] = float(torch.where(live, kl_exact, 0.0).sum(dim=1).mean())
-    out["adv_abs_mean"] = float(adv.abs().mean()) if adv.numel() else 0.0
-    out["grad_tokens"] = int((live & (adv[:, None] != 0)).sum())
-    return out
-
-
-def exact_drift(
-    policy: TinyLM,
-    ref: TinyLM,
-    tokens: torch.Tensor,
-    mask: torch.Tensor,
-    prompt_len: int,
-    shared_prefix: bool = False,
-) -> float:
-    """Exact KL(pi || pi_ref) per response (summed over its tokens), averaged over rows."""
-    with torch.no_grad():
-        kl, _ = exact_kl_and_entropy(
-            response_logits(policy, tokens, prompt_len, 1, shared_prefix=shared_prefix),
-            response_logits(ref, tokens, prompt_len, 1, shared_prefix=shared_prefix),
-        )  # (B, T)
-    return float((kl * mask).sum(dim=1).mean())
-
-
-def evaluate(
-    policy: TinyLM,
-    ref: TinyLM,
-    problems: list[Problem],
-    max_new_tokens: int,
-    tok: Tokenizer,
-    gen: torch.Generator,
-    shared_prefix: bool = False,
-) -> dict:
-    """The expected sampled (T = 1) accuracy on the evaluation problems, computed exactly from the
-    policy's answer probabilities (`answer_probability`: no sampling noise, one forward pass), and
-    the policy's exact KL to the reference on one sampled response per problem."""
-    acc = float(solve_probability(policy, problems, max_new_tokens, 1.0, tok).mean())
-    roll, _ = sample_scored(policy, problems, 1, max_new_tokens, 1.0, tok, gen)  # P rows
-    response_mask = roll.mask[:, roll.prompt_len :]  # (P, T)
-    kl = exact_drift(policy, ref, roll.tokens, response_mask, roll.prompt_len, shared_prefix)
-    return {"eval_acc": acc, "eval_kl_exact_nats": kl}
-
-
-@dataclass(frozen=True)
-class GRPOData:
-    """What GRPO trains and evaluates on: problems, the tokenizer, the response cap."""
-
-    train: list[Problem]  # prompts sampled for rollouts
-    evals: list[Problem]  # held-out problems scored every `eval_every` steps
-    tok: Tokenizer
-    max_new_tokens: int  # response cap when sampling
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """What a caller may change in `train_grpo` without touching the loop.
-
-    reward:        replaces exact match as the training reward (true accuracy is logged either way);
-    batch_metrics: (batch, step) -> extra columns computed on each step's rollouts;
-    on_step:       called with every finished curve row (logging, progress).
-    """
-
-    reward: RewardFn | None = None
-    batch_metrics: Callable[[Groups, int], dict] | None = None
-    on_step: Callable[[dict], None] | None = None
-
-
-def train_grpo(
-    policy: TinyLM,
-    cfg: GRPOConfig,
-    data: GRPOData,
-    gen: torch.Generator,
-    hooks: Hooks = Hooks(),
-    *,
-    ref: TinyLM | None = None,
-    shared_prefix: bool = False,
-    progress: bool = False,
-    desc: str = "grpo",
-) -> list[dict]:
-    """Train `policy` in place with GRPO; returns one metrics row per step (plus eval columns).
-
-    Each step: draw P prompts (`gen`), sample G responses each, score them, and run `grpo_update`
-    (mu inner epochs of `grpo_loss` on the group advantages). The reference defaults to a frozen copy
-    of the starting policy; with beta = 0 it is never run during training (only at evaluation, to
-    report drift). Evaluation samples from its own generator (seeded from `gen`'s seed), so how often
-    we evaluate never changes the training trajectory. `shared_prefix` takes the fast forward
-    (`response_logits`), as the pipeline does.
-
-    A NaN or infinite loss, gradient or weight stops training at its step with `Diverged` (a
-    UserError naming the variant's lr, grad_clip and temperature): nothing is sampled from it.
-
-    `gen` lives on the policy's device (a CUDA generator on a GPU) and drives the whole step there:
-    the prompt draws are made on it too, then read back as indices into `data.train`, so one
-    generator and one seed still decide a run on each device.
-    """
-    ref = (ref if ref is not None else copy.deepcopy(policy)).eval().requires_grad_(False)
-    eval_gen = torch.Generator(device=gen.device).manual_seed(gen.initial_seed() + EVAL_SEED_OFFSET)
-    opt = AdamW(policy.parameters(), lr=cfg.lr)  # Adam: no weight decay
-    P, train, n_new = cfg.prompts_per_step, data.train, data.max_new_tokens
-
-    def draw() -> Groups:
-        if P <= len(train):  # distinct prompts; P = len(train) is chapter A's "every prompt, every step"
-            idx = torch.randperm(len(train), generator=gen, device=gen.device)[:P]  # (P,)
-        else:
-            idx = torch.randint(len(train), (P,), generator=gen, device=gen.device)  # (P,)
-        return rollout_groups(
-            policy, [train[i] for i in idx.tolist()], cfg, n_new, data.tok, gen, hooks.reward
-        )
-
-    def evaluation() -> dict:
-        return evaluate(policy, ref, data.evals, n_new, data.tok, eval_gen, shared_prefix)
-
-    curve: list[dict] = [{"step": 0, **evaluation()}]
-    tokens = 0  # prompt and response tokens sampled so far
-    if hooks.on_step is not None:
-        hooks.on_step(curve[0])
-    for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
-        t0 = time.perf_counter()
-        batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
-        has_groups = batch.rewards.numel() > 0
-        with diverged_at(step=step):
-            stats = (
-                grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, n_new, shared_prefix)
-                if has_groups
-                else {"grad_tokens": 0}
-            )
-            if has_groups:  # the next rollout samples from these weights: never from NaN ones
-                check_weights(policy.parameters(), None, diverge_settings(cfg))
-        stats["lr"] = opt.lr  # constant: GRPO runs no schedule
-        row = {"step": step, **step_metrics(batch, stats, data.tok.eos_id, tokens)}
-        row["step_seconds"], tokens = time.perf_counter() - t0, row["num_tokens"]
-        if hooks.batch_metrics is not None:
-            row.update(hooks.batch_metrics(batch, step))
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            row.update(evaluation())
-        curve.append(row)
-        if hooks.on_step is not None:
-            hooks.on_step(row)
-    return curve
-
-
-def diverge_settings(cfg: GRPOConfig) -> dict[str, float]:
-    """The settings a diverged GRPO run names: what sets the size of its steps and its logits."""
-    return {"lr": cfg.lr, "grad_clip": cfg.grad_clip, "temperature": cfg.temperature}

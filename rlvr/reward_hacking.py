@@ -10,7 +10,7 @@ how such hacks are found.
 
 from __future__ import annotations
 
-from rlvr.grpo import Groups
+from rlvr.grpo_stats import Groups
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import digit_counts, final_answer_reward, response_text
 

@@ -77,6 +77,8 @@ TEST_SETTINGS = {
         "grad_clip": 1.0,
         "beta": 0.04,
         "kl_estimator": "k3",
+        "kl_in_reward": False,
+        "entropy_coeff": 0.0,
         "clip_eps_low": 0.2,
         "clip_eps_high": 0.2,
         "ratio": "token",

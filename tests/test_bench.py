@@ -111,7 +111,7 @@ def test_seed_profile_splits_one_seed_by_phase_and_op_class(tmp_path, monkeypatc
 
     from conftest import ROOT
 
-    from rlvr import grpo
+    from rlvr import grpo_loop as grpo
 
     params = load_params(ROOT / "params.yaml")
     small = replace(params.variant("grpo"), steps=3, eval_every=2, prompts_per_step=4, group_size=2)

@@ -70,7 +70,7 @@ def run_check(tmp_path, raw, capsys):
         (lambda r: r["sft"]["two_digit"].update(lr=0), "sft.two_digit.lr = 0.0: must be > 0"),
         (lambda r: r["variants"]["grpo"].update(lr=-1e-3), "variants.grpo.lr = -0.001: must be > 0"),
         (lambda r: r["worked"].update(demo_lr=0), "worked.demo_lr = 0.0: must be > 0"),
-        (lambda r: r["passk"].update(temperature=0), "passk.temperature = 0.0: must be > 0"),
+        (lambda r: r["passk"].update(temperatures=[0]), "passk.temperatures[0] = 0.0: must be > 0"),
         # every float: finite
         (
             lambda r: r["sft"]["two_digit"].update(lr=math.inf),
@@ -94,8 +94,8 @@ def run_check(tmp_path, raw, capsys):
         ),
         (lambda r: r["hack"].update(temperature=math.inf), "hack.temperature = inf: must be a finite number"),
         (
-            lambda r: r["passk"].update(temperature=math.nan),
-            "passk.temperature = nan: must be a finite number",
+            lambda r: r["passk"].update(temperatures=[1.0, math.nan]),
+            "passk.temperatures[1] = nan: must be a finite number",
         ),
         (
             lambda r: r["sft_defaults"].update(grad_clip=math.inf),
@@ -221,17 +221,17 @@ def test_an_absurd_learning_rate_stops_sft_with_one_line():
 
 
 def test_a_nan_grpo_loss_stops_training_at_its_step(monkeypatch):
-    import rlvr.grpo
+    import rlvr.grpo_loop
 
     tok, train, _ = _single_digit()
-    real = rlvr.grpo.grpo_loss
+    real = rlvr.grpo_loop.grpo_loss
     monkeypatch.setattr(
-        rlvr.grpo, "grpo_loss", lambda *a, **k: (lambda out: (out[0] * math.nan, out[1]))(real(*a, **k))
+        rlvr.grpo_loop, "grpo_loss", lambda *a, **k: (lambda out: (out[0] * math.nan, out[1]))(real(*a, **k))
     )
     cfg = make(GRPOConfig, steps=3, prompts_per_step=4, group_size=2, eval_every=3, lr=1e-3)
-    data = rlvr.grpo.GRPOData(train, train, tok, 2)
+    data = rlvr.grpo_loop.GRPOData(train, train, tok, 2)
     with pytest.raises(Diverged) as caught:
-        rlvr.grpo.train_grpo(_tiny_model(tok), cfg, data, torch.Generator().manual_seed(0))
+        rlvr.grpo_loop.train_grpo(_tiny_model(tok), cfg, data, torch.Generator().manual_seed(0))
     assert str(caught.value) == (
         "training: loss = nan at step 1: training diverged; lower or check lr (0.001), grad_clip (1), "
         "temperature (1)"
@@ -279,17 +279,16 @@ def test_a_stage_whose_chain_diverges_stops_in_one_line_and_leaves_no_outputs(
     """GRPO: every unit's loss is NaN, so the stage stops at the first, naming its variant and chain,
     before any output exists. SFT: only chain 1 diverges, after chain 0's checkpoint was written:
     the stage stops and removes it (no new checkpoint beside an old metrics file)."""
-    import rlvr.grpo
+    import rlvr.grpo_loop
     import rlvr.sft
     from rlvr.pipeline.run import run_stage
     from rlvr.pipeline.specs import instance_paths, stage
 
     d = tiny_single_digit
     params = yaml.safe_load((d / "params.yaml").read_text())
-    real_grpo = rlvr.grpo.grpo_loss
-    monkeypatch.setattr(
-        rlvr.grpo, "grpo_loss", lambda *a, **k: (lambda out: (out[0] * math.nan, out[1]))(real_grpo(*a, **k))
-    )
+    real_grpo = rlvr.grpo_loop.grpo_loss
+    nan_loss = lambda *a, **k: (lambda out: (out[0] * math.nan, out[1]))(real_grpo(*a, **k))  # noqa: E731
+    monkeypatch.setattr(rlvr.grpo_loop, "grpo_loss", nan_loss)
     with pytest.raises(
         UserError,
         match=r"^variants\.a_grpo chain 0: loss = nan at step 1: training diverged; "

@@ -197,6 +197,12 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
         "sft_side_choice": "two_digit",
         "starts": {"two_digit": {"counts": counts, "crossover_k_per_chain": [4, 7]}},  # 7: a tie, counted
     }
+    at_06 = {k: [min(c + 1, n) for c in v] for k, v in counts.items()}
+    old_with_temperatures = {
+        **old,
+        "temperatures": [1.0, 0.6],
+        "starts": {"two_digit": {**old["starts"]["two_digit"], "counts_by_temperature": {"0.6": at_06}}},
+    }
     out = tmp_path / "starts.json"
     with pytest.raises(UserError, match="run `rlvr starts` first"):
         rescore_starts(tiny_params, out, tmp_path / "f.png")
@@ -206,3 +212,9 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
     assert new["starts"]["two_digit"]["crossover_k_per_chain"] == ["4", "RL ahead to k = 8"]
     assert new["starts"]["two_digit"]["counts"] == counts and (tmp_path / "f.png").is_file()
     assert new["made"].startswith(old["made"] + "; rescored from its counts by `rlvr starts --rescore`")
+    assert new["starts"]["two_digit"]["counts_by_temperature"] == {}  # made before temperatures: none
+    out.write_text(json.dumps(old_with_temperatures))
+    rescore_starts(tiny_params, out, tmp_path / "f.png")
+    new = json.loads(out.read_text())
+    assert new["temperatures"] == [1.0, 0.6]
+    assert new["starts"]["two_digit"]["counts_by_temperature"] == {"0.6": at_06}

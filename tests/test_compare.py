@@ -278,3 +278,34 @@ def test_a_variant_against_itself_says_so(tmp_path):
     d = diff_variants(tmp_path, tmp_path / "none.json", "grpo", "grpo")
     assert d["warnings"][0].startswith("both sides are grpo: every difference is 0")
     assert format_diff(d).splitlines()[0].startswith("warning: both sides are grpo")
+
+
+def test_the_reports_table_pairs_each_variant_with_grpo_on_the_chains_both_ran():
+    """The report's "Against grpo" rows are `rlvr diff grpo <variant>`'s paired deltas: a variant on
+    chains 0-3 against grpo on 0-7 is compared on 0-3, chain by chain."""
+    from rlvr.report.tables import against_rows
+
+    def run(variant, seeds, acc):
+        return {
+            "variant": variant,
+            "task": "two_digit",
+            "sft": "two_digit",
+            "seeds": seeds,
+            "per_seed": {"eval_acc_final": acc},
+        }
+
+    grpo_acc = [0.6, 0.7, 0.65, 0.5, 0.9, 0.9, 0.9, 0.9]
+    metrics = {
+        "grpo-grpo.json": run("grpo", list(range(8)), grpo_acc),
+        "grpo-kl_reward.json": run("kl_reward", [0, 1, 2, 3], [0.62, 0.69, 0.7, 0.55]),
+        "grpo-a_grpo.json": {
+            **run("a_grpo", [0, 1], [0.5, 0.5]),
+            "task": "single_digit",
+            "sft": "single_digit",
+        },
+    }
+    (row,) = against_rows(metrics, None)
+    d = [b - a for a, b in zip(grpo_acc[:4], [0.62, 0.69, 0.7, 0.55])]
+    assert row[:2] == ["kl_reward", "0, 1, 2, 3"] and row[2].startswith(f"{sum(d) / 4:+.3f} [")
+    assert row[3:] == ["–", "–"]  # no pass@k counts
+    assert against_rows({"grpo-kl_reward.json": metrics["grpo-kl_reward.json"]}, None) == []  # no grpo

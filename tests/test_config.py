@@ -76,6 +76,14 @@ def with_grpo(raw, variant=None, **defaults):
             lambda r: r["passk"].update(n=8, ks=[1, 16]),
             "passk.ks[1] = 16: must satisfy 1 <= k <= min(n, n_others) (4)",
         ),
+        (lambda r: r["passk"].update(temperatures=[1.0, 0.0]), "passk.temperatures[1] = 0.0: must be > 0"),
+        (lambda r: r["passk"].update(temperatures=[1.0, -0.6]), "passk.temperatures[1] = -0.6: must be > 0"),
+        (lambda r: r["passk"].update(temperatures=[]), "passk.temperatures = []: list at least one"),
+        (
+            lambda r: r["passk"].update(temperatures=[1.0, 0.6, 1]),
+            "passk.temperatures[2] = 1.0: is listed twice: each temperature once",
+        ),
+        (lambda r: r["passk"].pop("temperatures"), "passk.temperatures: missing required key"),
         (lambda r: r["hack"].update(variant="zzz"), "hack.variant = 'zzz': must name a variant"),
         (lambda r: r["hack"].update(temperature=0), "hack.temperature = 0.0: must be > 0"),
         (lambda r: r["worked"].update(demo_group_size=1), "worked.demo_group_size = 1: must be >= 2"),
@@ -94,6 +102,33 @@ def with_grpo(raw, variant=None, **defaults):
         (
             lambda r: r["variants"]["grpo"].update(advantage="median"),
             "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(advantage="reinforce"),
+            "variants.grpo.advantage = 'reinforce': must be one of group, mean_only, rloo, batch_std, "
+            "reinforce_pp, passk",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(entropy_coeff=-0.01),
+            "variants.grpo.entropy_coeff = -0.01: must be >= 0",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].update(kl_in_reward="yes"),
+            "grpo.defaults.kl_in_reward = 'yes': must be true or false",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(kl_in_reward=True, beta=0.0),
+            "variants.grpo.kl_in_reward = True: puts beta * KL in the reward, so it needs "
+            "variants.grpo.beta > 0 (it is 0)",
+        ),
+        (
+            lambda r: r["variants"]["grpo"].update(advantage="reinforce_pp", ratio="sequence"),
+            "variants.grpo.advantage = 'reinforce_pp': gives every token its own advantage; "
+            "variants.grpo.ratio sequence needs one per response",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].pop("entropy_coeff"),
+            "grpo.defaults.entropy_coeff: missing required key",
         ),
         (
             lambda r: r["grpo"]["defaults"].update(aggregation="sum"),

@@ -34,7 +34,7 @@ def _sample_and_train(fill: bool) -> list:
     import torch.utils.deterministic
 
     from rlvr.configs import ModelConfig
-    from rlvr.grpo import grpo_update, rollout_groups
+    from rlvr.grpo_loop import grpo_update, rollout_groups
     from rlvr.model import TinyLM
     from rlvr.optim import AdamW
     from rlvr.pipeline.config import parse_params

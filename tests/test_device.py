@@ -12,7 +12,7 @@ from conftest import ROOT, make
 from rlvr.cli import main
 from rlvr.configs import GRPOConfig, ModelConfig
 from rlvr.fields import ConfigError
-from rlvr.grpo import GRPOData, train_grpo
+from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.model import TinyLM, sample
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import load_params, parse_params

@@ -186,3 +186,23 @@ def test_every_runnable_command_runs_on_the_tiny_pipeline(tmp_path):
             if cmd.startswith("rlvr summary"):
                 assert max(map(len, out.splitlines())) <= 100
     assert (d / "reports/sweep/sweep.md").read_text().count("\n|") >= 5  # header, rule, 4 grid points
+
+
+def test_the_knob_table_has_a_row_for_every_grpo_setting_and_every_choice():
+    """docs/variants.md names each GRPOConfig field, and each advantage, ratio and aggregation value,
+    in TRL and verl: a new knob without its row fails here."""
+    import dataclasses
+
+    from rlvr.configs import ADVANTAGES, AGGREGATIONS, RATIOS, GRPOConfig
+
+    section = (ROOT / "docs/variants.md").read_text().split("## Every knob, and its name elsewhere", 1)[1]
+    first_cells = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| `")]
+    named = {name.strip(" `") for cell in first_cells for name in cell.split(",")}
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    values = {
+        f"{k}: {v}"
+        for k, vs in (("advantage", ADVANTAGES), ("ratio", RATIOS), ("aggregation", AGGREGATIONS))
+        for v in vs
+    }
+    assert fields | values <= named, sorted((fields | values) - named)
+    assert all(line.count("|") == 5 for line in section.splitlines() if line.startswith("| `"))  # 4 columns

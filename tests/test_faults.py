@@ -1347,6 +1347,7 @@ def test_every_committed_report_input_passes_its_schema():
 def _sweep_show(param: str = "beta", passk_moves: bool = True) -> list[dict]:
     """`dvc exp show --json` for a workspace (no name, as DVC prints it), its commit and two
     experiments over `variants.grpo.<param>`; their pass@k results move with it unless told not to."""
+    from rlvr.report.sweep import PASSK
 
     def entry(rev, name, value, pass1):
         params = {"variants": {"grpo": {"task": "two_digit", param: value}}, "hack": {"steps": value}}
@@ -1357,7 +1358,7 @@ def _sweep_show(param: str = "beta", passk_moves: bool = True) -> list[dict]:
         }
         data = {
             "params": {"params.yaml": {"data": params}},
-            "metrics": {"reports/metrics/passk.json": {"data": passk}},
+            "metrics": {PASSK: {"data": passk}},  # the pass@k headline sweep-report reads
         }
         return {"rev": rev, "name": name, "data": data}
 

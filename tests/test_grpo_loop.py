@@ -8,16 +8,17 @@ import torch
 from conftest import make
 
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
-from rlvr.grpo import (
-    Groups,
+from rlvr.grpo_loop import (
     GRPOData,
     Hooks,
     dynamic_groups,
+    gather_logp,
     grpo_update,
     response_logits,
     rollout_groups,
     train_grpo,
 )
+from rlvr.grpo_stats import Groups
 from rlvr.model import TinyLM
 from rlvr.noise import noisy_rows
 from rlvr.rollout import accuracy
@@ -223,3 +224,100 @@ def test_the_shared_prefix_forward_equals_the_reference_one(sft_policy):
         )
     assert stats[0].keys() == stats[1].keys()
     assert all(abs(stats[0][k] - stats[1][k]) < 1e-5 for k in stats[0])
+
+
+def brute_advantages(
+    rewards: list[float], lengths: list[int], k3: list[list[float]], cfg
+) -> list[list[float]]:
+    """Each token's advantage by hand, for the knobs beyond the chapters: the KL in the reward (a
+    response's total R - beta * sum_t k3_t, standardised in its group), REINFORCE++ (rewards-to-go
+    whitened over every token of the batch) and the pass@k advantage (the best of a group only)."""
+    G, eps = cfg.group_size, 1e-6
+    pen = [cfg.beta * sum(k[:n]) if cfg.kl_in_reward else 0.0 for k, n in zip(k3, lengths)]
+    if cfg.advantage == "reinforce_pp":
+        togo = [
+            [(cfg.beta * -sum(k[t:n]) if cfg.kl_in_reward else 0.0) + r for t in range(n)]
+            for r, k, n in zip(rewards, k3, lengths)
+        ]
+        flat = [g for row in togo for g in row]
+        mu = sum(flat) / len(flat)
+        sd = statistics.pstdev(flat)
+        return [[(g - mu) / (sd + eps) for g in row] for row in togo]
+    out = []
+    for start in range(0, len(rewards), G):
+        total = [r - p for r, p in zip(rewards[start : start + G], pen[start : start + G])]
+        if cfg.advantage == "passk":
+            top = sorted(total, reverse=True)
+            adv = [top[0] - top[1] if i == total.index(top[0]) else 0.0 for i in range(G)]
+        else:  # group
+            mu, sd = sum(total) / G, statistics.pstdev(total)
+            adv = [0.0 if max(total) == min(total) else (x - mu) / (sd + eps) for x in total]
+        out += [[a] * n for a, n in zip(adv, lengths[start : start + G])]
+    return out
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"kl_in_reward": True},
+        {"entropy_coeff": 0.05},
+        {"advantage": "reinforce_pp", "kl_in_reward": True},
+        {"advantage": "reinforce_pp"},
+        {"advantage": "passk"},
+    ],
+)
+def test_an_update_with_a_knob_beyond_the_chapters_is_a_step_on_the_loss_written_by_hand(sft_policy, knobs):
+    """grpo_update against the loss assembled token by token (seq_mean, mu = 1 so every ratio is 1
+    with the gradient of logp): -A_it * ratio_it, + beta * k3_it unless the KL is in the reward,
+    - entropy_coeff * H_it; the same SGD step on both gives the same weights."""
+    cfg = make(GRPOConfig, group_size=4, beta=0.1, **knobs)
+    batch = rollout_groups(sft_policy, PROBLEMS[:6], cfg, MAX_NEW, TOK, torch.Generator().manual_seed(1))
+    ref = copy.deepcopy(sft_policy).requires_grad_(False)
+    with torch.no_grad():
+        for w in ref.parameters():  # a reference the policy has drifted from: KL > 0
+            w.add_(0.05 * torch.randn(w.shape, generator=torch.Generator().manual_seed(w.numel())))
+    fast = copy.deepcopy(sft_policy)
+    grpo_update(fast, ref, torch.optim.SGD(fast.parameters(), lr=0.5), batch, cfg, MAX_NEW)
+
+    slow = copy.deepcopy(sft_policy)
+    targets = batch.tokens[:, batch.prompt_len :]
+    logits = response_logits(slow, batch.tokens, batch.prompt_len, 4)  # (B, T, V)
+    logp = gather_logp(logits, targets)
+    with torch.no_grad():
+        logp_ref = gather_logp(response_logits(ref, batch.tokens, batch.prompt_len, 4), targets)
+    lengths = [int(n) for n in batch.mask.sum(dim=1)]
+    k3 = [
+        [
+            float(k3_token(logp[i, t].detach(), logp_ref[i, t]))
+            for t in range(n)
+        ]
+        for i, n in enumerate(lengths)
+    ]
+    adv = brute_advantages(batch.rewards.reshape(-1).tolist(), lengths, k3, cfg)
+    probs = torch.softmax(logits, dim=-1)  # (B, T, V)
+    per_response = []
+    for i, n in enumerate(lengths):
+        terms = []
+        for t in range(n):
+            ratio = torch.exp(logp[i, t] - logp[i, t].detach())
+            term = -adv[i][t] * ratio
+            if not cfg.kl_in_reward:
+                term = term + cfg.beta * k3_token(logp[i, t], logp_ref[i, t])
+            if cfg.entropy_coeff:
+                term = term + cfg.entropy_coeff * (probs[i, t] * probs[i, t].log()).sum()
+            terms.append(term)
+        per_response.append(sum(terms) / n)
+    loss = sum(per_response) / len(per_response)
+    opt = torch.optim.SGD(slow.parameters(), lr=0.5)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(slow.parameters(), cfg.grad_clip)
+    opt.step()
+    moved = [not torch.equal(a, b) for a, b in zip(fast.parameters(), sft_policy.parameters())]
+    assert any(moved)
+    for a, b in zip(fast.parameters(), slow.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def k3_token(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    d = logp_ref - logp
+    return torch.exp(d) - d - 1

@@ -6,6 +6,7 @@ import torch
 from rlvr.configs import AGGREGATIONS
 from rlvr.grpo import (
     aggregate,
+    best_only_advantages,
     exact_kl_and_entropy,
     group_advantages,
     grpo_loss,
@@ -13,6 +14,10 @@ from rlvr.grpo import (
     mixed_groups,
     overlong_penalty,
     policy_objective,
+    reinforce_pp_advantages,
+    step_advantages,
+    token_entropy,
+    token_rewards,
 )
 
 
@@ -85,6 +90,195 @@ def test_batch_std_matches_brute_force():
         row = rewards[p].tolist()
         want[p] = torch.tensor([(x - sum(row) / len(row)) / (std + 1e-6) for x in row])
     assert torch.allclose(group_advantages(rewards, "batch_std"), want, atol=1e-6)
+
+
+def brute_best_only(row: list[float]) -> list[float]:
+    """The pass@k advantage of one group by hand: the first best sample gets max - second max."""
+    ranked = sorted(row, reverse=True)
+    best = row.index(ranked[0])
+    return [ranked[0] - ranked[1] if i == best else 0.0 for i in range(len(row))]
+
+
+def test_passk_advantage_credits_only_the_best_sample_by_its_lead_over_the_next():
+    rewards = torch.tensor(
+        [[0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.2, 0.9, 0.5, 0.1], [0.0] * 4, [0.3, 0.7, 0.7, -1.0]]
+    )
+    want = torch.tensor([brute_best_only(row) for row in rewards.tolist()])
+    assert torch.allclose(best_only_advantages(rewards), want, atol=1e-7)
+    assert torch.equal(group_advantages(rewards, "passk"), best_only_advantages(rewards))
+    assert group_advantages(rewards, "passk")[0].tolist() == [0.0, 1.0, 0.0, 0.0]  # the docstring's example
+
+
+def test_passk_advantage_of_random_groups_matches_brute_force():
+    rewards = torch.randint(0, 3, (50, 6), generator=torch.Generator().manual_seed(4)).float() / 2
+    want = torch.tensor([brute_best_only(row) for row in rewards.tolist()])
+    assert torch.equal(group_advantages(rewards, "passk"), want)
+
+
+def test_passk_advantage_needs_two_samples():
+    with pytest.raises(ValueError, match="passk needs a group of at least 2 samples, got G = 1"):
+        best_only_advantages(torch.tensor([[1.0]]))
+
+
+def brute_token_rewards(rewards, mask, kl, beta) -> list[list[float]]:
+    """Per-token rewards by hand: -beta * kl_t on each live token, the reward added on the last."""
+    out = []
+    for r, m, k in zip(rewards, mask, kl):
+        n = int(sum(m))
+        out.append([(-beta * k[t] + (r if t == n - 1 else 0.0)) if t < n else 0.0 for t in range(len(m))])
+    return out
+
+
+RAGGED = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])  # (4, 3)
+
+
+def test_token_rewards_put_the_reward_on_the_last_token_and_the_kl_on_every_token():
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.5])
+    kl = torch.tensor([[0.1, 0.0, 0.2], [0.3, 9.0, 9.0], [-0.1, 0.4, 9.0], [0.0, 0.0, 0.0]])  # 9: padding
+    got = token_rewards(rewards, RAGGED, kl, beta=0.5)
+    want = brute_token_rewards(rewards.tolist(), RAGGED.tolist(), kl.tolist(), 0.5)
+    assert torch.allclose(got, torch.tensor(want), atol=1e-7)
+    assert torch.allclose(got[0], torch.tensor([-0.05, 0.0, 0.9]))  # the docstring's example
+    assert torch.equal(
+        token_rewards(rewards, RAGGED),
+        torch.tensor(brute_token_rewards(rewards.tolist(), RAGGED.tolist(), torch.zeros(4, 3).tolist(), 0.0)),
+    )
+
+
+def brute_reinforce_pp(token_r, mask, eps=1e-6) -> list[list[float]]:
+    """REINFORCE++ by hand: each live token's reward-to-go, whitened over every live token."""
+    returns = [
+        [sum(row[u] for u in range(t, len(row)) if m[u]) if m[t] else None for t in range(len(row))]
+        for row, m in zip(token_r, mask)
+    ]
+    live = [g for row in returns for g in row if g is not None]
+    mu = sum(live) / len(live)
+    sd = math.sqrt(sum((g - mu) ** 2 for g in live) / len(live))
+    return [[0.0 if g is None else (g - mu) / (sd + eps) for g in row] for row in returns]
+
+
+def test_reinforce_pp_whitens_rewards_to_go_over_the_batch():
+    token_r = torch.tensor([[-0.05, 0.0, 0.9], [0.2, 5.0, 5.0], [0.1, -0.3, 5.0], [0.0, 0.0, 1.0]])
+    got = reinforce_pp_advantages(token_r, RAGGED)
+    assert torch.allclose(got, torch.tensor(brute_reinforce_pp(token_r.tolist(), RAGGED.tolist())), atol=1e-5)
+    live = RAGGED > 0
+    assert float(got[live].mean()) == pytest.approx(0.0, abs=1e-6)
+    assert float(got[live].std(unbiased=False)) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_reinforce_pp_has_no_group_baseline_and_an_all_equal_batch_gets_zero():
+    one = torch.ones(4, 1)
+    adv = reinforce_pp_advantages(torch.tensor([[1.0], [0.0], [1.0], [1.0]]), one)
+    assert torch.allclose(adv[:, 0], torch.tensor([1.0, -3.0, 1.0, 1.0]) / math.sqrt(3), atol=1e-5)
+    # one group all right, one all wrong: every group kind masks both out; REINFORCE++ does not
+    rewards = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    assert torch.equal(group_advantages(rewards, "group"), torch.zeros(2, 2))
+    assert torch.allclose(
+        step_advantages(rewards, one, "reinforce_pp"), torch.tensor([[1.0], [1.0], [-1.0], [-1.0]])
+    )
+    assert torch.equal(reinforce_pp_advantages(torch.full((3, 1), 0.1), torch.ones(3, 1)), torch.zeros(3, 1))
+
+
+def test_reinforce_pp_is_not_a_group_kind():
+    with pytest.raises(ValueError, match="reinforce_pp is per token"):
+        group_advantages(binary_group(2), "reinforce_pp")
+
+
+def test_without_kl_in_the_reward_the_step_advantages_are_the_group_ones_exactly():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    mask = torch.ones(8, 3)
+    for kind in ("group", "mean_only", "rloo", "batch_std", "passk"):
+        assert torch.equal(step_advantages(rewards, mask, kind), group_advantages(rewards, kind).reshape(-1))
+
+
+def test_kl_in_the_reward_gives_a_group_kind_the_summed_penalised_reward():
+    rewards = torch.tensor([[1.0, 1.0], [1.0, 0.0]])  # group 0 all right: masked without the KL
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    kl = torch.tensor([[0.1, 0.0, 0.2], [0.5, 9.0, 9.0], [-0.1, 0.4, 9.0], [0.0, 0.1, 0.0]])
+    beta = 0.5
+    total = [
+        r - beta * sum(k[: int(sum(m))]) for r, m, k in zip([1.0, 1.0, 1.0, 0.0], mask.tolist(), kl.tolist())
+    ]
+    want = []
+    for g in (total[:2], total[2:]):
+        mu = sum(g) / 2
+        sd = math.sqrt(sum((x - mu) ** 2 for x in g) / 2)
+        want += [(x - mu) / (sd + 1e-6) for x in g]
+    got = step_advantages(rewards, mask, "group", kl, beta)
+    assert torch.allclose(got, torch.tensor(want), atol=1e-4)
+    assert got[1] < 0 < got[0]  # the all-right group: the response further from the reference loses
+
+
+def test_entropy_of_each_position_matches_hand_computation_and_has_finite_gradients():
+    p = [0.5, 0.3, 0.2, 0.0]
+    logits = torch.tensor(p).log().view(1, 1, 4).requires_grad_(True)  # a -inf logit
+    h = token_entropy(logits)
+    assert float(h.detach()) == pytest.approx(-sum(a * math.log(a) for a in p if a > 0), abs=1e-6)
+    h.sum().backward()
+    assert bool(torch.isfinite(logits.grad[..., :3]).all())
+    x = torch.randn(2, 3, 7, generator=torch.Generator().manual_seed(5))
+    assert torch.allclose(token_entropy(x), exact_kl_and_entropy(x, x)[1], atol=1e-6)
+
+
+def test_entropy_bonus_subtracts_coeff_times_the_aggregated_entropy():
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(6), requires_grad=True)
+    targets = torch.tensor([[0, 1, 2], [3, 4, 0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    logp = torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)  # (2, 3)
+    adv = torch.tensor([1.0, -1.0])
+    h = token_entropy(logits)
+    for mode in AGGREGATIONS:
+        plain, _ = grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, aggregation=mode, max_len=3)
+        bonus, _ = grpo_loss(
+            logp,
+            logp.detach(),
+            None,
+            adv,
+            mask,
+            beta=0.0,
+            aggregation=mode,
+            max_len=3,
+            entropy=h,
+            entropy_coeff=0.1,
+        )
+        by_hand = [sum(h[i, t].item() for t in range(3) if mask[i, t]) for i in range(2)]
+        mean_h = {
+            "seq_mean": (by_hand[0] / 3 + by_hand[1] / 2) / 2,
+            "token_mean": sum(by_hand) / 5,
+            "seq_sum_const": sum(by_hand) / 6,
+        }[mode]
+        assert float(bonus - plain) == pytest.approx(-0.1 * mean_h, abs=1e-6)
+    with pytest.raises(ValueError, match="entropy_coeff = 0.1: an entropy bonus needs the token entropies"):
+        grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, entropy_coeff=0.1)
+
+
+def test_the_entropy_bonus_gradient_raises_the_entropy():
+    logits = torch.tensor([[[3.0, 0.0, -1.0]]], requires_grad=True)
+    logp = torch.log_softmax(logits, -1)[..., 0]  # (1, 1)
+    loss, _ = grpo_loss(
+        logp,
+        logp.detach(),
+        None,
+        torch.zeros(1),
+        torch.ones(1, 1),
+        beta=0.0,
+        entropy=token_entropy(logits),
+        entropy_coeff=1.0,
+    )
+    loss.backward()
+    with torch.no_grad():
+        after = token_entropy(logits - 0.1 * logits.grad)
+    assert float(after) > float(token_entropy(logits))
+
+
+def test_per_token_advantages_reach_each_token_and_the_sequence_ratio_refuses_them():
+    logp = leaf([[-1.0, -2.0], [-0.5, -0.7]])
+    adv = torch.tensor([[1.0, -2.0], [0.5, 0.0]])
+    obj, _ = policy_objective(logp, logp.detach(), adv, torch.ones(2, 2))
+    obj.sum().backward()
+    assert torch.equal(logp.grad, adv)  # d(ratio * A_t) / d logp_t = A_t at ratio 1
+    with pytest.raises(ValueError, match="one advantage per response"):
+        policy_objective(logp, logp.detach(), adv, torch.ones(2, 2), "sequence")
 
 
 def test_unknown_advantage_kind_raises_naming_allowed_kinds():

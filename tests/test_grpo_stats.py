@@ -11,17 +11,9 @@ import torch
 from conftest import make
 
 from rlvr.configs import GRPOConfig, ModelConfig
-from rlvr.grpo import (
-    Groups,
-    GRPOData,
-    gather_logp,
-    grpo_update,
-    policy_objective,
-    response_logits,
-    rollout_groups,
-    train_grpo,
-)
-from rlvr.grpo_stats import reward_std, step_metrics, step_tokens, truncated_frac
+from rlvr.grpo import policy_objective
+from rlvr.grpo_loop import GRPOData, gather_logp, grpo_update, response_logits, rollout_groups, train_grpo
+from rlvr.grpo_stats import Groups, reward_std, step_metrics, step_tokens, truncated_frac
 from rlvr.model import TinyLM
 from rlvr.optim import AdamW
 from rlvr.tasks import split

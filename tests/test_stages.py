@@ -103,23 +103,30 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
         "sft@two_digit/seed0",
         config_hash("sft", "two_digit", params),
         8,  # samples per problem
+        True,  # at every temperature, and greedily
     )
     problems = problems_of(read_heldout("data/two_digit/heldout.json"), "two_digit")[:20]
-    args = (
-        [model] * 3,
-        problems,
-        params.task("two_digit").max_new_tokens,
-        1.0,
-        params.seed,
-        params.device,
-    )
+    max_new = params.task("two_digit").max_new_tokens
+    args = ([model] * 3, problems, max_new, [1.0, 0.6], params.seed, params.device)
     runs = []
     for workers in (1, 2):
         with seed_results(score, [0, 1, 2], args, workers) as results:
             runs.append(list(results))
     assert runs[0] == runs[1]
-    assert runs[0][0] == runs[0][1] == runs[0][2] and len(runs[0][0]) == 20
-    assert all(0 <= c <= 8 for c in runs[0][0])
+    first = runs[0][0]
+    assert runs[0][0] == runs[0][1] == runs[0][2] and len(first["counts"]) == 20
+    assert all(0 <= c <= 8 for c in first["counts"] + first["by_temperature"]["0.6"])
+    # the first temperature's counts are those it gets scored alone: adding T = 0.6 moves nothing
+    alone = score(0, [(*model[:5], False)], problems, max_new, [1.0], params.seed, params.device)
+    assert alone == {"counts": first["counts"]}
+    # greedy: one argmax sample per problem, the accuracy `rlvr.rollout.accuracy` gives at T = 0
+    from rlvr.pipeline import checkpoint
+    from rlvr.rollout import accuracy
+    from rlvr.tokenizer import Tokenizer
+
+    tok = Tokenizer()
+    policy = checkpoint.load(model[1], tok, model[2], model[3], params.device)
+    assert sum(first["greedy"]) / 20 == accuracy(policy, problems, 8, max_new, 0.0, tok, None)
 
 
 def test_a_run_whose_true_answers_differ_from_its_warm_up_is_refused(tiny_repo):
@@ -201,6 +208,35 @@ def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelin
     never = {c: starts["starts"][c]["sft"]["never_solved"] for c in starts["candidates"]}
     target = params.starts.target_never_solved
     assert abs(never[starts["sft_side_choice"]] - target) == min(abs(v - target) for v in never.values())
+    # every candidate scored at every temperature too, so the narrowing map can be drawn from it
+    assert starts["temperatures"] == params.passk.temperatures == [1.0, 0.6]
+    at_06 = starts["starts"]["two_digit"]["counts_by_temperature"]["0.6"]
+    assert set(at_06) == set(start) and len(at_06["grpo/seed1"]) == len(validation)
+
+
+def test_passk_scores_the_start_and_headline_variants_at_every_temperature(tiny_repo):
+    """The pass@k stage: every model at the first temperature (the counts everything reads today),
+    the start and `headline` also at the others and greedily; their numbers in passk.json, a panel
+    per temperature; and the report's narrowing section reads them (the map not yet measured)."""
+    from rlvr.report.document import markdown
+    from rlvr.report.layout import ReportData, build
+
+    d, raw = tiny_repo
+    for variant in ("grpo", "dapo"):
+        run_stage("grpo", variant, progress=False)
+    run_stage("passk", None, progress=False)
+    counts = json.loads((d / "reports/passk-counts.json").read_text())
+    assert counts["temperatures"] == [1.0, 0.6]
+    at_06 = counts["by_temperature"]["0.6"]
+    grpo = ["grpo/seed0", "grpo/seed0-g1", "grpo/seed1", "grpo/seed1-g1"]  # two GRPO seeds a chain
+    assert sorted(at_06) == sorted(counts["greedy"]) == [*grpo, "sft/seed0", "sft/seed1"]
+    assert set(counts["counts"]) > set(at_06)  # dapo, and the contrast, at the first temperature only
+    metrics = json.loads((d / "reports/metrics/passk.json").read_text())
+    assert set(metrics["by_temperature"]) == {"0.6"} and set(metrics["greedy"]) == {"sft", "grpo"}
+    assert len(metrics["by_temperature"]["0.6"]["variants"]["grpo"]["crossover_per_chain"]) == 2
+    assert (d / "reports/figures/passk-temperatures.png").stat().st_size > 1000
+    page = markdown(build(ReportData([], [], {"passk.json": metrics}, problems=counts)), "figs")
+    assert "T = 0.6" in page and "greedy" in page and "not yet measured: run `rlvr starts`" in page
 
 
 def test_the_sft_side_choice_is_by_never_solved_then_pass_at_64():

@@ -167,17 +167,32 @@ class PassKConfig(Section):
     n_others: Count  # samples per problem for the contrast and every other variant
     headline: list[str]  # variants scored with n (the claims' own); the rest with n_others
     ks: list[Count]  # k values reported; the largest is the chapter's k (pass@64, never solved in 64)
-    temperature: Positive  # sampling temperature
+    # Sampling temperatures: the first is the claims' own (every model is scored there); the others,
+    # and one greedy sample per problem, score the SFT start and the `headline` variants only.
+    temperatures: list[Positive]
     bootstrap: Count  # bootstrap resamples over problems (and chains) for the 95% bands
 
     def validate(self, path: str) -> None:
         low = min(self.n, self.n_others)
         for i, k in enumerate(self.ks):
             require(k <= low, f"{path}.ks[{i}]", k, f"must satisfy 1 <= k <= min(n, n_others) ({low})")
+        require(bool(self.temperatures), f"{path}.temperatures", self.temperatures, "list at least one")
+        for i, t in enumerate(self.temperatures):
+            require(
+                t not in self.temperatures[:i],
+                f"{path}.temperatures[{i}]",
+                t,
+                "is listed twice: each temperature once",
+            )
 
     def samples(self, model: str) -> int:
         """Samples per problem for `model` ("sft", the contrast's name or a variant's)."""
         return self.n if model == "sft" or model in self.headline else self.n_others
+
+    def every_temperature(self, model: str) -> bool:
+        """Whether `model` is scored at every temperature and greedily too (the SFT start and the
+        headline variants), or at the first temperature only."""
+        return model == "sft" or model in self.headline
 
 
 @dataclass(frozen=True)

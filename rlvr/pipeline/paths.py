@@ -210,6 +210,7 @@ class PassKPaths:
     figure_curves: Path
     figure_scatter: Path
     figure_solve_rates: Path
+    figure_temperatures: Path  # pass@k minus SFT's, one panel per sampling temperature
 
     scored: tuple[str, ...] = ()  # the variants it scores (those trained from `start`)
 
@@ -235,6 +236,7 @@ def passk(sft_run: str, contrast: str | None, variants: tuple[str, ...] = ()) ->
         FIGURES / "passk-curves.png",
         FIGURES / "passk-scatter.png",
         FIGURES / "passk-solve-rates.png",
+        FIGURES / "passk-temperatures.png",
         tuple(variants),
     )
 

@@ -115,7 +115,7 @@ def _settings(stage: str, key: str | None, params: Params) -> dict[str, Any]:
             "n_others": p.n_others,
             "headline": p.headline,
             "ks": p.ks,
-            "temperature": p.temperature,
+            "temperatures": p.temperatures,
             "bootstrap": p.bootstrap,
             "master_seed": params.seed,  # every model's draws start there (`seed`: a seed run's chain)
             "max_new_tokens": params.task(task).max_new_tokens,

@@ -171,7 +171,7 @@ STAGES: dict[str, Stage] = {
             ],
             outs=lambda x: {
                 x.counts: {"cache": False},
-                **figure_outs(x.figure_curves, x.figure_scatter, x.figure_solve_rates),
+                **figure_outs(x.figure_curves, x.figure_scatter, x.figure_solve_rates, x.figure_temperatures),
                 x.curves: {"cache": False},
             },
             metrics=lambda x: [x.metrics],

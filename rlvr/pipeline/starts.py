@@ -11,7 +11,9 @@ the pipeline's own for a run it shares), scores each chain's SFT policy on the h
 names the candidate whose SFT-side facts come closest to the chapter's (never-solved count, then
 pass@64) before any GRPO is run, then trains `starts.variant` from every chain and scores it. Every
 chain stops at its run's target, as the SFT stage does, and every score is on the task's validation
-split: nothing here looks at the held-out problems the claims are measured on. Not a
+split: nothing here looks at the held-out problems the claims are measured on. Every model is
+scored at each of `passk.temperatures` (the first the claims' own), each from the same seed, so the
+narrowing map (rlvr.report.narrowing) can be drawn from the record. Not a
 DVC stage: it takes several minutes and decides an input, so it runs on demand; its results
 (`reports/starts/`: a JSON file and a figure) are committed and the report shows them.
 """
@@ -26,8 +28,9 @@ import torch
 
 from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
 from rlvr.files import write_json
-from rlvr.grpo import GRPOData, train_grpo
+from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.model import TinyLM
+from rlvr.narrowing import temperature_key
 from rlvr.noise import sft_rows
 from rlvr.optim import diverged_at
 from rlvr.passk import pass_at_k_curve, summarise_counts
@@ -55,6 +58,24 @@ def candidate_labels(params: Params, names) -> dict[str, str]:
     return {name: sft_run_label(name, candidate_config(params, name)) for name in names}
 
 
+def scored_at(
+    model: TinyLM, held: list[Problem], n: int, task: TaskConfig, temperatures: list[float], seed: int
+) -> dict:
+    """A model's correct counts out of n on `held` at each temperature, drawn from their exact law:
+    {"counts": at the first, "by_temperature": {key: counts} at the others}. Each temperature's
+    generator starts at `seed`, so adding one leaves the others' counts as they were."""
+    tok = Tokenizer()
+
+    def at(t: float) -> list[int]:
+        gen = torch.Generator(device=model.device).manual_seed(seed)
+        return binomial_counts(model, held, n, task.max_new_tokens, t, tok, gen).tolist()
+
+    return {
+        "counts": at(temperatures[0]),
+        "by_temperature": {temperature_key(t): at(t) for t in temperatures[1:]},
+    }
+
+
 def train_chain(
     seed: int,
     cfg: SFTConfig,
@@ -63,13 +84,14 @@ def train_chain(
     data: tuple,
     held: list[Problem],
     n: int,
+    temperatures: list[float],
     eval_seed: int,
     device: str,
 ) -> dict:
     """Chain `seed` of one candidate on `device`: SFT (its clean epochs then its epochs, from a model
     initialised under the seed on the CPU, stopped at its target, as the warm-up and SFT stages train
-    it), the SFT policy's correct counts on `held` (the validation problems), then the SFT weights
-    (GRPO is trained from them in a second pass)."""
+    it), the SFT policy's correct counts on `held` (the validation problems) at every temperature,
+    then the SFT weights (GRPO is trained from them in a second pass)."""
     from rlvr.pipeline.stages.sft import controlled_stop
 
     tok = Tokenizer()
@@ -88,10 +110,11 @@ def train_chain(
             shared_prefix=True,
             stop=stop,
         )
-    counts = binomial_counts(
-        model, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
-    )
-    return {"counts": counts.tolist(), "state": model.state_dict(), "model_cfg": model_cfg}
+    return {
+        **scored_at(model, held, n, task, temperatures, eval_seed),
+        "state": model.state_dict(),
+        "model_cfg": model_cfg,
+    }
 
 
 def train_grpo_chain(
@@ -102,11 +125,12 @@ def train_grpo_chain(
     train: list[Problem],
     held: list[Problem],
     n: int,
+    temperatures: list[float],
     eval_seed: int,
     device: str,
-) -> list[int]:
+) -> dict:
     """GRPO seed `seed` on `device` from its chain's SFT weights (`starts`: seed -> the chain's
-    result), as the GRPO stage trains it; its correct counts on the held-out problems."""
+    result), as the GRPO stage trains it; its correct counts on `held` at every temperature."""
     tok = Tokenizer()
     policy = TinyLM(starts[seed]["model_cfg"], len(tok))
     policy.load_state_dict(starts[seed]["state"])
@@ -115,9 +139,7 @@ def train_grpo_chain(
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", 0))  # the grpo stage's stream
     with diverged_at(chain=seed):
         train_grpo(policy, cfg, data, gen, shared_prefix=True)
-    return binomial_counts(
-        policy, held, n, task.max_new_tokens, 1.0, tok, torch.Generator(device=device).manual_seed(eval_seed)
-    ).tolist()
+    return scored_at(policy, held, n, task, temperatures, eval_seed)
 
 
 def sft_side_choice(sft: dict[str, dict], never_target: float, pass_target: float) -> str:
@@ -135,6 +157,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     task_name = variant.task
     task = params.task(task_name)
     n = params.passk.n_others  # the chapter's 64: the facts a start is chosen by are 64-sample ones
+    temperatures = params.passk.temperatures  # the first decides the start; the map reads every one
     train_split, _, val_split = split(task_name, task.heldout, params.seed, task.validation)
     held = problems_of(problem_rows(val_split), task_name)  # validation: never the test problems
     check_device(params.device)  # a missing GPU is refused before any training
@@ -146,7 +169,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         rows = sft_rows(train_split, c.noise, c.repeats, params.seed)
         tokens, mask = encode_sft(rows, tok)
         data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
-        args = (c, c.model or params.model, task, data, held, n, params.seed, device)
+        args = (c, c.model or params.model, task, data, held, n, temperatures, params.seed, device)
         where = f"starts.runs.{name}" if name in dict.keys(cfg.runs) else f"sft.{name}"
         with diverged_at(where), seed_results(train_chain, c.seeds, args, workers, device) as chains:
             results[name] = {
@@ -160,18 +183,21 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     chosen = sft_side_choice(sft_side, cfg.target_never_solved, cfg.target_pass_at_n)
     for name, r in results.items():  # then GRPO from every chain of every candidate
         seeds = [s for s in variant.seeds if s in r["seeds"]]
-        args = (r["chains"], variant, task, r["train"], held, n, params.seed, device)
+        args = (r["chains"], variant, task, r["train"], held, n, temperatures, params.seed, device)
         with (
             diverged_at(f"variants.{cfg.variant}"),
             seed_results(train_grpo_chain, seeds, args, workers, device) as grpo,
         ):
-            r["grpo"] = dict(zip(seeds, grpo, strict=True))
+            scored = dict(zip(seeds, grpo, strict=True))
+        r["grpo"] = {s: g["counts"] for s, g in scored.items()}
+        r["grpo_by_temperature"] = {s: g["by_temperature"] for s, g in scored.items()}
         if progress:
             print(f"starts: {name} GRPO seeds done", flush=True)
     summary = {
         "made": made(),
         "variant": cfg.variant,
         "n": n,
+        "temperatures": temperatures,  # "counts" hold the first's; "counts_by_temperature" the others'
         "problems": len(held),
         "candidates": cfg.candidates,
         "targets": {"never_solved": cfg.target_never_solved, "pass_at_n": cfg.target_pass_at_n},
@@ -203,7 +229,10 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
         raise UserError(f"{out}: not found; run `rlvr starts` first")
     old = json.loads(out.read_text())
     n = old["n"]
-    results = {name: _from_counts(entry["counts"]) for name, entry in old["starts"].items()}
+    results = {
+        name: _from_counts(entry["counts"], entry.get("counts_by_temperature", {}))
+        for name, entry in old["starts"].items()
+    }
     summary = {
         **old,
         "made": old["made"].split("; rescored")[0]
@@ -222,15 +251,25 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
     return {"sft_side_choice": old["sft_side_choice"], "rescored": [str(out), str(figure)]}
 
 
-def _from_counts(counts: dict[str, list[int]]) -> dict:
-    """The inverse of `_counts`: "sft/seed{s}" and "grpo/seed{s}" back to chains and GRPO seeds."""
+def _from_counts(counts: dict[str, list[int]], by_temperature: dict[str, dict] | None = None) -> dict:
+    """The inverse of `_counts` and `_counts_by_temperature`: "sft/seed{s}" and "grpo/seed{s}" back to
+    chains and GRPO seeds (a record made before temperatures has none but the first's)."""
     seed = lambda key: int(key.rsplit("/seed", 1)[1])  # noqa: E731
-    chains = {seed(k): {"counts": c} for k, c in counts.items() if k.startswith("sft/")}
+    by_temperature = by_temperature or {}
+    chains = {
+        seed(k): {"counts": c, "by_temperature": {t: by_temperature[t][k] for t in by_temperature}}
+        for k, c in counts.items()
+        if k.startswith("sft/")
+    }
     grpo = {seed(k): c for k, c in counts.items() if k.startswith("grpo/")}
+    grpo_t = {
+        seed(k): {t: by_temperature[t][k] for t in by_temperature} for k in counts if k.startswith("grpo/")
+    }
     return {
         "seeds": sorted(chains),
         "chains": dict(sorted(chains.items())),
         "grpo": dict(sorted(grpo.items())),
+        "grpo_by_temperature": dict(sorted(grpo_t.items())),
     }
 
 
@@ -263,6 +302,18 @@ def _counts(r: dict, with_grpo: bool) -> tuple[dict, dict]:
     return counts, chains
 
 
+def _counts_by_temperature(r: dict) -> dict[str, dict]:
+    """A candidate's counts at every temperature after the first, in `_counts`' layout, by key."""
+    keys = sorted({t for ch in r["chains"].values() for t in ch.get("by_temperature", {})})
+    return {
+        t: {
+            **{f"sft/seed{s}": ch["by_temperature"][t] for s, ch in r["chains"].items()},
+            **{f"grpo/seed{s}": g[t] for s, g in r.get("grpo_by_temperature", {}).items()},
+        }
+        for t in keys
+    }
+
+
 def sft_summary(r: dict, n: int, params: Params) -> dict:
     counts, chains = _counts(r, with_grpo=False)
     metrics, _ = summarise_counts(counts, chains, n, params.passk.ks, params.passk.bootstrap, params.seed)
@@ -291,6 +342,7 @@ def comparison(r: dict, n: int, params: Params) -> dict:
         "seeds": g["seeds"],
         "per_seed": {k: g["per_seed"][k] for k in ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl")},
         "counts": counts,
+        "counts_by_temperature": _counts_by_temperature(r),
     }
 
 

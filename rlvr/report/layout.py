@@ -2,8 +2,9 @@
 
 `build` turns a `ReportData` (everything the report stage read) into blocks of rlvr.report.document,
 section by section: the counts and the header, the summary, the controlled starts and where the
-variance lives, the verdicts by chapter, the GRPO variants, the figures, the per-problem picture, the
-candidate starts, the reward-hacking samples, the reruns in a fresh clone and the benchmarks.
+variance lives, the verdicts by chapter, the GRPO variants (and each against `grpo`), the figures,
+the per-problem picture, where RL narrows by temperature (rlvr.report.narrowing), the candidate
+starts, the reward-hacking samples, the reruns in a fresh clone and the benchmarks.
 `render` writes them as Markdown and as one HTML page. The words of a claim come from
 rlvr.report.claimtext, the tables from rlvr.report.tables, benchtables and reruns.
 """
@@ -31,10 +32,12 @@ from rlvr.report.claimtext import (
 )
 from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
 from rlvr.report.evidence import class_counts, summary_counts
+from rlvr.report.narrowing import narrowing_blocks
 from rlvr.report.reruns import rerun_blocks
 from rlvr.report.tables import (
     START_KEYS,
     VARIANT_KEYS,
+    against_rows,
     cell,
     problem_tables,
     start_rows,
@@ -65,6 +68,7 @@ class ReportData:
     reruns: dict | None = None  # reports/rerun.json: `rlvr verify --rerun [--perturb]`'s records
     starts: dict | None = None  # `rlvr starts`' results
     starts_figure: dict | None = None
+    narrowing_figure: dict | None = None  # the narrowing map, drawn from `starts` (None: not measured)
     run: dict | None = None  # where and with what it was made (`header_line`)
     against: dict | None = None  # the comparison with the committed results (rlvr.report.moves)
     targets: dict[str, float | None] = field(default_factory=dict)  # each SFT run's start target
@@ -316,9 +320,19 @@ STARTS_AND_LIFTS = (
 )
 
 
-def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict]) -> list:
-    """The variant table, each variant beside its start, the variants that end alike, the
-    learning curves and the paired view (each variant minus grpo, chain by chain)."""
+AGAINST = (
+    "Each variant trained from `grpo`'s start minus `grpo`, paired by chain on the chains both ran "
+    "(as `rlvr diff grpo <variant>`): mean and 95% t-interval over chains of the held-out accuracy "
+    "after GRPO and of pass@1 and pass@{k} from the `passk` counts."
+)
+
+
+def variant_blocks(
+    metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict], problems: dict | None = None
+) -> list:
+    """The variant table, each variant against `grpo` (paired by chain), each beside its start, the
+    variants that end alike, the learning curves and the paired view (each variant minus grpo,
+    chain by chain)."""
     vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
     blocks = [
         Heading("GRPO variants", 2, "variants"),
@@ -331,6 +345,26 @@ def variant_blocks(metrics: dict[str, Any], figures: list[dict], configs: dict[s
             ],
             "variants",
         ),
+    ]
+    against = against_rows(metrics, problems)
+    if against:
+        k = (problems or {}).get("k_max", 64)
+        blocks += [
+            Heading("Against grpo, paired by chain", 3, "against-grpo"),
+            Para(AGAINST.format(k=k)),
+            Table(
+                [
+                    "variant",
+                    "chains",
+                    "accuracy − grpo [95%]",
+                    "pass@1 − grpo [95%]",
+                    f"pass@{k} − grpo [95%]",
+                ],
+                against,
+                "against",
+            ),
+        ]
+    blocks += [
         Heading("Starts and lifts", 3, "starts"),
         Para(STARTS_AND_LIFTS),
         Table(
@@ -475,7 +509,7 @@ def build(data: ReportData) -> list:
         *summary_blocks(rows),
         *chain_blocks(rows, data.metrics, data.targets),
         *verdict_blocks(rows),
-        *variant_blocks(data.metrics, data.figures, data.configs),
+        *variant_blocks(data.metrics, data.figures, data.configs, data.problems),
     ]
     for chapter, title in CHAPTERS.items():
         result = [f for f in data.figures if f["chapter"] == chapter and f["kind"] == "result"]
@@ -483,6 +517,10 @@ def build(data: ReportData) -> list:
             blocks += [Heading(f"Figures: {title}", 2, f"figures-{chapter.lower()}"), *figure_blocks(result)]
     if data.problems:
         blocks += problem_blocks(data.problems, data.metrics.get("passk.json", {}))
+    passk = data.metrics.get("passk.json", {})
+    if passk.get("temperatures") or data.starts:
+        maps = figure_blocks([data.narrowing_figure]) if data.narrowing_figure else []
+        blocks += narrowing_blocks(passk, data.problems, data.starts, maps)
     if data.starts:
         blocks += starts_blocks(data.starts, data.starts_figure)
     if data.samples:

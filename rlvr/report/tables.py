@@ -240,3 +240,42 @@ def starts_rows(starts: dict) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _delta_cell(d: dict | None) -> str:
+    """A paired difference B - A: "+0.012 [-0.010, +0.034]" (the mean alone without an interval)."""
+    if d is None:
+        return "–"
+    mean = f"{d['mean']:+.3f}"
+    return mean if d["ci95"] is None else f"{mean} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+
+
+def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "grpo") -> list[list[str]]:
+    """Every variant from `base`'s start against `base`, paired by chain on the chains both ran
+    (`rlvr diff base variant`'s deltas): the held-out accuracy after GRPO and, from the pass@k
+    counts, pass@1 and pass@k_max, each the variant minus `base` with its 95% interval over chains."""
+    from rlvr.report.compare import compare_metric, compare_passk, on_chains, paired_chains
+
+    runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
+    if base not in runs:
+        return []
+    rows = []
+    for v, m in runs.items():
+        chains = paired_chains(runs[base], m) if v != base else []
+        if not chains:
+            continue
+        a, b = on_chains(runs[base], chains), on_chains(m, chains)
+        key = "eval_acc_final"
+        acc = compare_metric(key, a["per_seed"][key], b["per_seed"][key], True)["delta"]
+        passk = {r["k"]: r["delta"] for r in compare_passk(problems, a, b, True)} if problems else {}
+        top = max(passk, default=None)
+        rows.append(
+            [
+                v,
+                ", ".join(map(str, chains)),
+                _delta_cell(acc),
+                _delta_cell(passk.get(1)),
+                _delta_cell(passk.get(top)),
+            ]
+        )
+    return rows

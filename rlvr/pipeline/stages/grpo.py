@@ -8,7 +8,7 @@ import torch
 
 from rlvr.configs import GRPOConfig
 from rlvr.files import read_heldout, read_jsonl, write_tsv
-from rlvr.grpo import GRPOData, train_grpo
+from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint

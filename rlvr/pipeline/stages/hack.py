@@ -7,7 +7,7 @@ import torch
 
 from rlvr.configs import GRPOConfig
 from rlvr.files import read_jsonl, svg_beside, write_json
-from rlvr.grpo import GRPOData, Hooks, train_grpo
+from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import HackConfig, Params

@@ -6,7 +6,11 @@ A problem's count of right samples out of n is drawn from its exact law, Binomia
 chance one sample is right (`rlvr.rollout.binomial_counts`): the same distribution as sampling n
 responses and checking each, for one forward pass per model. Models are scored side by side in the
 stage's seed workers (`common.seed_results`), each at one torch thread, so a model's counts never
-depend on how many workers ran."""
+depend on how many workers ran.
+
+Every model is scored at the first of `passk.temperatures`, the claims' own; the SFT start and the
+headline variants also at the others and with one greedy sample per problem. Each temperature's
+draws start from the same seed, so adding a temperature leaves the others' counts as they were."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from rlvr.files import read_heldout, svg_beside, write_json, write_tsv
+from rlvr.narrowing import greedy_summary, temperature_key
 from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import Params
@@ -22,9 +27,9 @@ from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.specs import config_hash, scored_variants
-from rlvr.report import plots
+from rlvr.report import narrowing, plots
 from rlvr.report.labels import sft_run_label
-from rlvr.rollout import binomial_counts
+from rlvr.rollout import binomial_counts, correct_counts
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
@@ -34,17 +39,67 @@ def score(
     models: list[tuple],
     problems: list[Problem],
     max_new_tokens: int,
-    temperature: float,
+    temperatures: list[float],
     seed: int,
     device: str,
-) -> list[int]:
-    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash, n), drawn
-    on `device` from their exact law. Every model's generator starts at the pipeline's seed."""
-    _, path, ckpt_run, ckpt_hash, n = models[index]
+) -> dict:
+    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash, n, every
+    temperature or the first only), drawn on `device` from their exact law: {"counts": at the first
+    temperature} and, for a model scored at every one, {"by_temperature": {key: counts}, "greedy":
+    0/1 per problem}. Each temperature's generator starts at the pipeline's seed."""
+    _, path, ckpt_run, ckpt_hash, n, every = models[index]
     tok = Tokenizer()
     model = checkpoint.load(path, tok, ckpt_run, ckpt_hash, device)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    return binomial_counts(model, problems, n, max_new_tokens, temperature, tok, gen).tolist()
+
+    def at(t: float) -> list[int]:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return binomial_counts(model, problems, n, max_new_tokens, t, tok, gen).tolist()
+
+    out: dict = {"counts": at(temperatures[0])}
+    if every:
+        out["by_temperature"] = {temperature_key(t): at(t) for t in temperatures[1:]}
+        out["greedy"] = correct_counts(model, problems, 1, max_new_tokens, 0.0, tok, None).tolist()
+    return out
+
+
+TEMPERATURE_KEYS = {
+    "start": ("pass_at_1", "pass_at_n", "never_solved", "ci95", "per_seed", "seeds"),
+    "variant": (
+        "pass_at_1_rl",
+        "pass_at_n_rl",
+        "never_solved_rl",
+        "per_seed",
+        "seeds",
+        "crossover_k",
+        "crossover_k_ci95",
+        "crossover_per_chain",
+        "crossovers",
+    ),
+}  # what passk.json keeps of each extra temperature's summary: the table's and the figure's numbers
+
+
+def temperature_results(
+    scored: dict[str, dict], chains: dict, samples: dict, reps: dict, cfg, k_max: int, seed: int
+) -> tuple[dict, dict, dict]:
+    """The SFT start's and the headline variants' numbers at every temperature after the first, and
+    greedy: (metrics by temperature key, curves by temperature key, greedy pass@1 by model). scored:
+    model key -> `score`'s result; chains, samples, reps: as for `summarise_counts`."""
+    names = [m for m in chains if cfg.every_temperature(m)]
+    metrics, curves = {}, {}
+    for t in cfg.temperatures[1:]:
+        key = temperature_key(t)
+        counts = {u: r["by_temperature"][key] for u, r in scored.items() if "by_temperature" in r}
+        m, c = summarise_counts(
+            counts, {v: chains[v] for v in names}, samples, cfg.ks, cfg.bootstrap, seed, None, reps, k_max
+        )
+        metrics[key] = {
+            "temperature": t,
+            "sft": {k: m["sft"][k] for k in TEMPERATURE_KEYS["start"]},
+            "variants": {v: {k: e[k] for k in TEMPERATURE_KEYS["variant"]} for v, e in m["variants"].items()},
+        }
+        curves[key] = c
+    greedy = {u: r["greedy"] for u, r in scored.items() if "greedy" in r}
+    return metrics, curves, {v: greedy_summary(greedy, v, chains[v], reps.get(v, 1)) for v in names}
 
 
 def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
@@ -106,6 +161,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             f"{run_name('sft', run)}/seed{s}",
             config_hash("sft", run, params),
             samples[name],
+            cfg.every_temperature(name),
         )
         for name, run, start in scored_starts
         for s in chains[name]
@@ -117,15 +173,16 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             f"{run_name('grpo', v)}/{unit_name(s, r)}",
             config_hash("grpo", v, params),
             samples[v],
+            cfg.every_temperature(v),
         )
         for v in variants
         for s in chains[v]
         for r in range(reps[v])
     ]
     tok = Tokenizer()
-    for _, path, ckpt_run, ckpt_hash, _ in models:  # fail before any scoring if one is not the one
+    for _, path, ckpt_run, ckpt_hash, *_ in models:  # fail before any scoring if one is not the one
         checkpoint.load(path, tok, ckpt_run, ckpt_hash)
-    args = (models, problems, task.max_new_tokens, cfg.temperature, params.seed, params.device)
+    args = (models, problems, task.max_new_tokens, cfg.temperatures, params.seed, params.device)
     workers = thread_budget(params.threads)
     with (
         seed_results(score, list(range(len(models))), args, workers, params.device) as results,
@@ -138,10 +195,15 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             unit="model",
             disable=not progress,
         )
-        counts = {name: c for (name, *_), c in bar}  # runs the workers to their end
+        scored = {name: r for (name, *_), r in bar}  # runs the workers to their end
+        counts = {name: r["counts"] for name, r in scored.items()}
         metrics, curves = summarise_counts(
             counts, chains, samples, cfg.ks, cfg.bootstrap, params.seed, cfg.contrast, reps, k_max
         )
+        by_t, curves_by_t, greedy = temperature_results(
+            scored, chains, samples, reps, cfg, k_max, params.seed
+        )
+        metrics.update(temperatures=cfg.temperatures, by_temperature=by_t, greedy=greedy)
         metrics.update(
             mlflow_run_id=mlrun.run_id, made=mlrun.made, params_hash=config_hash("passk", None, params)
         )
@@ -152,7 +214,13 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
                 "n_by_model": {m[0]: m[4] for m in models},
                 "k_max": k_max,
                 "problems": [p.prompt for p in problems],
-                "counts": counts,
+                "counts": counts,  # at temperatures[0], the claims' own
+                "temperatures": cfg.temperatures,
+                "by_temperature": {  # the other temperatures: the start and the headline variants
+                    key: {u: r["by_temperature"][key] for u, r in scored.items() if "by_temperature" in r}
+                    for key in by_t
+                },
+                "greedy": {u: r["greedy"] for u, r in scored.items() if "greedy" in r},  # 0/1 per problem
             },
         )
         write_metrics(paths.metrics, metrics, headline_keys([v for v in variants if v in cfg.headline]))
@@ -171,6 +239,15 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             plots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter, labels),
             plots.passk_solve_rates(
                 counts, chains, samples, cfg.contrast, paths.figure_solve_rates, labels, k_max
+            ),
+            narrowing.passk_by_temperature(
+                {
+                    temperature_key(cfg.temperatures[0]): (curves, metrics),
+                    **{key: (curves_by_t[key], by_t[key]) for key in by_t},
+                },
+                [v for v in variants if cfg.every_temperature(v)],
+                k_max,
+                paths.figure_temperatures,
             ),
         ]
         for model, numbers in key_metrics(metrics, cfg.contrast, k_max).items():

@@ -28,7 +28,7 @@ from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
-from rlvr.report import plots, trainplots
+from rlvr.report import narrowing, plots, trainplots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
 from rlvr.report.compare import paired_view, variants_by_chain
@@ -102,9 +102,10 @@ def drawn_here(made: dict) -> dict:
 
 def caption(name: str) -> tuple[str, str]:
     """(chapter, caption) of a figure; a figure without one is an error, not a bare image."""
-    if name not in plots.CAPTIONS:
+    captions = {**plots.CAPTIONS, **narrowing.CAPTIONS}
+    if name not in captions:
         raise ConfigError(f"figure {name}: no caption; add it to rlvr/report/plots.py CAPTIONS")
-    return plots.CAPTIONS[name]
+    return captions[name]
 
 
 def learning_curve_runs(metrics: dict[str, dict], task: str) -> dict[str, dict]:
@@ -199,6 +200,35 @@ def starts_entry(starts: dict | None, paths: ReportPaths) -> dict | None:
     }
     copy = figure_with_metadata(png, paths.figure_copies / png.name, info, svg=svg_beside(png).is_file())
     return figure_entry(png.name, copy, caption(png.name)[1], made)
+
+
+def narrowing_figure(
+    starts: dict | None, problems: dict | None, paths: ReportPaths, made: dict
+) -> dict | None:
+    """The narrowing map, drawn from `rlvr starts`' counts (and `passk_adv` against `grpo` from the
+    pass@k stage's), when the starts record has temperatures; its provenance names both files."""
+    cells = narrowing.narrowing_map(starts)
+    if cells is None:
+        return None
+    path = paths.figure_copies / "narrowing-map.png"
+    png = narrowing.narrowing_map_figure(cells, narrowing.advantage_against_base(problems), path)
+    sources = [p for p in (paths.starts, paths.counts) if p.is_file()]
+    figure_with_metadata(
+        png,
+        png,
+        {
+            "stage": "report, from `rlvr starts` and stage passk",
+            "params": {"rlvr starts": {k: starts[k] for k in ("n", "temperatures", "candidates")}},
+            "deps": {p.as_posix(): hashlib.md5(p.read_bytes()).hexdigest() for p in sources},
+            "mlflow_runs": {},
+            **drawn_here(made),
+        },
+    )
+    prov = (
+        f"drawn by stage `report` (code: {code_line(drawn_here(made))}) from `{paths.starts.as_posix()}` "
+        f"(made by {starts.get('made', '`rlvr starts`')}) and `{paths.counts.as_posix()}` (stage `passk`)"
+    )
+    return figure_entry(path.name, png, caption(path.name)[1], prov)
 
 
 def variant_configs(lock: dict) -> dict[str, dict]:
@@ -321,6 +351,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
         reruns = checked(paths.reruns, dict) if paths.reruns.is_file() else None
         starts_figure = starts_entry(starts, paths)
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png", mlrun.made)
+        map_figure = narrowing_figure(starts, problems, paths, mlrun.made)
         records = {r.claim.id: verdict_record(r) for r in rows}
         markdown, page, counts = render(
             ReportData(
@@ -336,6 +367,7 @@ def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # n
                 reruns=reruns,
                 starts=starts,
                 starts_figure=starts_figure,
+                narrowing_figure=map_figure,
                 run=run_info(root, params),
                 against=against_committed(root, {"claims": records}),
             )
