@@ -94,7 +94,6 @@ class SFTConfig(Section):
     schedule: Literal["cosine", "constant"]  # cosine: 5% warm-up, decay to 10%; constant: lr every step
     weight_decay: NonNegative  # AdamW decoupled weight decay
     grad_clip: Positive  # max global grad norm
-    eval_samples: Count  # samples per prompt (T = 1) for sampled accuracy
     eval_max_prompts: Count  # cap on train prompts used for train-set accuracy
     # The controlled start: the noisy epochs stop where the validation value reaches `target`: the
     # expected sampled accuracy (pass@1 at T = 1, computed exactly) on the task's validation split,

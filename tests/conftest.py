@@ -58,7 +58,6 @@ TEST_SETTINGS = {
         "schedule": "cosine",
         "weight_decay": 0.0,
         "grad_clip": 1.0,
-        "eval_samples": 16,
         "eval_max_prompts": 300,
         "target": None,
         "check_every": 1,
@@ -119,7 +118,7 @@ def tiny_raw() -> dict:
     del raw["sft"]["single_digit_hi"]  # only the a_hi_* variants start from it; they are dropped below
     del raw["sft"]["single_digit_noisy"], raw["warmups"]["single_digit_noisy"]  # a_grpo_noisy's: dropped too
     for run in raw["sft"].values():
-        run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_samples=2, eval_max_prompts=20)
+        run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)
     raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1)
     keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
@@ -134,7 +133,7 @@ def tiny_raw() -> dict:
     raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
     raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # two of the three
     raw["starts"]["runs"]["two_digit_slips"].update(
-        seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256, eval_samples=2, eval_max_prompts=20
+        seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256, eval_max_prompts=20
     )
     return raw
 

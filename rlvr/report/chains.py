@@ -2,11 +2,12 @@
 
 Two tables the verdicts rest on. *Controlled starts*: every SFT run that stops at a target gives,
 per chain, the steps it took, its validation value at the stop (exact: no sampling noise) and the
-test-side value measured afterwards with fresh samples; a chain whose cap came first is listed as
-missed, never dropped. *Where the variance lives*: for each measured claim whose metric carries
-variance components, the SD one chain's value owes to its start, to its GRPO seeds and to the
-evaluation, beside the half-width of the interval that decided the claim, so a reader sees which
-source keeps an undecided claim undecided. Pure: reads the metrics the report already holds.
+test-side value measured afterwards (held-out, or chapter A's own prompts again); a chain whose
+cap came first is listed as missed, never dropped. *Where the variance lives*: for each measured
+claim whose metric carries variance components, the SD one chain's value owes to its start, to its
+GRPO seeds and to the evaluation, beside the half-width of the interval that decided the claim, so
+a reader sees which source keeps an undecided claim undecided. Pure: reads the metrics the report
+already holds.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ def _get(d: Any, dotted: str) -> Any:
 
 def test_side(metrics: dict[str, Any], run: str) -> tuple[list | None, str]:
     """A run's per-chain test-side values and what they are: held-out pass@1 for chapter B's runs,
-    sampled accuracy on the train prompts with fresh samples for chapter A's (its own measure)."""
+    the expected sampled accuracy on the train prompts for chapter A's (its own measure, exact)."""
     if run in TEST_SIDE:
         file, key, what = TEST_SIDE[run]
         return _get(metrics.get(file, {}), key), what
     m = metrics.get(f"sft-{run}.json", {})
     if _get(m, "per_seed.sampled_acc_heldout"):
-        return _get(m, "per_seed.sampled_acc_heldout"), "held-out sampled accuracy"
-    return _get(m, "per_seed.sampled_acc_train"), "sampled accuracy, fresh samples"
+        return _get(m, "per_seed.sampled_acc_heldout"), "held-out expected sampled accuracy, exact"
+    return _get(m, "per_seed.sampled_acc_train"), "expected sampled accuracy, exact"
 
 
 def _runs(metrics: dict[str, Any], targets: dict[str, float | None]):

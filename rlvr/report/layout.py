@@ -225,8 +225,9 @@ CONTROLLED_STARTS = (
     "(no sampling noise), on validation problems disjoint from training and from the 300 "
     "test problems (chapter A: on its 55 prompts, the chapter's own measure). Of the check "
     "that reaches the target and the one before it, the nearer is the start. The test-side "
-    "value beside it is measured afterwards with fresh samples. A chain whose step cap came "
-    "first is listed as missed, never dropped."
+    "value beside it is measured afterwards (chapter B: held-out pass@1; chapter A, which has "
+    "no split: its 55 prompts again, exactly). A chain whose step cap came first is listed as "
+    "missed, never dropped."
 )
 VARIANCE = (
     "For each measured claim, the SD that one chain's value owes to each source: the spread "

@@ -28,7 +28,7 @@ from rlvr.pipeline.seeds import (
     with_intervals,
 )
 from rlvr.pipeline.specs import config_hash
-from rlvr.rollout import accuracy, answer_batch, answer_probability, correct_counts
+from rlvr.rollout import accuracy, answer_batch, answer_probability, solve_probability
 from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
@@ -108,11 +108,13 @@ def accuracies(
     gen: torch.Generator,
 ) -> dict:
     """Greedy and sampled (T = 1) accuracy on the train problems, and on the held-out ones if any.
-    Their intervals are over chains (the metrics file), which include the start's own variance."""
+    The sampled one is its expectation, computed exactly from the answer probabilities
+    (`solve_probability`: no sampling noise). Their intervals are over chains (the metrics file),
+    which include the start's own variance."""
 
     def sampled(probs: list[Problem], key: str) -> dict:
-        c = correct_counts(model, probs, cfg.eval_samples, task.max_new_tokens, 1.0, tok, gen)  # (P,)
-        return {key: float(c.double().mean()) / cfg.eval_samples}
+        p = solve_probability(model, probs, task.max_new_tokens, 1.0, tok)  # (P,)
+        return {key: float(p.double().mean())}
 
     out = {
         "greedy_acc_train": accuracy(model, train, 1, task.max_new_tokens, 0.0, tok, gen),
