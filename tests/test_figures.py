@@ -447,3 +447,16 @@ def test_the_report_shows_the_png_and_links_the_svg_beside_it():
     assert "![f.png](figs/f.png)\n\n*What it shows.* ([SVG](figs/f.svg))" in md
     assert '<a class="svg" href="figs/f.svg">SVG</a>' in page and "data:image/png;base64," in page
     assert page.count("SVG</a>") == 1 and md.count("[SVG]") == 1  # g has no SVG: no link
+
+
+def test_every_curve_of_a_crowded_figure_gets_a_colour_of_its_own():
+    """Past matplotlib's ten-colour cycle (chapter B draws 13 variants) colours come from tab20, so
+    no two legend entries share one; more curves than that is refused in one line."""
+    from matplotlib.colors import to_hex
+
+    from rlvr.report.plots import palette
+
+    assert palette(3) == ["C0", "C1", "C2"]
+    assert len({to_hex(c) for c in palette(13)}) == 13
+    with pytest.raises(ValueError, match="at most 20"):
+        palette(21)

@@ -19,7 +19,7 @@ from rlvr.narrowing import ABOVE, ACROSS, BELOW, ZERO, paired_difference, rl_min
 from rlvr.passk import crossings_text
 from rlvr.report.compare import delta_bounds
 from rlvr.report.document import Heading, Para, Table
-from rlvr.report.plots import legend_below, new_figure, save
+from rlvr.report.plots import legend_below, new_figure, palette, save
 from rlvr.stats import metric_bounds
 
 # Each figure's chapter and caption, as rlvr.report.plots.CAPTIONS has the others'.
@@ -67,13 +67,13 @@ def passk_by_temperature(
     axes = np.atleast_1d(fig.subplots(1, len(by_t), sharey=True))
     for ax, (key, (curves, metrics)) in zip(axes, by_t.items()):
         ax.axhline(0, color="black", lw=1)
-        for i, v in enumerate(variants):
+        for colour, v in zip(palette(len(variants)), variants):
             rows, per_chain = curves[v], metrics["variants"][v]["crossover_per_chain"]
             ks = [r["k"] for r in rows]
             ax.plot(
                 ks,
                 [r["minus_sft"] for r in rows],
-                color=f"C{i}",
+                color=colour,
                 lw=1.6,
                 label=f"{v}: {_crossing_note(per_chain)}",
             )
@@ -81,12 +81,12 @@ def passk_by_temperature(
                 ks,
                 [max(r["minus_sft_lo"], lo_bound) for r in rows],
                 [min(r["minus_sft_hi"], hi_bound) for r in rows],
-                color=f"C{i}",
+                color=colour,
                 alpha=0.15,
                 lw=0,
             )
             for k in sorted({int(c) for c in per_chain if str(c).isdigit()}):
-                ax.plot([k], [0], "o", color=f"C{i}", ms=6, mec="black", mew=0.6)
+                ax.plot([k], [0], "o", color=colour, ms=6, mec="black", mew=0.6)
         ax.set_yscale("symlog", linthresh=0.01)
         low, high = ax.get_ylim()
         ax.set_ylim(min(low, -0.01), max(high, 0.01))  # at least the linear part: a flat 0 reads as 0

@@ -32,6 +32,19 @@ def new_figure(figsize: tuple[float, float]):
     return fig
 
 
+def palette(n: int) -> list:
+    """n colours a reader can tell apart: matplotlib's ten-colour cycle, or tab20's twenty (dark and
+    light of each hue) past ten, so two curves of a legend never share a colour."""
+    import matplotlib
+
+    if n <= 10:
+        return [f"C{i}" for i in range(n)]
+    cmap = matplotlib.colormaps["tab20"]
+    if n > cmap.N:
+        raise ValueError(f"{n} curves in one figure: at most {cmap.N} can have colours of their own")
+    return [cmap(i) for i in range(n)]
+
+
 LEGEND_WRAP = 70  # characters per line of a legend entry: a long run name wraps, never leaves the image
 
 
@@ -306,7 +319,7 @@ def passk_curves(
     fig = new_figure((12, 5.6))
     left, right = fig.subplots(1, 2)
     variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
-    colour = {v: f"C{i}" for i, v in enumerate(variants)}  # one colour per variant in both panels
+    colour = dict(zip(variants, palette(len(variants))))  # one colour per variant in both panels
     for name, style in (
         ("sft", {"color": "black", "lw": 2}),
         (contrast, {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
@@ -494,8 +507,9 @@ def passk_solve_rates(
         ylabel="share of held-out problems at or below",
     )
     draw(right, "sft", labels["sft"], "chains", color="black", lw=2)
-    for i, v in enumerate(v for v in chains if v not in ("sft", contrast)):
-        draw(right, v, v, "chains", lw=1, color=f"C{i}")
+    variants = [v for v in chains if v not in ("sft", contrast)]
+    for v, colour in zip(variants, palette(len(variants))):
+        draw(right, v, v, "chains", lw=1, color=colour)
     right.set(title="SFT and GRPO variants (chain mean)", xlabel="per-problem solve rate")
     for ax in (left, right):
         ax.set_xlim(-0.02, 1.02)

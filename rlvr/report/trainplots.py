@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr.report.plots import labelled, legend_below, new_figure, read_tsv, save
+from rlvr.report.plots import labelled, legend_below, new_figure, palette, read_tsv, save
 from rlvr.stats import metric_bounds
 
 
@@ -86,7 +86,7 @@ def learning_curves(
     axes = fig.subplots(2, 2).ravel()
     steps = max((len(c["train"][0]) for c in runs.values() if c["train"]), default=1)
     window = max(1, steps // 20)
-    for i, (variant, curves) in enumerate(runs.items()):
+    for colour, (variant, curves) in zip(palette(len(runs)), runs.items()):
         for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
             seeds = curves[table]
             if not seeds or key not in seeds[0][0]:
@@ -100,7 +100,7 @@ def learning_curves(
                 values,
                 labels[variant],
                 metric_bounds(key),
-                color=f"C{i}",
+                color=colour,
             )
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
