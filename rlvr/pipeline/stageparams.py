@@ -215,7 +215,7 @@ def _part_class(cls: type) -> type:
 def stage_params(name: str, key: str | None, params: Params) -> StageParams:
     """Stage `name`'s params (instance `key`), from its declaration in `rlvr.pipeline.specs`."""
     declared = _declared(name, key, params)
-    inputs = [(d, data_role(d)) for d in instance_inputs(name, key, params) if data_role(d)]
+    inputs = [(d, role) for d in instance_inputs(name, key, params) if (role := data_role(d))]
     ctx = StageParams(name, key, declared, _hash(declared), inputs, params)
     return dataclasses.replace(ctx, logged=logged_params(ctx))  # its settings, read through the guard
 
