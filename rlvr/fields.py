@@ -12,15 +12,12 @@ says everything a value must satisfy:
 Rules that tie two fields together (d_model % n_head) are the section's `validate`.
 
 Nothing here reads a file: `rlvr.pipeline.config` builds sections from params.yaml and checks each
-value against these annotations. While `record_reads()` is active, every field read is reported
-under its dotted params.yaml name, so a stage's declared params can be checked against what it read.
+value against these annotations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -130,87 +127,12 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
-# Sections, and the record of which keys were read.
-
-_reads: set[str] | None = None  # dotted params keys read while record_reads() is active
-
-
-@contextmanager
-def record_reads() -> Iterator[set[str]]:
-    """Collect the dotted params.yaml keys of every section field read inside the block."""
-    global _reads
-    outer, _reads = _reads, set()
-    try:
-        yield _reads
-    finally:
-        _reads = outer
-
-
-def recording() -> bool:
-    """True inside `record_reads()`: code that would read params in another process reads them here."""
-    return _reads is not None
+# Sections.
 
 
 class Section:
-    """Base of every settings dataclass: a frozen dataclass that knows where it sits (`where`).
-
-    A section built from several places of params.yaml (a variant is `grpo.defaults` overridden by
-    `variants.<name>`) reports a read under each place that can hold the field: `_where` is a tuple
-    of (dotted path, the fields that place can hold, or None for all).
-    """
-
-    def __getattribute__(self, name: str) -> Any:
-        value = object.__getattribute__(self, name)
-        if (
-            _reads is not None
-            and name in type(self).__dataclass_fields__
-            and not isinstance(value, (Section, Table))
-        ):
-            for where, fields in object.__getattribute__(self, "__dict__").get("_where", ()):
-                if fields is None or name in fields:
-                    _reads.add(f"{where}.{name}" if where else name)
-        return value
+    """Base of every settings dataclass: a frozen dataclass whose fields' annotations are its rules
+    (`rlvr.pipeline.config.check_value` applies them) and whose `validate` holds the rest."""
 
     def validate(self, path: str) -> None:
         """Rules that involve more than one field; single-field rules are in the annotations."""
-
-
-class Table(dict):
-    """A params.yaml mapping of named sections (`sft`, `variants`, `tasks`). Looking up one entry
-    reads only that entry; listing the entries (iterating, len, `in`) reads the whole table."""
-
-    where = ""
-
-    def _listed(self) -> None:
-        if _reads is not None:
-            _reads.add(self.where)
-
-    def __iter__(self):
-        self._listed()
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        self._listed()
-        return super().__len__()
-
-    def __contains__(self, key) -> bool:
-        self._listed()
-        return super().__contains__(key)
-
-    def keys(self):
-        self._listed()
-        return super().keys()
-
-    def values(self):
-        self._listed()
-        return super().values()
-
-    def items(self):
-        self._listed()
-        return super().items()
-
-
-def table(entries: dict, where: str) -> Table:
-    t = Table(entries)
-    t.where = where
-    return t

@@ -92,29 +92,28 @@ def longest_tokens(task: str) -> tuple[int, int]:
 def check_params(params) -> None:
     """What params.yaml must satisfy beyond its types, given the tasks: every held-out split leaves
     problems to train on, every answer fits `max_new_tokens`, and every model's `max_len` holds the
-    longest prompt plus its response. `rlvr check` and every stage run this before any work.
-    params: rlvr.pipeline.config.Params (read through `raw`, so it records no stage reads)."""
-    raw = params.raw
-    for name, task in raw["tasks"].items():
+    longest prompt plus its response. `rlvr check` and every stage run this before any work, on the
+    whole of params.yaml (`rlvr.pipeline.config.Params`)."""
+    for name, task in params.tasks.items():
         problems = all_problems(name)
-        if not 0 <= task["heldout"] + task["validation"] < len(problems):
+        if not 0 <= task.heldout + task.validation < len(problems):
             raise ConfigError(
-                f"tasks.{name}.heldout + validation = {task['heldout'] + task['validation']}: must lie "
+                f"tasks.{name}.heldout + validation = {task.heldout + task.validation}: must lie "
                 f"in [0, {len(problems) - 1}] (task {name} has {len(problems)} problems)"
             )
         longest = longest_tokens(name)[1]
-        if task["max_new_tokens"] < longest:
+        if task.max_new_tokens < longest:
             raise ConfigError(
-                f"tasks.{name}.max_new_tokens = {task['max_new_tokens']}: an answer and its <eos> "
+                f"tasks.{name}.max_new_tokens = {task.max_new_tokens}: an answer and its <eos> "
                 f"take up to {longest} tokens"
             )
-    hack_room = {raw["hack"]["sft"]: raw["hack"]["max_new_tokens"]}
-    for run, cfg in raw["sft"].items():
-        model, where = (cfg["model"], f"sft.{run}.model") if cfg.get("model") else (raw["model"], "model")
-        prompt = longest_tokens(cfg["task"])[0]
-        need = prompt + max(raw["tasks"][cfg["task"]]["max_new_tokens"], hack_room.get(run, 0))
-        if model["max_len"] < need:
+    hack_room = {params.hack.sft: params.hack.max_new_tokens}
+    for run, cfg in params.sft.items():
+        model, where = (cfg.model, f"sft.{run}.model") if cfg.model else (params.model, "model")
+        prompt = longest_tokens(cfg.task)[0]
+        need = prompt + max(params.tasks[cfg.task].max_new_tokens, hack_room.get(run, 0))
+        if model.max_len < need:
             raise ConfigError(
-                f"{where}.max_len = {model['max_len']}: run {run} needs {need} positions "
+                f"{where}.max_len = {model.max_len}: run {run} needs {need} positions "
                 f"(prompt {prompt} + response {need - prompt})"
             )

@@ -107,7 +107,7 @@ TEST_SETTINGS = {
 def make(cls, **overrides):
     """A validated config of type `cls`: TEST_SETTINGS[cls] with `overrides` (a bad value raises
     ConfigError, as params.yaml would)."""
-    return build(cls, {**TEST_SETTINGS[cls], **overrides}, f"test.{cls.__name__}", where=())
+    return build(cls, {**TEST_SETTINGS[cls], **overrides}, f"test.{cls.__name__}")
 
 
 def tiny_raw() -> dict:
@@ -186,7 +186,6 @@ def tiny_repo(tmp_path, monkeypatch, mlflow_store):
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     raw = tiny_raw()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     run_stage("data", None, progress=False)

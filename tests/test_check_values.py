@@ -265,7 +265,6 @@ def tiny_single_digit(tmp_path, monkeypatch, mlflow_store):
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_raw()))
     run_stage("data", None, progress=False)
     run_stage("warmup", "single_digit", progress=False)

@@ -17,8 +17,8 @@ from rlvr.model import TinyLM, sample
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import load_params, parse_params
 from rlvr.pipeline.determinism import check_device
-from rlvr.pipeline.settings import ON_DEVICE, effective_params
-from rlvr.pipeline.specs import STAGES, instance_params
+from rlvr.pipeline.specs import STAGES
+from rlvr.pipeline.stageparams import ON_DEVICE, stage_params
 from rlvr.rollout import prompt_tensor
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
@@ -86,10 +86,10 @@ def test_the_stages_that_run_the_model_declare_and_log_the_device():
     params = load_params(ROOT / "params.yaml")
     assert params.device == "cpu"  # the default
     for s in STAGES.values():
-        keys = [None] if s.foreach is None else list(dict.keys(getattr(params, s.foreach)))[:1]
+        keys = [None] if s.foreach is None else list(getattr(params, s.foreach))[:1]
         for key in keys:
-            declared = "device" in instance_params(s.name, key, params)
-            logged = effective_params(s.name, key, params).get("device")
+            own = stage_params(s.name, key, params)
+            declared, logged = "device" in own.declared, own.logged.get("device")
             assert declared == (s.name in ON_DEVICE), s.name
             assert logged == ("cpu" if s.name in ON_DEVICE else None), s.name
 

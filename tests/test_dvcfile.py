@@ -6,13 +6,12 @@ from pathlib import PurePosixPath
 
 import pytest
 import yaml
-from conftest import ROOT, at_head, tiny_raw
+from conftest import ROOT, at_head
 
-from rlvr.fields import record_reads
 from rlvr.pipeline import dvcfile
-from rlvr.pipeline.config import parse_params, read_yaml
+from rlvr.pipeline.config import read_yaml
 from rlvr.pipeline.records import headline_path, record_path
-from rlvr.pipeline.specs import STAGES, uncovered_reads
+from rlvr.pipeline.specs import STAGES
 
 
 def committed() -> dict:
@@ -59,25 +58,6 @@ def test_stage_functions_live_only_under_stages():
         ["git", "grep", "-n", "def run_", "--", "rlvr/"], cwd=ROOT, capture_output=True, text=True
     )
     assert [line for line in out.stdout.splitlines() if not line.startswith("rlvr/pipeline/")] == []
-
-
-def test_a_read_outside_the_declared_params_is_reported():
-    params = parse_params(tiny_raw())
-    with record_reads() as reads:
-        params.sft_run("two_digit").noise.rate  # declared for data
-        params.sft_run("two_digit").lr  # not: data must not rerun when the SFT lr changes
-    assert "sft.two_digit.noise.rate" in reads
-    assert uncovered_reads("data", None, params, sorted(reads)) == ["sft.two_digit.lr"]
-
-
-def test_a_variant_read_counts_for_its_override_and_the_defaults():
-    params = parse_params(tiny_raw())
-    with record_reads() as reads:
-        params.variant("dapo").beta
-    assert reads == {"variants.dapo.beta", "grpo.defaults.beta"}
-    with record_reads() as reads:
-        list(params.variants)  # listing the variants depends on all of them
-    assert reads == {"variants"}
 
 
 def test_every_stage_is_in_dvc_yaml():

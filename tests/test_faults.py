@@ -896,7 +896,6 @@ def committed_sft(tmp_path, monkeypatch):
     """A checkout in tmp_path (tiny params) holding sft@two_digit's committed outputs, each a few
     bytes saying so: a stage that stops before any work leaves every one as it was."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     _write_params(tmp_path, tiny_raw())
     for rel in SFT_COMMITTED:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -1144,7 +1143,8 @@ def _passk_checkpoints(params) -> list[Path]:
     from rlvr.model import TinyLM
     from rlvr.pipeline import checkpoint
     from rlvr.pipeline.paths import unit_name
-    from rlvr.pipeline.specs import config_hash, instance_paths, scored_variants
+    from rlvr.pipeline.specs import instance_paths, scored_variants
+    from rlvr.pipeline.stageparams import config_hash
     from rlvr.tokenizer import Tokenizer
 
     tok, paths = Tokenizer(), instance_paths("passk", None, params)
@@ -1174,7 +1174,6 @@ def test_a_damaged_checkpoint_of_any_scored_model_stops_passk_before_any_scoring
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     _write_params(tmp_path, tiny_raw())
     run_stage("data", None, progress=False)
     made = _passk_checkpoints(load_params())
@@ -1202,7 +1201,6 @@ def test_damaged_training_rows_are_one_line_before_any_work(
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     _write_params(tmp_path, tiny_raw())
     run_stage("data", None, progress=False)
     rows = tmp_path / "data/two_digit/sft.jsonl"
@@ -1443,7 +1441,6 @@ def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RLVR_RECORD_READS", raising=False)
     raw = tiny_raw()
     raw["sft"]["two_digit"]["seeds"] = [0, 1, 2, 3]
     _write_params(tmp_path, raw)

@@ -92,7 +92,7 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     from rlvr.files import read_heldout
     from rlvr.pipeline.config import load_params
     from rlvr.pipeline.seeds import seed_results
-    from rlvr.pipeline.specs import config_hash
+    from rlvr.pipeline.stageparams import config_hash
     from rlvr.pipeline.stages.passk import score
     from rlvr.tasks import problems_of
 
@@ -156,7 +156,7 @@ def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_
     from rlvr.pipeline.checkpoint import CheckpointError
     from rlvr.pipeline.config import load_params
     from rlvr.pipeline.seeds import load_start
-    from rlvr.pipeline.specs import config_hash
+    from rlvr.pipeline.stageparams import config_hash
     from rlvr.tokenizer import Tokenizer
 
     d, _ = tiny_repo

@@ -207,7 +207,7 @@ def team_env(d: Path, tracking_uri: str) -> dict:
         "PYTHONPATH": str(d),
         "MLFLOW_TRACKING_URI": tracking_uri,
     }
-    for name in ("DVC_ROOT", "DVC_STAGE", "DVC_EXP_NAME", "RLVR_RECORD_READS"):
+    for name in ("DVC_ROOT", "DVC_STAGE", "DVC_EXP_NAME"):
         env.pop(name, None)
     return env
 

@@ -201,12 +201,13 @@ def test_b14_demo_is_repeatable_for_a_seed(demo):
 def test_worked_stage_writes_the_json_and_every_figure(tmp_path, mlflow_store):
     """Its MLflow run goes to the test's own store (the checkout's mlflow.db is the user's)."""
     from rlvr.pipeline.paths import WorkedPaths
+    from rlvr.pipeline.stageparams import stage_params
     from rlvr.pipeline.stages.worked import run
 
     paths = WorkedPaths(
         tmp_path / "metrics" / "worked.json", tuple(tmp_path / "figures" / f for f in FIGURES)
     )
-    run(parse_params(tiny_raw()), paths)
+    run(stage_params("worked", None, parse_params(tiny_raw())), paths)
     on_disk = json.loads(paths.metrics.read_text())
     ids = [f"A{i}" for i in range(1, 9)] + ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B10", "B14"]
     assert sorted(on_disk) == sorted(ids)

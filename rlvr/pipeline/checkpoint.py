@@ -185,7 +185,7 @@ def _read(path: str | Path, fmt: str, tok: Tokenizer, run: str | None, config_ha
 
 def _model(path: Path, ckpt: dict, device: str | torch.device) -> TinyLM:
     try:  # where=(): the shape comes from the file, not from params.yaml (no params read to record)
-        shape = build(ModelConfig, ckpt["model_config"], f"{path}: model_config", where=())
+        shape = build(ModelConfig, ckpt["model_config"], f"{path}: model_config")
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
     model = TinyLM(shape, len(ckpt["vocab"]))

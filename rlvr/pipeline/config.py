@@ -12,7 +12,6 @@ runs sharing a warm-up agree on what it depends on) are `parse_params`'s.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import types
@@ -31,9 +30,7 @@ from rlvr.fields import (
     Section,
     Seed,
     Seeds,
-    Table,
     require,
-    table,
 )
 
 
@@ -109,15 +106,13 @@ def _check_keys(data: dict, allowed: tuple[str, ...] | list[str], path: str) -> 
         raise ConfigError(f"{prefix}{missing[0]}: missing required key")
 
 
-def build(cls: type, data: Any, path: str, where: tuple | None = None):
-    """Build section `cls` from a mapping: every field required, no unknown keys, types checked.
-    `where` (default: `path`, every field) is where its reads are reported; () reports none."""
+def build(cls: type, data: Any, path: str):
+    """Build section `cls` from a mapping: every field required, no unknown keys, types checked."""
     require(isinstance(data, dict), path, data, "must be a mapping")
     hints = typing.get_type_hints(cls, include_extras=True)
     names = [f.name for f in dataclasses.fields(cls)]
     _check_keys(data, names, path)
     obj = cls(**{n: check_value(data[n], hints[n], f"{path}.{n}") for n in names})
-    object.__setattr__(obj, "_where", where if where is not None else ((path, None),))
     obj.validate(path)
     return obj
 
@@ -237,54 +232,42 @@ Device = Literal["cpu", "cuda"]  # where TinyLM trains and samples (`determinism
 
 @dataclass(frozen=True)
 class Params(Section):
-    """The whole of params.yaml."""
+    """The whole of params.yaml, validated. `raw` beside it is the mapping as read, which DVC reads
+    too: a stage's declared keys take their values from it (`rlvr.pipeline.stageparams`)."""
 
     seed: Seed  # master seed: splits, noise draws, initialisation, sampling
     threads: Count  # torch.set_num_threads for every stage
     device: Device  # where the stages that run TinyLM run it; cpu is bit-for-bit repeatable per machine
     model: ModelConfig
-    tasks: Table  # name -> TaskConfig
+    tasks: dict[str, TaskConfig]
     sft_defaults: dict  # SFTConfig settings the runs merge (a YAML anchor): read only through the runs
-    sft: Table  # run name -> SFTConfig
-    warmups: Table  # warm-up name -> WarmupConfig
+    sft: dict[str, SFTConfig]  # by run name
+    warmups: dict[str, WarmupConfig]
     grpo: GRPOSection
-    variants: Table  # variant name -> GRPOConfig
+    variants: dict[str, GRPOConfig]
     passk: PassKConfig
     worked: WorkedConfig
     hack: HackConfig
     starts: StartsConfig
 
     def task(self, name: str) -> TaskConfig:
-        if name not in dict.keys(self.tasks):
-            raise ConfigError(f"task {name!r}: unknown; known tasks: {', '.join(dict.keys(self.tasks))}")
-        return self.tasks[name]
+        return _entry(self.tasks, name, "task", "tasks")
 
     def sft_run(self, name: str) -> SFTConfig:
-        if name not in dict.keys(self.sft):
-            raise ConfigError(f"sft run {name!r}: unknown; known runs: {', '.join(dict.keys(self.sft))}")
-        return self.sft[name]
+        return _entry(self.sft, name, "sft run", "runs")
 
     def warmup(self, name: str) -> WarmupConfig:
-        if name not in dict.keys(self.warmups):
-            raise ConfigError(
-                f"warm-up {name!r}: unknown; known warm-ups: {', '.join(dict.keys(self.warmups))}"
-            )
-        return self.warmups[name]
+        return _entry(self.warmups, name, "warm-up", "warm-ups")
 
     def variant(self, name: str) -> GRPOConfig:
-        if name not in dict.keys(self.variants):
-            raise ConfigError(
-                f"variant {name!r}: unknown; known variants: {', '.join(dict.keys(self.variants))}"
-            )
-        return self.variants[name]
+        return _entry(self.variants, name, "variant", "variants")
 
-    def hack_grpo(self) -> GRPOConfig:
-        """The GRPO settings the hack trains with: its variant's, with the hack's own seeds, steps and
-        temperature in their place."""
-        h = self.hack
-        return dataclasses.replace(
-            self.variant(h.variant), seeds=h.seeds, steps=h.steps, temperature=h.temperature
-        )
+
+def _entry(entries: dict, name: str, what: str, known: str) -> Any:
+    """entries[name], or one line naming the unknown `what` and the known ones."""
+    if name not in entries:
+        raise ConfigError(f"{what} {name!r}: unknown; known {known}: {', '.join(entries)}")
+    return entries[name]
 
 
 TOP_KEYS = tuple(f.name for f in dataclasses.fields(Params))
@@ -339,12 +322,7 @@ def parse_params(raw: Any) -> Params:
                     f"variants.{name}.{key}: missing required key "
                     "(each variant names its task and start checkpoint)"
                 )
-        cfg = build(
-            GRPOConfig,
-            {**defaults, **override},
-            f"variants.{name}",
-            where=((f"variants.{name}", None), ("grpo.defaults", GRPO_SETTINGS)),
-        )
+        cfg = build(GRPOConfig, {**defaults, **override}, f"variants.{name}")
         require(cfg.sft in sft, f"variants.{name}.sft", cfg.sft, f"must name an sft run ({', '.join(sft)})")
         require(
             sft[cfg.sft].task == cfg.task,
@@ -387,18 +365,17 @@ def parse_params(raw: Any) -> Params:
         threads,
         device,
         model,
-        table(tasks, "tasks"),
+        tasks,
         sft_defaults,
-        table(sft, "sft"),
-        table(warmups, "warmups"),
+        sft,
+        warmups,
         grpo,
-        table(variants, "variants"),
+        variants,
         passk,
         worked,
         hack,
         starts,
     )
-    object.__setattr__(params, "_where", (("", None),))
     object.__setattr__(params, "raw", raw)
     return params
 
@@ -442,7 +419,7 @@ def _starts(raw: Any, sft: dict, variants: dict) -> StartsConfig:
             f"must name an sft run or a starts.runs entry ({', '.join(known)})",
         )
         require(known[name].task == task, f"starts.candidates[{i}]", name, f"must be a run of task {task}")
-    object.__setattr__(cfg, "runs", table(runs, "starts.runs"))
+    object.__setattr__(cfg, "runs", runs)
     return cfg
 
 
@@ -512,30 +489,3 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found (run from the repo root or pass --params)")
     return parse_params(read_yaml(path))
-
-
-def lookup_raw(raw: dict, key: str) -> Any:
-    """The value at a dotted params.yaml key ("sft.two_digit.lr"); KeyError if absent."""
-    value: Any = raw
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise KeyError(key)
-        value = value[part]
-    return value
-
-
-def to_dict(obj: Any) -> Any:
-    """Section tree -> plain JSON-able dict (for logging and hashing)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [to_dict(v) for v in obj]
-    return obj
-
-
-def params_hash(obj: Any) -> str:
-    """Short stable hash of the resolved params a stage used (tag `params.hash`, checkpoints)."""
-    blob = json.dumps(to_dict(obj), sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import read_yaml
+from rlvr.pipeline.config import Params, parse_params, read_yaml
 from rlvr.pipeline.specs import STAGES, plot_views, template
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: rlvr/ is ROOT / "rlvr"
@@ -94,10 +94,10 @@ def _posix(path) -> str:
     return Path(str(path)).as_posix()
 
 
-def stage_entry(name: str, raw: dict) -> dict:
+def stage_entry(name: str, params: Params) -> dict:
     """dvc.yaml's entry for one stage (the `do:` body for a foreach stage)."""
     s = STAGES[name]
-    _, f = template(name, raw)
+    _, f = template(name, params)
     body: dict = {
         "desc": s.desc,
         "cmd": f"python -m rlvr.pipeline {name}" + (" ${key}" if s.foreach else ""),
@@ -136,10 +136,10 @@ def check_plot_templates(views: list[dict], template_dir: Path = ROOT / ".dvc" /
 def render(params_path: Path = ROOT / "params.yaml") -> str:
     """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
     after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
-    raw = read_yaml(params_path)
-    views = plot_views(raw)
+    params = parse_params(read_yaml(params_path))
+    views = plot_views(params)
     check_plot_templates(views, params_path.parent / ".dvc" / "plots")
-    doc = {"stages": {name: stage_entry(name, raw) for name in STAGES}, "plots": views}
+    doc = {"stages": {name: stage_entry(name, params) for name in STAGES}, "plots": views}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 
 

@@ -5,28 +5,26 @@ writes the outputs and logs to MLflow. `main` is how dvc.yaml runs them:
     python -m rlvr.pipeline passk                # stage passk
 
 (`rlvr sft --run two_digit` is the same for people.) It loads and checks params.yaml, builds the
-instance's paths from `rlvr.pipeline.specs`, runs the stage module and prints its summary as JSON. A user
-error is one line on stderr and exit status 2.
-
-With RLVR_RECORD_READS=<file> set, the params.yaml keys the stage read are appended to <file> as one
-JSON line: the pipeline test checks them against the stage's declared params.
+instance's params (`rlvr.pipeline.stageparams`: the keys it declares, and only those) and its paths
+from `rlvr.pipeline.specs`, runs the stage module and prints its summary as JSON. A user error is one
+line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import signal
 import sys
 from pathlib import Path
 
-from rlvr.fields import ConfigError, UserError, record_reads
+from rlvr.fields import ConfigError, UserError
 from rlvr.files import os_failure
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.specs import STAGES, instance_outputs, instance_paths, stage
+from rlvr.pipeline.stageparams import stage_params
 from rlvr.tasks import check_params
 
 
@@ -47,8 +45,9 @@ def run_stage(
         )
     params = load_params(params_file)
     check_params(params)  # what the stage would reject later, rejected before any work
-    check_device(params.raw["device"])  # raw: a stage that runs no model records no read of it
+    check_device(params.device)
     module = importlib.import_module(f"rlvr.pipeline.stages.{name}")
+    scoped = stage_params(name, key, params)  # what the stage reads of params.yaml: what it declares
     paths = instance_paths(name, key, params)
     outputs = instance_outputs(name, key, params)
     if watch:
@@ -57,18 +56,9 @@ def run_stage(
     if name != "check":  # the guard does no work worth sharing cores over
         guard.warn_if_sharing(Path.cwd(), thread_budget(params.threads), outputs)
 
-    def call() -> dict:
-        with guard.outputs_or_nothing(outputs):
-            return module.run(*((params, key, paths) if spec.foreach else (params, paths)), progress=progress)
-
-    record_to = os.environ.get("RLVR_RECORD_READS")
-    if not record_to:
-        return call()
-    with record_reads() as reads:
-        result = call()
-    with open(record_to, "a") as f:
-        f.write(json.dumps({"stage": name, "key": key, "reads": sorted(reads)}) + "\n")
-    return result
+    with guard.outputs_or_nothing(outputs):
+        args = (scoped, key, paths) if spec.foreach else (scoped, paths)
+        return module.run(*args, progress=progress)
 
 
 def _interrupt(signum, frame):  # noqa: ARG001

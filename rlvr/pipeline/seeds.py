@@ -33,15 +33,12 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from rlvr.fields import recording
 from rlvr.files import WriteError, errno_reason, file_failure, what_to_do, write_tsv
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
-from rlvr.pipeline.paths import data_role, unit_name
+from rlvr.pipeline.paths import unit_name
 from rlvr.pipeline.records import stable_row
-from rlvr.pipeline.settings import effective_params
-from rlvr.pipeline.specs import config_hash, instance_deps, instance_params
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.tracking import Run, stage_run, with_trl_names
 
 
@@ -60,28 +57,16 @@ def run_name(stage: str, key: str | None) -> str:
 
 @contextmanager
 def tracked(
-    stage: str,
-    key: str | None,
-    params: Params,
-    tags: dict,
-    extra: dict | None = None,
-    start: float | None = None,
+    params: StageParams, tags: dict, extra: dict | None = None, start: float | None = None
 ) -> Iterator[Run]:
-    """The stage's MLflow run. Its params: the settings it runs with (`effective_params`, and
-    `extra`); its artifact `params.json` and tag `params.raw_hash`: the params.yaml keys DVC reruns
-    it for, and their hash; its dataset inputs: the data files it reads (rows for training,
-    held-out problems for evaluation). `start`: when its work began, if before the run opens
+    """The stage's MLflow run. Its params: the settings it runs with (`params.logged`, and `extra`);
+    its artifact `params.json` and tag `params.raw_hash`: the params.yaml keys DVC reruns it for,
+    and their hash; its dataset inputs: the data files it reads (rows for training, held-out
+    problems for evaluation). `start`: when its work began, if before the run opens
     (`Seeds.started`)."""
-    with stage_run(
-        run_name(stage, key),
-        {**effective_params(stage, key, params), **(extra or {})},
-        tags,
-        config_hash(stage, key, params),
-        instance_params(stage, key, params),
-        start,
-    ) as run:
-        deps = instance_deps(stage, key, params)
-        run.log_inputs([(d, data_role(d)) for d in deps if data_role(d) and d.is_file()])
+    logged = {**params.logged, **(extra or {})}
+    with stage_run(params.run, logged, tags, params.hash, params.declared, start) as run:
+        run.log_inputs([(d, role) for d, role in params.inputs if d.is_file()])
         yield run
 
 
@@ -264,10 +249,9 @@ def seed_results(
     Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
     and train while this process imports MLflow (~3 s a stage here). An error in the block stops
     every worker; leaving it normally waits for the seeds already running."""
-    # In this process, one seed after the other: with one worker or one seed; while params reads are
-    # recorded (a worker's would go unrecorded); and on a GPU, whatever the thread budget, since CUDA
-    # does not survive a fork: there the GPU is the parallelism.
-    if workers <= 1 or len(seeds) == 1 or recording() or device == "cuda":
+    # In this process, one seed after the other: with one worker or one seed; and on a GPU, whatever
+    # the thread budget, since CUDA does not survive a fork: there the GPU is the parallelism.
+    if workers <= 1 or len(seeds) == 1 or device == "cuda":
         yield Seeds(_in_order(fn, seeds, args), time.time())
         return
     check_handoff(args)

@@ -8,7 +8,8 @@ stage module's imports.
 
 A spec is written once for DVC's templates and for a concrete instance. Its functions take `key`,
 `item` and `p`: in dvc.yaml they are `Ref`s that print as `${key}`, `${item.sft}`, `${hack.sft}`;
-when a stage runs they are the instance's name, its params entry and the loaded Params.
+for an instance they are its name, its params entry and the validated Params. The params a stage
+declares are all it reads: `rlvr.pipeline.stageparams` hands it those and no others.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from rlvr.files import svg_beside
 from rlvr.pipeline import paths
-from rlvr.pipeline.config import WARMUP_KEYS, Params, lookup_raw, params_hash
+from rlvr.pipeline.config import WARMUP_KEYS, Params
 from rlvr.pipeline.records import headline_path, record_path
 
 LABEL_KEYS = ("noise", "target", "epochs")  # an SFT run's settings a figure names its start by
@@ -88,13 +89,11 @@ STAGES: dict[str, Stage] = {
             "data",
             None,
             "each task's train/held-out split and every SFT run's noisy labels",
-            paths=lambda key, item, p: paths.data_all(sft_runs(p)),
+            paths=lambda key, item, p: paths.data_all(list(p.sft)),
             params=lambda key, item, p: [
                 "seed",
-                *sorted(
-                    {f"tasks.{p.sft[r].task}.{k}" for r in sft_runs(p) for k in ("heldout", "validation")}
-                ),
-                *(f"sft.{r}.{k}" for r in sft_runs(p) for k in ("task", "noise", "repeats")),
+                *sorted({f"tasks.{p.sft[r].task}.{k}" for r in p.sft for k in ("heldout", "validation")}),
+                *(f"sft.{r}.{k}" for r in p.sft for k in ("task", "noise", "repeats")),
             ],
             deps=lambda x: [],
             outs=lambda x: {f: {} for d in x.runs.values() for f in (d.rows, d.heldout)},
@@ -155,7 +154,7 @@ STAGES: dict[str, Stage] = {
                 "grpo.defaults",
                 "passk",
                 *(f"variants.{v}" for v in scored_variants(p)),
-                f"tasks.{_raw(p)['sft'][_raw(p)['passk']['sft']]['task']}",
+                f"tasks.{p.sft[p.passk.sft].task}",
                 f"sft.{p.passk.sft}.task",
                 *(
                     f"sft.{run}.{key}"
@@ -238,21 +237,9 @@ STAGES: dict[str, Stage] = {
 }
 
 
-def _raw(p) -> dict:
-    """The raw params.yaml mapping behind Params or a raw view (reading it records no stage read)."""
-    return p._raw if isinstance(p, _RawView) else p.raw
-
-
-def scored_variants(p) -> tuple[str, ...]:
+def scored_variants(p: Params) -> tuple[str, ...]:
     """The variants `passk` scores: those trained from its SFT start (chapter B's), in params order."""
-    raw = _raw(p)
-    return tuple(v for v, item in raw["variants"].items() if item["sft"] == raw["passk"]["sft"])
-
-
-def sft_runs(p) -> list[str]:
-    """The SFT runs' names (Params or a raw view), without recording a read of the whole `sft` table:
-    a stage that lists them names each run's keys instead, and dvc.yaml is rewritten when one is added."""
-    return list(p.sft._raw) if isinstance(p.sft, _RawView) else list(dict.keys(p.sft))
+    return tuple(v for v, item in p.variants.items() if item.sft == p.passk.sft)
 
 
 def stage(name: str) -> Stage:
@@ -275,58 +262,32 @@ def instance_paths(name: str, key: str | None, p: Params):
     return s.paths(key, _item(s, key, p), p)
 
 
+def declared_keys(name: str, key: str | None, p: Params) -> list[str]:
+    """The dotted params.yaml keys one stage instance declares: its dvc.yaml `params:`, filled in."""
+    s = stage(name)
+    return list(s.params(key, _item(s, key, p), p))
+
+
+def instance_inputs(name: str, key: str | None, p: Params) -> list[Path]:
+    """The data files and folders one stage instance reads: its dvc.yaml deps, less code and the
+    guard's marker."""
+    return [Path(d) for d in stage(name).deps(instance_paths(name, key, p))]
+
+
 def instance_outputs(name: str, key: str | None, p: Params) -> list[Path]:
     """Everything the instance writes (`written`): its outputs, its results files with their run
     records and headlines (DVC outputs too, and as easily in the way or read-only)."""
     return [Path(o) for o in written(stage(name), instance_paths(name, key, p))]
 
 
-def every_output(raw: dict) -> list[Path]:
-    """What every stage instance of the pipeline writes (`instance_outputs` of each), read from the
-    raw params.yaml mapping so that listing them records no stage's reads: the guard checks them
-    all before `dvc repro` removes any."""
+def every_output(p: Params) -> list[Path]:
+    """What every stage instance of the pipeline writes (`instance_outputs` of each): the guard
+    checks them all before `dvc repro` removes any."""
     out = []
     for s in STAGES.values():
-        for key in [None] if s.foreach is None else list(raw[s.foreach]):
-            item = None if key is None else _RawView(raw[s.foreach][key])
-            out += [Path(o) for o in written(s, s.paths(key, item, _RawView(raw)))]
+        for key in [None] if s.foreach is None else list(getattr(p, s.foreach)):
+            out += instance_outputs(s.name, key, p)
     return out
-
-
-def instance_params(name: str, key: str | None, p: Params) -> dict[str, Any]:
-    """{dotted key: value} of every params.yaml key the instance depends on, read from the raw file
-    (so this bookkeeping is not itself recorded as a read)."""
-    s = stage(name)
-    raw_p = _RawView(p.raw)
-    item = None if s.foreach is None else _RawView(lookup_raw(p.raw, f"{s.foreach}.{key}"))
-    return {k: lookup_raw(p.raw, k) for k in s.params(key, item, raw_p)}
-
-
-def instance_deps(name: str, key: str | None, p: Params) -> list[Path]:
-    """The data files and folders one stage instance reads (its dvc.yaml deps less code and the
-    guard's marker), found through the raw params (so looking records no read)."""
-    s = stage(name)
-    item = None if s.foreach is None else _RawView(lookup_raw(p.raw, f"{s.foreach}.{key}"))
-    return [Path(d) for d in s.deps(s.paths(key, item, _RawView(p.raw)))]
-
-
-def config_hash(name: str, key: str | None, p: Params) -> str:
-    """Hash of the instance's params: MLflow tag `params.hash`, and the hash its checkpoints carry."""
-    return params_hash(instance_params(name, key, p))
-
-
-class _RawView:
-    """Attribute access over a raw params.yaml mapping (`p.hack.sft`), for the spec functions."""
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-
-    def __getattr__(self, attr: str) -> Any:
-        value = self._raw[attr]
-        return _RawView(value) if isinstance(value, dict) else value
-
-    def __getitem__(self, key: str) -> Any:
-        return self.__getattr__(key)
 
 
 def outputs(s: Stage, x) -> dict[Any, dict]:
@@ -352,13 +313,13 @@ def written(s: Stage, x) -> list:
     return [*outputs(s, x), *headlines(s, x)]
 
 
-def template(name: str, raw: dict) -> tuple[Any, dict]:
+def template(name: str, params: Params) -> tuple[Any, dict]:
     """The stage's paths object and fields for dvc.yaml: written with DVC template variables, or
-    with the names in `raw` (params.yaml) for a `concrete` stage. Results files are outs (git
-    keeps them: not cached); DVC's `metrics:` are the headlines only."""
+    with the names in `params` for a `concrete` stage. Results files are outs (git keeps them: not
+    cached); DVC's `metrics:` are the headlines only."""
     s = stage(name)
     key, item = (Ref("key"), Ref("item")) if s.foreach else (None, None)
-    p = _RawView(raw) if s.concrete else Ref("")
+    p = params if s.concrete else Ref("")
     x = s.paths(key, item, p)
     checked = [] if name == "check" else [paths.CHECKED]  # every stage waits for params.yaml to pass
     return x, {
@@ -369,27 +330,25 @@ def template(name: str, raw: dict) -> tuple[Any, dict]:
     }
 
 
-def plot_views(raw: dict) -> list[dict]:
-    """dvc.yaml's top-level `plots:` (what `dvc plots show` draws), from the raw params: one chart
+def plot_views(p: Params) -> list[dict]:
+    """dvc.yaml's top-level `plots:` (what `dvc plots show` draws), from the params: one chart
     per comparison a reader makes, each overlaying one curve file per variant, model or run (the
     templates colour by file). The files are the seed-mean and per-k tables the stages write, which
     have a value in every cell (no combs from empty rows), with the 95% band over chains beside each
     mean where there is one. DVC needs the files named one by one."""
-    variants = raw["variants"]
+    variants = p.variants
 
     def by_task(task: str) -> dict:
         return {
-            _path(paths.grpo(v, e["sft"]).eval_mean): "eval_acc"
-            for v, e in variants.items()
-            if e["task"] == task
+            _path(paths.grpo(v, e.sft).eval_mean): "eval_acc" for v, e in variants.items() if e.task == task
         }
 
-    start, contrast = raw["passk"]["sft"], raw["passk"]["contrast"]
-    from_start = [v for v, e in variants.items() if e["sft"] == start]  # their minus_sft is paired
+    start, contrast = p.passk.sft, p.passk.contrast
+    from_start = [v for v, e in variants.items() if e.sft == start]  # their minus_sft is paired
     models = ["sft", *([] if contrast is None else [contrast]), *from_start]
     passk_dir = paths.passk(start, contrast).curves
-    hack = paths.hack(raw["hack"]["sft"])
-    first_seed = raw["hack"]["seeds"][0]
+    hack = paths.hack(p.hack.sft)
+    first_seed = p.hack.seeds[0]
     return [
         {
             "grpo-accuracy-chapter-b": _view(
@@ -434,7 +393,7 @@ def plot_views(raw: dict) -> list[dict]:
         },
         {
             "sft-loss": _view(
-                {_path(paths.sft(r).curve(e["seeds"][0])): "loss" for r, e in raw["sft"].items()},
+                {_path(paths.sft(r).curve(e.seeds[0])): "loss" for r, e in p.sft.items()},
                 "step",
                 "SFT step",
                 "cross-entropy (nats / token)",
@@ -465,10 +424,3 @@ def _view(y: dict, x: str, x_label: str, y_label: str, title: str, template: str
     [0, 1] axis, a band beyond it cut at the edge; `overlay-band-log2` the same with x on a log2
     axis (k = 1, 2, 4 ... 64); `gain-band-log2` a difference with its band against a line at 0."""
     return {"template": template, "x": x, "y": y, "title": title, "x_label": x_label, "y_label": y_label}
-
-
-def uncovered_reads(name: str, key: str | None, p: Params, reads: list[str]) -> list[str]:
-    """The params.yaml keys in `reads` that none of the instance's declared params covers (a declared
-    key covers itself and everything under it)."""
-    declared = list(instance_params(name, key, p))
-    return sorted(r for r in reads if not any(r == d or r.startswith(d + ".") for d in declared))

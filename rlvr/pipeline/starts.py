@@ -50,7 +50,7 @@ FIGURE = STARTS.parent / "starts-passk.png"
 
 def candidate_config(params: Params, name: str) -> SFTConfig:
     """A candidate's SFT settings: a pipeline run's, or one of `starts.runs`."""
-    return params.starts.runs[name] if name in dict.keys(params.starts.runs) else params.sft_run(name)
+    return params.starts.runs[name] if name in params.starts.runs else params.sft_run(name)
 
 
 def candidate_labels(params: Params, names) -> dict[str, str]:

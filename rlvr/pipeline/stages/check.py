@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from rlvr.files import write_text
 from rlvr.pipeline import guard
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import CheckPaths
 from rlvr.pipeline.probe import probe_store
-from rlvr.pipeline.specs import every_output
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.tracking import tracking_uri
 
 MARKER = (
@@ -31,9 +30,9 @@ MARKER = (
 )
 
 
-def run(params: Params, paths: CheckPaths, progress: bool = True) -> dict:  # noqa: ARG001
+def run(params: StageParams, paths: CheckPaths, progress: bool = True) -> dict:  # noqa: ARG001
     threads = thread_budget(params.threads)  # a bad RLVR_THREADS stops here, not mid-stage
     probe_store(tracking_uri())
-    guard.preflight(every_output(params.raw))  # what any stage will write: room, permission
+    guard.preflight(params.every_output())  # what any stage will write: room, permission
     write_text(paths.marker, MARKER)
     return {"ok": True, "threads": threads}

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from rlvr.files import write_json, write_jsonl
 from rlvr.noise import author_solve_rates, sft_rows
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.paths import AllDataPaths, DataPaths
 from rlvr.pipeline.seeds import pick, tracked
-from rlvr.pipeline.settings import data_run_settings
+from rlvr.pipeline.stageparams import StageParams, data_run_settings
 from rlvr.tasks import problem_rows, split
 
 KEY_METRICS = ("noised_fraction", "author_pass_at_1", "author_pass_at_64")  # each run's, in MLflow
 
 
-def write_run(params: Params, name: str, paths: DataPaths) -> dict:
+def write_run(params: StageParams, name: str, paths: DataPaths) -> dict:
     """SFT run `name`'s rows and its task's held-out problems; returns their summary."""
     cfg = params.sft_run(name)
     task = params.task(cfg.task)
@@ -41,9 +40,9 @@ def write_run(params: Params, name: str, paths: DataPaths) -> dict:
     }
 
 
-def run(params: Params, paths: AllDataPaths, progress: bool = True) -> dict:  # noqa: ARG001
+def run(params: StageParams, paths: AllDataPaths, progress: bool = True) -> dict:  # noqa: ARG001
     summary = {}
-    with tracked("data", None, params, {}) as mlrun:
+    with tracked(params, {}) as mlrun:
         for name, run_paths in paths.runs.items():
             summary[name] = write_run(params, name, run_paths)
             tags = {"task": params.sft_run(name).task, "sft_run": name}

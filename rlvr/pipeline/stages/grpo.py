@@ -12,7 +12,6 @@ from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import GRPOPaths, SFTPaths, unit_name
@@ -28,7 +27,7 @@ from rlvr.pipeline.seeds import (
     with_intervals,
     write_curves,
 )
-from rlvr.pipeline.specs import config_hash
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.stats import seed_metrics, variance_components
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -95,35 +94,33 @@ def _mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else float("nan")
 
 
-def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
+def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
     cfg = params.variant(name)
-    task = params.task(cfg.task)
+    max_new_tokens = params.task(cfg.task).max_new_tokens
+    start_hash = params.hash_of("sft", cfg.sft)
+    device, workers = params.device, thread_budget(params.threads)
     train = problems_of(read_jsonl(paths.start.data.rows), cfg.task)
     held = problems_of(read_heldout(paths.start.data.heldout), cfg.task)
     evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
     tok = Tokenizer()
-    start_hash = config_hash("sft", cfg.sft, params)
     model = None
     for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
         model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
     units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
     tags = {"task": cfg.task, "variant": name}
-    own_hash = config_hash("grpo", name, params)
     per_unit, run_ids, eval_curves = {}, {}, []
-    args = (units, cfg, task.max_new_tokens, train, evals, paths.start, start_hash, params.device)
+    args = (units, cfg, max_new_tokens, train, evals, paths.start, start_hash, device)
     with (
         diverged_at(f"variants.{name}"),  # a unit that diverges stops the stage: one line, no outputs
-        seed_results(
-            train_seed, list(range(len(units))), args, thread_budget(params.threads), params.device
-        ) as results,
-        tracked("grpo", name, params, tags, start=results.started) as mlrun,
+        seed_results(train_seed, list(range(len(units))), args, workers, device) as results,
+        tracked(params, tags, start=results.started) as mlrun,
     ):
         for (seed, rep), result, child in over_seeds(
             mlrun, units, results, run_name("grpo", name), tags, KEY_METRICS, progress
         ):
             model.load_state_dict(result.state)
             unit = f"{run_name('grpo', name)}/{unit_name(seed, rep)}"
-            checkpoint.save(paths.checkpoint(seed, rep), model, tok, unit, own_hash)
+            checkpoint.save(paths.checkpoint(seed, rep), model, tok, unit, params.hash)
             for path in (
                 *write_curves(paths.curve(seed, rep), paths.eval_curve(seed, rep), result.curve),
                 paths.checkpoint(seed, rep),
@@ -141,7 +138,7 @@ def run(params: Params, name: str, paths: GRPOPaths, progress: bool = True) -> d
             "mlflow_run_id": mlrun.run_id,
             "made": mlrun.made,
             "mlflow_seed_run_ids": run_ids,
-            "params_hash": own_hash,
+            "params_hash": params.hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
         band = curve_band(eval_curves, "eval_acc")

@@ -10,7 +10,7 @@ from rlvr.files import read_jsonl, svg_beside, write_json
 from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.config import HackConfig, Params
+from rlvr.pipeline.config import HackConfig
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import HackPaths, SFTPaths
 from rlvr.pipeline.records import write_metrics
@@ -23,7 +23,7 @@ from rlvr.pipeline.seeds import (
     with_intervals,
     write_curves,
 )
-from rlvr.pipeline.specs import config_hash
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import trainplots
 from rlvr.report.labels import sft_run_label
 from rlvr.reward_hacking import hack_metrics, hack_summary
@@ -78,16 +78,15 @@ def train_seed(
     )
 
 
-def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
+def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
     cfg = params.hack
     grpo_cfg = params.hack_grpo()
     train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
     tok = Tokenizer()
-    start_hash = config_hash("sft", cfg.sft, params)
+    start_hash = params.hash_of("sft", cfg.sft)
     model = None
     for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
         model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
-    own_hash = config_hash("hack", None, params)
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
     finals, tables = {}, {}
     loop = f"variants.{cfg.variant}"  # the hack's lr and grad_clip are its variant's; temperature its own
@@ -100,11 +99,11 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             thread_budget(params.threads),
             params.device,
         ) as results,
-        tracked("hack", None, params, tags, start=results.started) as mlrun,
+        tracked(params, tags, start=results.started) as mlrun,
     ):
         for seed, result, child in over_seeds(mlrun, cfg.seeds, results, "hack", tags, KEY_METRICS, progress):
             model.load_state_dict(result.state)
-            checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", own_hash)
+            checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", params.hash)
             for path in write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve):
                 child.log_artifact(path, "seed")
             finals[seed], tables[seed] = result.summary, result.extra
@@ -115,7 +114,7 @@ def run(params: Params, paths: HackPaths, progress: bool = True) -> dict:
             "seeds_digits_rose": rose,
             "mlflow_run_id": mlrun.run_id,
             "made": mlrun.made,
-            "params_hash": own_hash,
+            "params_hash": params.hash,
         }
         write_json(paths.samples, {"steps": sample_steps(cfg), "samples": tables})
         write_metrics(paths.metrics, metrics, HEADLINE)

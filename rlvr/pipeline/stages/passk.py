@@ -21,12 +21,11 @@ from rlvr.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.narrowing import greedy_summary, temperature_key
 from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, seed_results, tracked
-from rlvr.pipeline.specs import config_hash, scored_variants
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import narrowing, plots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import binomial_counts, correct_counts
@@ -138,9 +137,9 @@ def headline_keys(variants: list[str]) -> tuple[str, ...]:
     return (*start, *(f"variants.{v}.{k}" for v in variants for k in rl))
 
 
-def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
+def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
     cfg = params.passk
-    variants = list(scored_variants(params))  # chapter B's, read without touching the others' params
+    variants = params.entries("variants")  # the variants it scores: chapter B's
     scored_starts = [("sft", cfg.sft, paths.start)]  # (model name, SFT run, its paths)
     if cfg.contrast is not None:
         scored_starts.append((cfg.contrast, cfg.contrast, paths.contrast))
@@ -159,7 +158,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             unit_key(name, s),
             start.checkpoint(s),
             f"{run_name('sft', run)}/seed{s}",
-            config_hash("sft", run, params),
+            params.hash_of("sft", run),
             samples[name],
             cfg.every_temperature(name),
         )
@@ -171,7 +170,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             unit_key(v, s, r),
             paths.variant_checkpoint(v, s, r),
             f"{run_name('grpo', v)}/{unit_name(s, r)}",
-            config_hash("grpo", v, params),
+            params.hash_of("grpo", v),
             samples[v],
             cfg.every_temperature(v),
         )
@@ -186,7 +185,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
     workers = thread_budget(params.threads)
     with (
         seed_results(score, list(range(len(models))), args, workers, params.device) as results,
-        tracked("passk", None, params, {"task": task_name}, start=results.started) as mlrun,
+        tracked(params, {"task": task_name}, start=results.started) as mlrun,
     ):
         bar = tqdm(
             zip(models, results, strict=True),
@@ -204,9 +203,7 @@ def run(params: Params, paths: PassKPaths, progress: bool = True) -> dict:
             scored, chains, samples, reps, cfg, k_max, params.seed
         )
         metrics.update(temperatures=cfg.temperatures, by_temperature=by_t, greedy=greedy)
-        metrics.update(
-            mlflow_run_id=mlrun.run_id, made=mlrun.made, params_hash=config_hash("passk", None, params)
-        )
+        metrics.update(mlflow_run_id=mlrun.run_id, made=mlrun.made, params_hash=params.hash)
         write_json(
             paths.counts,
             {

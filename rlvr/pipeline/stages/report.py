@@ -23,11 +23,11 @@ from pathlib import Path
 from rlvr.fields import ConfigError
 from rlvr.files import atomic_write, svg_beside, write_text
 from rlvr.gitinfo import short_commit
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import narrowing, plots, trainplots
 from rlvr.report.benchtables import fair_bench
 from rlvr.report.claims import load_claims
@@ -284,7 +284,7 @@ def curve_labels(
     return f"from SFT starts {mechanisms}", {v: f"{v} from {starts[v]} ({chains[v]})" for v in runs}
 
 
-def run_info(root: Path, params: Params) -> dict:
+def run_info(root: Path, params: StageParams) -> dict:
     """What the report's header names: commit, uncommitted code, date, machine, versions. Read from
     package metadata, so the stage imports none of torch, DVC or MLflow to say which it ran with."""
     from importlib.metadata import PackageNotFoundError, version
@@ -309,12 +309,12 @@ def run_info(root: Path, params: Params) -> dict:
     }
 
 
-def run(params: Params, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
+def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     metrics = read_metrics_dir(paths.metrics)
     rows = judge_all(load_claims(paths.claims), metrics)
     lock = load_lock(root)
-    with tracked("report", None, params, {}) as mlrun:
+    with tracked(params, {}) as mlrun:
         figures = []
         settings = sft_settings(lock)
         for chapter, task in CHAPTER_TASKS.items():

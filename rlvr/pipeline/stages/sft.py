@@ -14,7 +14,6 @@ from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
 from rlvr.optim import AdamW, diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import SFTPaths, seed_file
 from rlvr.pipeline.records import write_metrics
@@ -27,7 +26,7 @@ from rlvr.pipeline.seeds import (
     tracked,
     with_intervals,
 )
-from rlvr.pipeline.specs import config_hash
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.rollout import accuracy, answer_batch, answer_probability, solve_probability
 from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
@@ -128,7 +127,7 @@ def accuracies(
     return out
 
 
-def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> dict:
+def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) -> dict:
     cfg = params.sft_run(name)
     task = params.task(cfg.task)
     rows, held_rows = read_jsonl(paths.data.rows), read_heldout(paths.data.heldout)
@@ -142,18 +141,17 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
     warmup = {
         "folder": paths.warmup,
         "run": run_name("warmup", cfg.warmup),
-        "config_hash": config_hash("warmup", cfg.warmup, params),
+        "config_hash": params.hash_of("warmup", cfg.warmup),
         "answers": checkpoint.answers_digest(clean),
     }
     check_warmup(name, cfg, warmup, tok)  # fail before any training if a chain's is not the one
-    params_hash = config_hash("sft", name, params)
     tags = {"task": cfg.task, "sft_run": name}
     per_seed = {}
     args = (cfg, task, encode_sft(rows, tok), warmup, evals, params.device)
     with (
         diverged_at(f"sft.{name}"),  # a chain that diverges stops the stage: one line, no outputs
         seed_results(train_seed, cfg.seeds, args, thread_budget(params.threads), params.device) as results,
-        tracked("sft", name, params, tags, start=results.started) as mlrun,
+        tracked(params, tags, start=results.started) as mlrun,
     ):
         model = TinyLM(cfg.model or params.model, len(tok))
         for seed, result, child in over_seeds(
@@ -168,7 +166,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
         ):
             model.load_state_dict(result.state)
             checkpoint.save(
-                paths.checkpoint(seed), model, tok, f"{run_name('sft', name)}/seed{seed}", params_hash
+                paths.checkpoint(seed), model, tok, f"{run_name('sft', name)}/seed{seed}", params.hash
             )
             child.log_artifact(write_tsv(paths.curve(seed), result.curve), "seed")
             if result.extra:  # the validation checks of a controlled start
@@ -184,7 +182,7 @@ def run(params: Params, name: str, paths: SFTPaths, progress: bool = True) -> di
             **seed_metrics(per_seed),
             "mlflow_run_id": mlrun.run_id,
             "made": mlrun.made,
-            "params_hash": params_hash,
+            "params_hash": params.hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
         mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "noised_fraction")))

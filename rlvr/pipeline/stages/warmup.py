@@ -20,7 +20,6 @@ from rlvr.files import read_jsonl
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
@@ -33,7 +32,7 @@ from rlvr.pipeline.seeds import (
     tracked,
     with_intervals,
 )
-from rlvr.pipeline.specs import config_hash
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.sft import encode_sft, final_loss, warm_up
 from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer
@@ -85,14 +84,13 @@ def train_seed(
     return SeedResult(summary, curve, model.state_dict(), (opt.state_dict(), gen.get_state()))
 
 
-def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) -> dict:
+def run(params: StageParams, name: str, paths: WarmupPaths, progress: bool = True) -> dict:
     w = params.warmup(name)
     cfg = params.sft_run(w.run)
     rows = read_jsonl(paths.data.rows)
     tok = Tokenizer()
     model_cfg = cfg.model or params.model
     clean = encode_sft(rows, tok, field="answer")
-    params_hash = config_hash("warmup", name, params)
     digest = checkpoint.answers_digest(clean[0])
     model = TinyLM(model_cfg, len(tok))
     tags = {"task": cfg.task, "sft_run": w.run}
@@ -107,9 +105,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             thread_budget(params.threads),
             params.device,
         ) as results,
-        tracked(
-            "warmup", name, params, tags, extra={"perturbation": eps} if eps else None, start=results.started
-        ) as mlrun,
+        tracked(params, tags, extra={"perturbation": eps} if eps else None, start=results.started) as mlrun,
     ):
         for seed, result, _ in over_seeds(
             mlrun,
@@ -128,7 +124,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
                 model,
                 tok,
                 f"{run_name('warmup', name)}/seed{seed}",
-                params_hash,
+                params.hash,
                 optimizer,
                 generator,
                 result.curve,
@@ -142,7 +138,7 @@ def run(params: Params, name: str, paths: WarmupPaths, progress: bool = True) ->
             **seed_metrics(per_seed),
             "mlflow_run_id": mlrun.run_id,
             "made": mlrun.made,
-            "params_hash": params_hash,
+            "params_hash": params.hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
         mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))

@@ -4,18 +4,18 @@ the figures drawn from it."""
 from __future__ import annotations
 
 from rlvr.files import svg_beside
-from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import set_determinism, thread_budget
 from rlvr.pipeline.paths import WorkedPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
+from rlvr.pipeline.stageparams import StageParams
 from rlvr.report.workedplots import worked_figures
 from rlvr.worked import worked_metrics
 
 
-def run(params: Params, paths: WorkedPaths, progress: bool = True) -> dict:  # noqa: ARG001
+def run(params: StageParams, paths: WorkedPaths, progress: bool = True) -> dict:  # noqa: ARG001
     set_determinism(params.worked.seed, thread_budget(params.threads))
-    with tracked("worked", None, params, {}) as mlrun:
+    with tracked(params, {}) as mlrun:
         metrics = worked_metrics(params.worked)
         write_metrics(paths.metrics, {**metrics, "mlflow_run_id": mlrun.run_id, "made": mlrun.made})
         figures = worked_figures(metrics, {p.name: p for p in paths.figures})
