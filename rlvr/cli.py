@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from rlvr.fields import UserError
-from rlvr.files import os_failure
+from rlvr.files import error_line
 from rlvr.pipeline.config import load_params
 
 
@@ -309,14 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         result = args.fn(args)
-    except (UserError, FileNotFoundError) as exc:
-        print(f"rlvr: error: {exc}{outside}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # a failed write or read (raised as it was or wrapped): name the file
-        line = os_failure(exc)
+    except Exception as exc:  # a user's error, or a failed read or write however raised: one line
+        line = error_line(exc)
         if line is None:
             raise  # a bug: its traceback
-        print(f"rlvr: error: {line}", file=sys.stderr)
+        where = outside if isinstance(exc, UserError | FileNotFoundError) else ""
+        print(f"rlvr: error: {line}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rlvr: interrupted", file=sys.stderr)

@@ -117,6 +117,15 @@ def os_failure(exc: BaseException) -> str | None:
     return f"{name + ': ' if name else ''}{reason}{'; ' + advice if advice else ''}"
 
 
+def error_line(exc: BaseException) -> str | None:
+    """What a command prints for an error a user can cause, in one line: a UserError's message, a
+    missing file, or a failed read or write (`os_failure`); None for anything else (a bug keeps its
+    traceback). The one rule both entry points (`rlvr`, `python -m rlvr.pipeline`) follow."""
+    if isinstance(exc, UserError | FileNotFoundError):
+        return str(exc)
+    return os_failure(exc)
+
+
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     """Write through a temp file in the same folder, then rename: readers never see half a file.
     A failed write removes the temp file, leaves `path` as it was and raises WriteError naming it."""

@@ -71,3 +71,18 @@ def test_the_unfilled_memory_changes_no_number():
         torch.utils.deterministic.fill_uninitialized_memory = False
     assert len(filled) == len(unfilled)
     assert all(torch.equal(a, b) for a, b in zip(filled, unfilled, strict=True))
+
+
+def test_error_line_is_one_line_for_a_users_error_and_none_for_a_bug():
+    """The rule both entry points print by: a UserError or a missing file as it says, a failed write
+    as the file and what to do, and anything else (a bug) not at all, so its traceback shows."""
+    import errno
+
+    from rlvr.fields import UserError
+    from rlvr.files import error_line
+
+    assert error_line(UserError("sft.x.lr = -1: must be > 0")) == "sft.x.lr = -1: must be > 0"
+    assert "nope.json" in error_line(FileNotFoundError(2, "No such file or directory", "nope.json"))
+    full = error_line(OSError(errno.ENOSPC, "No space left on device", "data/x.pt"))
+    assert full.startswith("data/x.pt: ") and "\n" not in full
+    assert error_line(ValueError("a bug")) is None and error_line(KeyError("k")) is None

@@ -18,8 +18,8 @@ import signal
 import sys
 from pathlib import Path
 
-from rlvr.fields import ConfigError, UserError
-from rlvr.files import os_failure
+from rlvr.fields import ConfigError
+from rlvr.files import error_line
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
 from rlvr.pipeline.determinism import check_device, thread_budget
@@ -78,11 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: runs marked KILLED, outputs cleaned
     try:
         result = run_stage(args.stage, args.key, args.params, progress=not args.quiet, watch=True)
-    except (UserError, FileNotFoundError) as exc:
-        print(f"rlvr: error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # a failed write (disk full, file too large, read-only): name the file
-        line = os_failure(exc)
+    except Exception as exc:  # a user's error or a failed write (disk full, read-only): one line
+        line = error_line(exc)
         if line is None:
             raise  # a bug: its traceback
         print(f"rlvr: error: {line}", file=sys.stderr)
