@@ -247,7 +247,7 @@ def test_entropy_bonus_subtracts_coeff_times_the_aggregated_entropy():
             "token_mean": sum(by_hand) / 5,
             "seq_sum_const": sum(by_hand) / 6,
         }[mode]
-        assert float(bonus - plain) == pytest.approx(-0.1 * mean_h, abs=1e-6)
+        assert float((bonus - plain).detach()) == pytest.approx(-0.1 * mean_h, abs=1e-6)
     with pytest.raises(ValueError, match="entropy_coeff = 0.1: an entropy bonus needs the token entropies"):
         grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, entropy_coeff=0.1)
 

@@ -279,3 +279,57 @@ def test_the_rule_imports_nothing_from_the_pipeline():
     code = "import sys, rlvr.report.verdict; print([m for m in sys.modules if m.startswith('rlvr.pipeline')])"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _start(reached):
+    """sft-x.json of a controlled start over chains 0..n-1 (`reached`: 1.0 reached its target, 0.0
+    its step cap came first)."""
+    n = len(reached)
+    return {"sft-x.json": {"seeds": list(range(n)), "per_seed": {"reached": list(reached), "acc": [0.5] * n}}}
+
+
+def test_a_chain_whose_start_missed_its_target_is_left_out_of_claims_from_that_start_and_named():
+    """GRPO from chain 2's start, which stayed on its plateau to the step cap, is not GRPO from the
+    chapter's start: its value is left out of the interval (a wild 0.05 would have made the claim
+    inconclusive) and the claim's line says which chain and why. Nothing is left out where every
+    chain reached, or where the run has no target (no `reached`)."""
+    grpo = {"seeds": [0, 1, 2, 3], "sft": "x", "k": 0.0, "per_seed": {"k": [6.9, 7.1, 0.05, 7.0]}}
+    claim = Claim(id="c", **BASE, **SEVEN, metric=["g.json", "k"])
+    row = judge(claim, {"g.json": grpo, **_start([1.0, 1.0, 0.0, 1.0])})
+    assert row.evidence.per_seed == [6.9, 7.1, 7.0] and row.evidence.seeds == [0, 1, 3]
+    assert row.verdict == "reproduced"
+    assert row.evidence.source == "3 of 4 chains; left out, start missed its target: 2"
+    assert "left out, start missed its target: 2" in ours_text(row)
+    every = judge(claim, {"g.json": grpo, **_start([1.0, 1.0, 1.0, 1.0])})
+    assert every.evidence.source == "4 chains" and every.verdict == "inconclusive"
+    budget = {"sft-x.json": {"seeds": [0, 1, 2, 3], "per_seed": {"acc": [0.5] * 4}}}
+    assert judge(claim, {"g.json": grpo, **budget}).evidence.seeds == [0, 1, 2, 3]
+
+
+def test_the_start_of_a_pass_at_k_key_is_the_start_its_model_trains_from():
+    """passk.json's `sft.*` keys are the start it scores (`sft_run`), `variants.<v>.*` that
+    variant's start (its metrics file's `sft`): both are cut to the chains whose start reached."""
+    from rlvr.report.evidence import missed_starts, start_run
+
+    passk = {
+        "sft_run": "x",
+        "contrast_run": None,
+        "sft": {"seeds": [0, 1, 2], "n": 0.9, "per_seed": {"n": [0.9, 0.2, 0.91]}},
+        "variants": {"v": {"seeds": [0, 1, 2], "n": 0.9, "per_seed": {"n": [0.95, 0.3, 0.96]}}},
+    }
+    m = {"passk.json": passk, "grpo-v.json": {"sft": "x", "seeds": [0, 1, 2]}, **_start([1.0, 0.0, 1.0])}
+    assert start_run(m, ["passk.json", "sft.n"]) == start_run(m, ["passk.json", "variants.v.n"]) == "x"
+    assert start_run(m, ["passk.json", "contrast.n"]) is None and start_run(m, ["worked.json", "a"]) is None
+    assert missed_starts(m, ["passk.json", "variants.v.n"]) == {1}
+    c = Claim(
+        id="p",
+        **BASE,
+        kind="greater",
+        book=0.0,
+        metric=["passk.json", "variants.v.n"],
+        other=["passk.json", "sft.n"],
+        margin=0.0,
+    )
+    row = judge(c, m)
+    assert row.tested.per_seed == pytest.approx([0.05, 0.05]) and row.tested.seeds == [0, 2]
+    assert row.tested.source == "2 chains, paired; left out, start missed its target: 1"

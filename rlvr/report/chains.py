@@ -3,11 +3,11 @@
 Two tables the verdicts rest on. *Controlled starts*: every SFT run that stops at a target gives,
 per chain, the steps it took, its validation value at the stop (exact: no sampling noise) and the
 test-side value measured afterwards (held-out, or chapter A's own prompts again); a chain whose
-cap came first is listed as missed, never dropped. *Where the variance lives*: for each measured
-claim whose metric carries variance components, the SD one chain's value owes to its start, to its
-GRPO seeds and to the evaluation, beside the half-width of the interval that decided the claim, so
-a reader sees which source keeps an undecided claim undecided. Pure: reads the metrics the report
-already holds.
+cap came first is listed as missed (and left out of the claims about its start). *Where the
+variance lives*: for each measured claim whose metric carries variance components, the SD one
+chain's value owes to its start, to its GRPO seeds and to the evaluation, beside the half-width of
+the interval that decided the claim, so a reader sees which source keeps an undecided claim
+undecided. Pure: reads the metrics the report already holds.
 """
 
 from __future__ import annotations

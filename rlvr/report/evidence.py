@@ -65,6 +65,52 @@ def evidence(metrics: dict[str, Any], ref, feasible=None) -> Evidence:
     return clip(_evidence(metrics, ref), feasible)
 
 
+def start_run(metrics: dict[str, Any], ref) -> str | None:
+    """The SFT run whose chains [file, key] is measured over: the run itself (`sft-<run>.json`), the
+    start a GRPO variant or the hack trains from (their `sft`), or the start pass@k scores (`sft.*`:
+    `sft_run`; `contrast.*`: `contrast_run`; `variants.<v>.*`: that variant's start). None where the
+    file does not say (closed-form numbers, older files)."""
+    file, key = ref[0], str(ref[1])
+    m = metrics.get(file)
+    if not isinstance(m, dict):
+        return None
+    if file.startswith("sft-"):
+        return file.removeprefix("sft-").removesuffix(".json")
+    if file == "passk.json":
+        head, _, rest = key.partition(".")
+        if head == "variants":
+            return start_run(metrics, [f"grpo-{rest.partition('.')[0]}.json", ""])
+        return m.get({"sft": "sft_run", "contrast": "contrast_run"}.get(head, ""))
+    return m.get("sft") if isinstance(m.get("sft"), str) else None
+
+
+def missed_starts(metrics: dict[str, Any], ref) -> set[int]:
+    """The chains (SFT seeds) of [file, key]'s start whose controlled stop never reached its target:
+    the step cap came first (the SFT metrics file's per-chain `reached`, 0.0). A claim about GRPO
+    *from a start of a given accuracy* is not about them, so they are left out of its interval, and
+    its line names them (`rlvr.report.claimtext`); the controlled-starts table lists them too."""
+    run = start_run(metrics, ref)
+    sft = metrics.get(f"sft-{run}.json") if run else None
+    if not isinstance(sft, dict):
+        return set()
+    reached = (sft.get("per_seed") or {}).get("reached")
+    if not isinstance(reached, list) or len(reached) != len(sft.get("seeds", [])):
+        return set()  # a run fitted to its budget has no target: every chain is its start
+    return {s for s, r in zip(sft["seeds"], reached) if not r}
+
+
+def _on_reached(per_seed: list, seeds, missed: set[int]) -> tuple[list, list, str]:
+    """per_seed and seeds less the chains whose start missed its target, and the words for the
+    chains that are left ("7 of 8 chains; left out, start missed its target: 4")."""
+    if not isinstance(seeds, list) or len(seeds) != len(per_seed) or not missed & set(seeds):
+        return per_seed, seeds, f"{len(per_seed)} chains"
+    keep = [i for i, s in enumerate(seeds) if s not in missed]
+    out = sorted(s for s in seeds if s in missed)
+    words = f"{len(keep)} of {len(seeds)} chains; left out, start missed its target: "
+    words += ", ".join(map(str, out))
+    return [per_seed[i] for i in keep], [seeds[i] for i in keep], words
+
+
 def _evidence(metrics: dict[str, Any], ref) -> Evidence:
     value = lookup(metrics, ref)
     last = str(ref[1]).rpartition(".")[2]
@@ -72,6 +118,9 @@ def _evidence(metrics: dict[str, Any], ref) -> Evidence:
     seeds = _sibling(metrics, ref, "seeds")
     variance = (_sibling(metrics, ref, "variance") or {}).get(last)  # {"starts"|"grpo"|"evaluation": SD}
     variance = variance if isinstance(variance, dict) else None
+    chains = "chains"
+    if isinstance(per_seed, list) and len(per_seed) >= 2:
+        per_seed, seeds, chains = _on_reached(per_seed, seeds, missed_starts(metrics, ref))
     if isinstance(per_seed, list) and len(per_seed) >= 2:
         defined = [float(v) for v in per_seed if not is_missing(v)]
         if len(defined) < len(per_seed):  # e.g. a seed whose curves never cross: no crossover k
@@ -80,13 +129,13 @@ def _evidence(metrics: dict[str, Any], ref) -> Evidence:
                 mean,
                 None,
                 None,
-                f"{len(per_seed)} chains, {len(per_seed) - len(defined)} undefined",
+                f"{chains}, {len(per_seed) - len(defined)} undefined",
                 per_seed,
                 seeds,
                 variance,
             )
         mean, lo, hi = mean_ci(defined)
-        return Evidence(mean, lo, hi, f"{len(per_seed)} chains", per_seed, seeds, variance)
+        return Evidence(mean, lo, hi, chains, per_seed, seeds, variance)
     if is_missing(value):
         return Evidence(None, None, None, "undefined")
     value = float(value)
@@ -107,7 +156,9 @@ def difference(a: Evidence, b: Evidence) -> Evidence:
     if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
         diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
         mean, lo, hi = mean_ci(diffs)
-        return Evidence(mean, lo, hi, f"{len(diffs)} chains, paired", diffs, a.seeds)
+        left_out = a.source.partition("; ")[2]  # chains whose start missed its target, where any
+        source = f"{len(diffs)} chains, paired" + (f"; {left_out}" if left_out else "")
+        return Evidence(mean, lo, hi, source, diffs, a.seeds)
     if a.lo is None or b.lo is None:
         return Evidence(a.value - b.value, None, None, "undefined in some seeds")
     return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")

@@ -227,7 +227,8 @@ CONTROLLED_STARTS = (
     "that reaches the target and the one before it, the nearer is the start. The test-side "
     "value beside it is measured afterwards (chapter B: held-out pass@1; chapter A, which has "
     "no split: its 55 prompts again, exactly). A chain whose step cap came first is listed as "
-    "missed, never dropped."
+    "missed and left out of every claim about that start and GRPO from it (each such claim's "
+    "line names it)."
 )
 VARIANCE = (
     "For each measured claim, the SD that one chain's value owes to each source: the spread "

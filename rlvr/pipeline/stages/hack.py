@@ -110,6 +110,7 @@ def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
         rose = sum(f["digits_per_response_end"] > f["digits_per_response_start"] for f in finals.values())
         metrics = {
             **seed_metrics(finals),
+            "sft": cfg.sft,  # the start chain s trains from: whether it reached its target (the report)
             "seeds": cfg.seeds,
             "seeds_digits_rose": rose,
             "mlflow_run_id": mlrun.run_id,

@@ -203,6 +203,7 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
             scored, chains, samples, reps, cfg, k_max, params.seed
         )
         metrics.update(temperatures=cfg.temperatures, by_temperature=by_t, greedy=greedy)
+        metrics.update(sft_run=cfg.sft, contrast_run=cfg.contrast)  # the starts `sft`, `contrast` score
         metrics.update(mlflow_run_id=mlrun.run_id, made=mlrun.made, params_hash=params.hash)
         write_json(
             paths.counts,
