@@ -53,7 +53,7 @@ SEED_PHASES = (
     "reference forward",
     "policy forward",
     "loss, backward, optimiser",
-    "evaluation (sample, score, drift)",
+    "evaluation (exact accuracy, drift on one sample a problem)",
 )
 # torch op name patterns -> class, first match wins; the rest is "other elementwise, reductions"
 OP_CLASSES = {

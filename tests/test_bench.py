@@ -578,3 +578,20 @@ def test_every_target_the_report_reads_is_in_the_one_targets_file():
         k for w, t in TARGETS.items() for k in (t if w != "compiled" else [k for v in t.values() for k in v])
     ]
     assert all(k.startswith("target_") for k in leaves)
+
+
+def test_passk_benchmark_times_the_stages_counts_and_the_sampling_they_replaced(tmp_path, monkeypatch):
+    """An untrained tiny model (no checkpoint in an empty folder): the stage's way (n counts a problem
+    from their exact law) and the sampled way (64 responses a problem) are both timed, with n the
+    stage's own."""
+    from conftest import ROOT
+
+    from bench import passk
+
+    params = load_params(ROOT / "params.yaml")
+    params = replace(params, model=replace(TINY, max_len=32))
+    monkeypatch.chdir(tmp_path)
+    out = passk.bench(params, repeats=1)
+    assert out["samples_per_problem"] == params.passk.n and out["model"] == "untrained"
+    assert out["seconds_per_model"]["runs"] == out["sampled_seconds_per_model"]["runs"] == 1
+    assert out["target_seconds"] > 0
