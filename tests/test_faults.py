@@ -168,10 +168,9 @@ def test_a_typo_in_params_stops_repro_before_any_output_is_removed(small_repo):
     )  # the marker is back, same bytes
 
 
-@pytest.mark.slow
-def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(small_repo):
-    """A param changed while the MLflow server is down: the guard `check` fails first."""
-    d, env = small_repo
+def _repro_worked_with_store(d, env, uri: str):
+    """`dvc repro worked` after a param change, tracking to `uri`: it must fail before the stage runs
+    and leave every committed output as it was. Returns the finished process."""
     before = {p: _md5(d / p) for p in _lock_outputs(d) if (d / p).is_file() and p != "data/params.checked"}
     good = (d / "params.yaml").read_text()
     (d / "params.yaml").write_text(good.replace("kl_samples: 500", "kl_samples: 600"))
@@ -182,14 +181,21 @@ def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(smal
             cwd=d,
             capture_output=True,
             text=True,
-            env={**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"},
+            env={**env, "MLFLOW_TRACKING_URI": uri},
             timeout=300,
         )
     finally:
         (d / "params.yaml").write_text(good)
     assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
-    assert "rlvr: error: MLflow tracking server http://127.0.0.1:9 is unreachable" in out.stderr
     assert {p: _md5(d / p) for p in before} == before
+    return out
+
+
+@pytest.mark.slow
+def test_a_stopped_tracking_server_stops_repro_before_any_output_is_removed(small_repo):
+    """A param changed while the MLflow server is down: the guard `check` fails first."""
+    out = _repro_worked_with_store(*small_repo, "http://127.0.0.1:9")
+    assert "rlvr: error: MLflow tracking server http://127.0.0.1:9 is unreachable" in out.stderr
 
 
 @pytest.mark.slow
@@ -1467,26 +1473,9 @@ def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch
 def test_a_server_failing_the_mlflow_api_stops_repro_before_any_output_is_removed(small_repo, fake_server):
     """/health answers, the MLflow API does not: `check` fails, and DVC removes nothing (it used
     to pass, and DVC deleted the stage's committed files before the stage failed)."""
-    d, env = small_repo
     server = fake_server(api=False)
-    before = {p: _md5(d / p) for p in _lock_outputs(d) if (d / p).is_file() and p != "data/params.checked"}
-    good = (d / "params.yaml").read_text()
-    (d / "params.yaml").write_text(good.replace("kl_samples: 500", "kl_samples: 600"))
-    try:
-        out = subprocess.run(
-            "dvc repro worked",
-            shell=True,
-            cwd=d,
-            capture_output=True,
-            text=True,
-            env={**env, "MLFLOW_TRACKING_URI": server.uri},
-            timeout=300,
-        )
-    finally:
-        (d / "params.yaml").write_text(good)
-    assert out.returncode != 0 and "Running stage 'worked'" not in out.stdout
+    out = _repro_worked_with_store(*small_repo, server.uri)
     assert f"rlvr: error: MLflow tracking server {server.uri}: experiments/get-by-name failed" in out.stderr
-    assert {p: _md5(d / p) for p in before} == before
 
 
 @pytest.mark.slow

@@ -460,3 +460,16 @@ def test_every_curve_of_a_crowded_figure_gets_a_colour_of_its_own():
     assert len({to_hex(c) for c in palette(13)}) == 13
     with pytest.raises(ValueError, match="at most 20"):
         palette(21)
+
+
+def test_a_long_title_wraps_to_a_narrow_figure_instead_of_leaving_it(tmp_path):
+    """A one-panel figure (one temperature, one candidate start) with the wide figure's title: the
+    title wraps, and the figure saves with nothing past its edge."""
+    from rlvr.report.plots import figure_title, layout_problems, new_figure, save
+
+    fig = new_figure((5.2, 4.6))
+    fig.subplots().plot([0, 1], [0, 1])
+    long = "pass@64 of RL minus its start, mean and 95% interval over chains (below 0: RL narrows)"
+    figure_title(fig, long)
+    save(fig, tmp_path / "narrow.png")
+    assert layout_problems(fig) == [] and "\n" in fig.get_suptitle()

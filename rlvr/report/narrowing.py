@@ -19,7 +19,7 @@ from rlvr.narrowing import ABOVE, ACROSS, BELOW, ZERO, paired_difference, rl_min
 from rlvr.passk import crossings_text
 from rlvr.report.compare import delta_bounds
 from rlvr.report.document import Heading, Para, Table
-from rlvr.report.plots import legend_below, new_figure, palette, save
+from rlvr.report.plots import figure_title, legend_below, new_figure, palette, save
 from rlvr.stats import metric_bounds
 
 # Each figure's chapter and caption, as rlvr.report.plots.CAPTIONS has the others'.
@@ -95,8 +95,8 @@ def passk_by_temperature(
         ax.grid(alpha=0.3, which="both")
     legend_below(fig, fontsize=7)
     axes[0].set_ylabel("pass@k minus the chain's SFT (symlog, linear within 0.01)")
-    fig.suptitle(
-        "GRPO's pass@k minus its SFT start's, by sampling temperature (below 0: the start solves more)"
+    figure_title(
+        fig, "GRPO's pass@k minus its SFT start's, by sampling temperature (below 0: the start solves more)"
     )
     return save(fig, path)
 
@@ -370,7 +370,9 @@ def narrowing_map_figure(
         ax.axhline(0, color="black", lw=1)
         ax.grid(alpha=0.3)
     legend_below(fig)
-    fig.suptitle(f"pass@{k} of RL minus its start, mean and 95% interval over chains (below 0: RL narrows)")
+    figure_title(
+        fig, f"pass@{k} of RL minus its start, mean and 95% interval over chains (below 0: RL narrows)"
+    )
     return save(fig, path)
 
 

@@ -45,6 +45,14 @@ def palette(n: int) -> list:
     return [cmap(i) for i in range(n)]
 
 
+def figure_title(fig, text: str, fontsize: float = 12):
+    """The figure's title, wrapped to the figure's width (about one character per 0.55 of the font
+    size in points, in hundredths of an inch), so a narrow figure (one temperature, one candidate)
+    never has a title that runs past its edge."""
+    per_line = max(20, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    return fig.suptitle(textwrap.fill(text, per_line), fontsize=fontsize)
+
+
 LEGEND_WRAP = 70  # characters per line of a legend entry: a long run name wraps, never leaves the image
 
 
