@@ -87,6 +87,9 @@ def _summary(args):
 def _sweep_report(args) -> dict:
     import subprocess
 
+    import yaml
+
+    from rlvr.pipeline.dvcfile import params_feeding
     from rlvr.report.sweep import sweep_report
 
     shown = subprocess.run(
@@ -94,7 +97,9 @@ def _sweep_report(args) -> dict:
     )
     if shown.returncode != 0:
         raise UserError(f"dvc exp show failed: {(shown.stderr.strip().splitlines() or ['?'])[-1]}")
-    return sweep_report(json.loads(shown.stdout), Path(args.out))
+    lock = Path("dvc.lock")
+    feeding = params_feeding("passk", yaml.safe_load(lock.read_text())) if lock.exists() else None
+    return sweep_report(json.loads(shown.stdout), Path(args.out), feeding)
 
 
 def _starts(args) -> dict:

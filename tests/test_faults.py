@@ -1398,6 +1398,48 @@ def test_a_sweep_that_does_not_reach_pass_at_k_keeps_the_committed_table(tmp_pat
     assert sweep_report(_sweep_show("steps"), tmp_path)["experiments"] == 4  # pass@k moved: a table
 
 
+def test_a_sweep_that_reaches_pass_at_k_but_moves_no_count_still_gets_its_table(tmp_path):
+    """Equal pass@k results are refused only when no swept param feeds the passk stage: a few GRPO
+    steps that change no drawn count are a finding, and the table says so; a sweep of params the
+    stage does not read is still refused."""
+    from rlvr.fields import ConfigError
+    from rlvr.report.sweep import sweep_report
+
+    same = _sweep_show("steps", passk_moves=False)  # sweeps variants.grpo.steps and hack.steps
+    made = sweep_report(same, tmp_path, feeding={"passk", "variants.grpo"})
+    assert made["experiments"] == 4 and made["same_results"] is True
+    assert "Every experiment's pass@k results are the same" in (tmp_path / "sweep.md").read_text()
+    with pytest.raises(ConfigError, match="do not reach pass@k"):
+        sweep_report(same, tmp_path / "other", feeding={"passk", "variants.dapo"})
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_params_feeding_a_stage_follow_its_deps_upstream():
+    """A stage's keys, its makers' keys through an output folder or a file inside one, and nothing
+    from a stage it does not depend on."""
+    from rlvr.pipeline.dvcfile import params_feeding
+
+    def stage(params, deps=(), outs=()):
+        return {
+            "params": {"params.yaml": dict.fromkeys(params, 1)},
+            "deps": [{"path": d} for d in deps],
+            "outs": [{"path": o} for o in outs],
+        }
+
+    lock = {
+        "stages": {
+            "data": stage(["tasks.two_digit"], outs=["data/two_digit"]),
+            "sft": stage(["sft.two_digit"], deps=["data/two_digit/rows.jsonl"], outs=["data/sft"]),
+            "grpo": stage(["variants.grpo"], deps=["data/sft"], outs=["data/grpo/grpo"]),
+            "hack": stage(["hack"], deps=["data/sft"], outs=["data/hack"]),
+            "passk": stage(["passk"], deps=["data/grpo"], outs=["reports/passk.json"]),
+        }
+    }
+    assert params_feeding("passk", lock) == {"passk", "variants.grpo", "sft.two_digit", "tasks.two_digit"}
+    assert params_feeding("hack", lock) == {"hack", "sft.two_digit", "tasks.two_digit"}
+    assert params_feeding("absent", lock) == set()
+
+
 def test_a_sweep_report_into_a_file_says_it_is_not_a_folder(tmp_path):
     from rlvr.fields import ConfigError
     from rlvr.report.sweep import sweep_report

@@ -287,10 +287,7 @@ def test_an_update_with_a_knob_beyond_the_chapters_is_a_step_on_the_loss_written
         logp_ref = gather_logp(response_logits(ref, batch.tokens, batch.prompt_len, 4), targets)
     lengths = [int(n) for n in batch.mask.sum(dim=1)]
     k3 = [
-        [
-            float(k3_token(logp[i, t].detach(), logp_ref[i, t]))
-            for t in range(n)
-        ]
+        [float(k3_token(logp[i, t].detach(), logp_ref[i, t])) for t in range(n)]
         for i, n in enumerate(lengths)
     ]
     adv = brute_advantages(batch.rewards.reshape(-1).tolist(), lengths, k3, cfg)

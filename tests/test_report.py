@@ -3,7 +3,7 @@
 import pytest
 import yaml
 from conftest import ROOT, at_head
-from headless import CHROMIUM
+from headless import CHROMIUM, probe
 
 from rlvr.fields import ConfigError
 from rlvr.report.claims import Claim, load_claims
@@ -125,7 +125,7 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
 
     A copy of the page gets a probe script that writes what it finds into the DOM, which chromium
     dumps once loading (and virtual time) has settled."""
-    probe = """<script>window.addEventListener('load', () => {
+    script = """<script>window.addEventListener('load', () => {
       const imgs = [...document.images];
       const top = el => el ? el.getBoundingClientRect().top : null;
       const toc = document.querySelector('nav.toc');
@@ -143,7 +143,7 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
       document.body.appendChild(pre);
     });</script>"""
     page = tmp_path / "report.html"
-    page.write_text(at_head("reports/report.html").read_text().replace("</body>", probe + "</body>"))
+    page.write_text(at_head("reports/report.html").read_text().replace("</body>", script + "</body>"))
     result, console = probe(page, tmp_path / "profile", "1280,900", 5000)
     assert result["rows"] == len(load_claims(CLAIMS))
     assert result["images"] >= 8 and result["decoded"] == result["images"]

@@ -158,3 +158,26 @@ def missing_code_deps(dvc_yaml: dict) -> list[tuple[str, str]]:
         deps = set((entry.get("do") or entry).get("deps", []))
         missing += [(name, f) for f in code_deps(name) if f not in deps]
     return missing
+
+
+def params_feeding(stage: str, lock: dict) -> set[str]:
+    """The params.yaml keys (as stages declare them: `variants.grpo`, `sft.two_digit.epochs`) that
+    `stage` of a dvc.lock reads, itself or through any stage whose outputs it depends on: the keys
+    whose change can change its results."""
+    stages = lock.get("stages") or {}
+    made_by = {o["path"]: name for name, s in stages.items() for o in s.get("outs") or []}
+
+    def makers(dep: str) -> list[str]:  # a dep is an output, inside one, or a folder holding one
+        inside = lambda a, b: a == b or a.startswith(b + "/")  # noqa: E731
+        return [m for out, m in made_by.items() if inside(dep, out) or inside(out, dep)]
+
+    keys: set[str] = set()
+    todo, seen = [stage], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in stages:
+            continue
+        seen.add(name)
+        keys |= set((stages[name].get("params") or {}).get("params.yaml") or {})
+        todo += [m for d in stages[name].get("deps") or [] for m in makers(d["path"])]
+    return keys

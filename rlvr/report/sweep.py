@@ -156,11 +156,19 @@ def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | 
     return save(fig, path)
 
 
-def sweep_report(show: list[dict], out: Path) -> dict:
+def reaches(key: str, feeding: set[str]) -> bool:
+    """Whether a swept key (`variants.grpo.beta`) is, or lies inside, a key the pass@k stage reads
+    (`variants.grpo`)."""
+    return any(key == f or key.startswith(f + ".") for f in feeding)
+
+
+def sweep_report(show: list[dict], out: Path, feeding: set[str] | None = None) -> dict:
     """Write `out`/sweep.md (the table) and `out`/sweep.png (the figure, with sweep.svg beside it) from
     `dvc exp show --json`. Refused in one line, `out` left as it is, when there is no sweep to show:
-    no experiment, or experiments whose pass@k results are all the same (the params swept do not
-    reach pass@k)."""
+    no experiment, or experiments whose pass@k results are all the same because no param swept
+    reaches pass@k (`feeding`: the params keys the passk stage reads, itself or upstream; None when
+    unknown, and then equal results alone refuse). Equal results from params that do reach pass@k
+    are a finding, and the table says so."""
     if out.exists() and not out.is_dir():
         raise ConfigError(
             f"--out {out}: not a folder (sweep-report writes sweep.md and sweep.png into a folder)"
@@ -171,10 +179,12 @@ def sweep_report(show: list[dict], out: Path) -> dict:
             f"sweep-report: no DVC experiment with pass@k results (only {len(exps)} baseline or workspace "
             f"row(s)); {out} is left as it is: queue a sweep first (docs/sweeps.md)"
         )
-    if len({json.dumps(e["passk"], sort_keys=True) for e in exps}) == 1:
+    axes = varied(exps)
+    same = len({json.dumps(e["passk"], sort_keys=True) for e in exps}) == 1
+    if same and (feeding is None or not any(reaches(k, feeding) for k in axes)):
         raise ConfigError(
             f"sweep-report: every experiment's pass@k results are the same: the params swept "
-            f"({', '.join(varied(exps)) or 'none'}) do not reach pass@k; {out} is left as it is: sweep "
+            f"({', '.join(axes) or 'none'}) do not reach pass@k; {out} is left as it is: sweep "
             "a param of the passk stage or of a variant it scores (docs/sweeps.md)"
         )
     header, rows = sweep_rows(exps)
@@ -184,11 +194,18 @@ def sweep_report(show: list[dict], out: Path) -> dict:
     )
     from rlvr.files import write_text
 
-    write_text(out / "sweep.md", "# Sweep: where GRPO narrows\n\n" + table + "\n\n" + FOOTNOTE)
+    note = (
+        "Every experiment's pass@k results are the same: the params swept feed the passk stage, but "
+        "changed none of its counts.\n\n"
+        if same
+        else ""
+    )
+    write_text(out / "sweep.md", "# Sweep: where GRPO narrows\n\n" + table + "\n\n" + note + FOOTNOTE)
     figure = sweep_figure(exps, out / "sweep.png")
     return {
         "experiments": len(rows),
-        "axes": varied(exps),
+        "axes": axes,
+        "same_results": same,
         "table": str(out / "sweep.md"),
         "figure": None if figure is None else str(figure),
     }
