@@ -21,6 +21,7 @@ MASKS = (  # what says when, and from which commit, a report was made
         "on D",
     ),
     (r"code: git [0-9a-f]{10}", "code: git C"),
+    (r"made on \S+ at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", "made on H at T"),  # a figure's caption
     (r"committed at (`|<code>)[0-9a-f]+", "committed at C"),
     (r"base64,[A-Za-z0-9+/=]+", "base64,PNG"),  # figures carry their commit in PNG text: compared as pixels
 )
@@ -36,6 +37,9 @@ def test_masks_hide_only_dates_and_commits():
     line = "Made by stage `report` on 2026-12-02 09:09 UTC from code at commit `4a6488c` (as committed); x"
     assert masked(line) == "Made by stage `report` on D; x"
     assert masked("· code: git 29445218f1 |") == "· code: git C |"
+    assert masked("(code: git 29445218f1, made on vm at 2026-12-02T19:26:46+00:00) from") == (
+        "(code: git C, made on H at T) from"
+    )
     assert masked("0.52 [0.49, 0.55] (16 chains)") == "0.52 [0.49, 0.55] (16 chains)"
 
 
