@@ -18,6 +18,7 @@ def _grpo_outputs(d) -> tuple[dict, list[str]]:
     return stable, hashes
 
 
+@pytest.mark.slow  # forked seed workers (torch in each)
 def test_seed_results_do_not_depend_on_how_many_workers_trained_them(tiny_repo):
     """Seeds train one torch thread each, in worker processes when the thread budget allows: two
     workers and none give the same numbers and byte-identical checkpoints."""
@@ -49,6 +50,7 @@ def _mark_started(seed: int, folder: str):
     return SeedResult({"seed": seed}, [], {})
 
 
+@pytest.mark.slow  # forked seed workers (torch in each) and waits
 def test_seed_workers_start_on_entry_before_any_result_is_asked_for(tmp_path):
     """The stage opens its MLflow run (a ~3 s import) after entering `seed_results`: the workers
     must already be training by then, not wait for the first result to be consumed."""
@@ -72,6 +74,7 @@ def _slow_mark(seed: int, folder: str):
     return _mark_started(seed, folder)
 
 
+@pytest.mark.slow  # forked seed workers (torch in each) and waits
 def test_an_error_while_seed_workers_run_stops_them(tmp_path):
     """An error in the stage (e.g. its MLflow run cannot be opened) terminates the workers at once:
     no seed finishes, and nothing waits out their training."""
@@ -86,6 +89,7 @@ def test_an_error_while_seed_workers_run_stops_them(tmp_path):
     assert list(tmp_path.iterdir()) == []  # a worker left to finish would have written its mark
 
 
+@pytest.mark.slow  # forked seed workers (torch in each)
 def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     """pass@k scores its models in the seed workers, one torch thread each: the counts of one worker
     and of two are the same, and every model gets the same draws (one checkpoint listed three times)."""

@@ -92,6 +92,7 @@ def _slow_seed(seed: int, seconds: float):
     return SeedResult({"train_seconds": time.perf_counter() - t0}, [{"step": 0, "loss": 1.0}], {})
 
 
+@pytest.mark.slow  # seeds that sleep, in forked workers, beside an MLflow run
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_seed_run_spans_the_seed_training_not_its_logging(mlflow_store, workers):
     """Seeds train in workers (or lazily in this process) and are logged afterwards: each seed's run
