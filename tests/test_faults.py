@@ -343,6 +343,7 @@ def test_a_missing_store_folder_fails_at_once_naming_it(tmp_path, monkeypatch):
     assert not (tmp_path / "missing").exists()  # refused before the driver could create anything
 
 
+@pytest.mark.slow  # a child stage that opens an MLflow run and waits to be killed
 def test_a_run_left_running_by_a_killed_stage_is_marked_killed(mlflow_store, tmp_path):
     script = textwrap.dedent("""
         import time
@@ -581,6 +582,7 @@ with seed_results(slow, [0, 1], (sys.argv[1],), workers=2) as results:
 """
 
 
+@pytest.mark.slow  # a child stage with forked seed workers, killed, then waited on
 def test_seed_workers_die_with_their_stage_and_write_nothing(tmp_path):
     """SIGKILL the stage process (no handler can run): its two seed workers go within seconds, and
     neither writes the file it would have written at the end of its seed."""
