@@ -1,4 +1,4 @@
-"""Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/test_compare.py)."""
+"""Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/report/test_compare.py)."""
 
 import pytest
 import yaml
@@ -231,7 +231,7 @@ def _run(variant, acc, kl):
 
 
 def test_variants_whose_settings_prove_they_train_alike_say_why_whatever_their_numbers():
-    """GRPO and GSPO at one update per batch (mu = 1) have one gradient (tests/test_grpo_math.py),
+    """GRPO and GSPO at one update per batch (mu = 1) have one gradient (tests/maths/test_grpo_math.py),
     so the report says why they agree from their settings: on this machine, where their chains
     come out the same, and on another CPU, where rounding parts them."""
     from rlvr.report.tables import twin_notes

@@ -1,6 +1,6 @@
 """`rlvr verify` in three words: a rerun's results against the committed ones are identical, the same
 statistically, or moved (rlvr.report.moves, rlvr.pipeline.rerun). On synthetic reports folders: no
-pipeline runs here (tests/test_pipeline.py reruns the tiny pipeline in a fresh clone)."""
+pipeline runs here (tests/pipeline/test_pipeline.py reruns the tiny pipeline in a fresh clone)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import checkout_guard
 from checkout_guard import changes, report, snapshot
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # tests/: the conftest and its guard
 
 
 def _checkout(root: Path) -> Path:

@@ -6,7 +6,7 @@ users' caches stop loading and old runs stop lining up with new ones.
 it: for every stage instance, its params hash, the params.yaml keys it declares (what DVC reruns it
 for) and what its MLflow run logs (each data child run's too). The copy keeps the record valid when
 params.yaml is tuned later. Record it again only for a change that means to move them:
-`python tests/test_stage_params.py > tests/golden/stage-params.json`.
+`PYTHONPATH=tests python tests/pipeline/test_stage_params.py > tests/golden/stage-params.json`.
 """
 
 import json
@@ -21,7 +21,7 @@ from rlvr.pipeline.config import load_params, parse_params
 from rlvr.pipeline.specs import STAGES, scored_variants
 from rlvr.pipeline.stageparams import StageParams, UndeclaredParam, data_run_settings, stage_params
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"  # tests/golden
 
 
 def record(params_file: Path = GOLDEN / "params.yaml") -> dict:
