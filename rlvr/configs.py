@@ -101,6 +101,9 @@ class SFTConfig(Section):
     target: Probability | None
     check_every: Count  # steps between validation checks far from the target
     near: Probability  # within this of the target, every step is checked (a step can jump past it)
+    # A chain whose step cap comes before its target (stuck on a plateau) is drawn again from a fresh
+    # initialisation and data order, up to this many times; it is reported missed only after the last.
+    redraws: Annotated[int, AtLeast(0)]
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ TEST_SETTINGS = {
         "target": None,
         "check_every": 1,
         "near": 0.1,
+        "redraws": 0,
     },
     GRPOConfig: {
         "task": "single_digit",

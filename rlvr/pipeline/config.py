@@ -301,6 +301,12 @@ def parse_params(raw: Any) -> Params:
             run.task,
             f"must be a task defined under tasks ({', '.join(tasks)})",
         )
+        require(
+            run.target is not None or run.redraws == 0,
+            f"sft.{name}.redraws",
+            run.redraws,
+            "must be 0 without a target: a chain is drawn again only when its step cap came before it",
+        )
     warmups = {
         name: build(WarmupConfig, body, f"warmups.{name}")
         for name, body in _named(raw["warmups"], "warmups").items()

@@ -50,6 +50,13 @@ def stream_seed(chain: int, purpose: str, index: int = 0) -> int:
     return int.from_bytes(digest[:8], "little") >> 1  # torch seeds take 63 bits
 
 
+def draw_seed(chain: int, draw: int) -> int:
+    """The seed a chain's start is drawn under (initialisation and data order): the chain's own for
+    its first draw, and for a redraw (`sft.<run>.redraws`: the step cap came before the target) a
+    stream of its own, so no redraw repeats another chain's start."""
+    return chain if draw == 0 else stream_seed(chain, "redraw", draw)
+
+
 def run_name(stage: str, key: str | None) -> str:
     """`sft@two_digit`, or `passk` for a stage without instances (DVC's own stage names)."""
     return f"{stage}@{key}" if key is not None else stage

@@ -21,6 +21,7 @@ DVC stage: it takes several minutes and decides an input, so it runs on demand; 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
-from rlvr.pipeline.seeds import seed_results, stream_seed
+from rlvr.pipeline.seeds import draw_seed, seed_results, stream_seed
 from rlvr.report import plots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import binomial_counts
@@ -58,88 +59,70 @@ def candidate_labels(params: Params, names) -> dict[str, str]:
     return {name: sft_run_label(name, candidate_config(params, name)) for name in names}
 
 
-def scored_at(
-    model: TinyLM, held: list[Problem], n: int, task: TaskConfig, temperatures: list[float], seed: int
-) -> dict:
-    """A model's correct counts out of n on `held` at each temperature, drawn from their exact law:
-    {"counts": at the first, "by_temperature": {key: counts} at the others}. Each temperature's
-    generator starts at `seed`, so adding one leaves the others' counts as they were."""
-    tok = Tokenizer()
+@dataclass(frozen=True)
+class Scoring:
+    """How every model of the comparison is scored: n samples of each `held` problem (the validation
+    problems) at each temperature, each temperature's generator starting at `seed`."""
 
-    def at(t: float) -> list[int]:
-        gen = torch.Generator(device=model.device).manual_seed(seed)
-        return binomial_counts(model, held, n, task.max_new_tokens, t, tok, gen).tolist()
+    held: list[Problem]
+    n: int
+    task: TaskConfig
+    temperatures: list[float]
+    seed: int
 
-    return {
-        "counts": at(temperatures[0]),
-        "by_temperature": {temperature_key(t): at(t) for t in temperatures[1:]},
-    }
+    def counts(self, model: TinyLM) -> dict:
+        """The model's correct counts out of n, drawn from their exact law: {"counts": at the first
+        temperature, "by_temperature": {key: counts} at the others}. Adding a temperature leaves the
+        others' counts as they were."""
+        tok = Tokenizer()
+
+        def at(t: float) -> list[int]:
+            gen = torch.Generator(device=model.device).manual_seed(self.seed)
+            return binomial_counts(model, self.held, self.n, self.task.max_new_tokens, t, tok, gen).tolist()
+
+        return {
+            "counts": at(self.temperatures[0]),
+            "by_temperature": {temperature_key(t): at(t) for t in self.temperatures[1:]},
+        }
 
 
-def train_chain(
-    seed: int,
-    cfg: SFTConfig,
-    model_cfg,
-    task: TaskConfig,
-    data: tuple,
-    held: list[Problem],
-    n: int,
-    temperatures: list[float],
-    eval_seed: int,
-    device: str,
-) -> dict:
+def train_chain(seed: int, cfg: SFTConfig, model_cfg, data: tuple, scoring: Scoring, device: str) -> dict:
     """Chain `seed` of one candidate on `device`: SFT (its clean epochs then its epochs, from a model
-    initialised under the seed on the CPU, stopped at its target, as the warm-up and SFT stages train
-    it), the SFT policy's correct counts on `held` (the validation problems) at every temperature,
-    then the SFT weights (GRPO is trained from them in a second pass)."""
+    initialised under the seed on the CPU, stopped at its target on the validation problems, drawn
+    again while its cap comes first, as the warm-up and SFT stages train it), the SFT policy's
+    correct counts (`scoring`), then the SFT weights (GRPO is trained from them in a second pass)."""
     from rlvr.pipeline.stages.sft import controlled_stop
 
     tok = Tokenizer()
     tokens, mask, clean = data
-    model = TinyLM(model_cfg, len(tok)).to(device)
-    stop = controlled_stop(cfg, held, tok)
-    with diverged_at(chain=seed):
-        train_sft(
-            model,
-            tokens,
-            mask,
-            cfg,
-            torch.Generator(device=device).manual_seed(seed),
-            progress=False,
-            clean=clean,
-            shared_prefix=True,
-            stop=stop,
-        )
-    return {
-        **scored_at(model, held, n, task, temperatures, eval_seed),
-        "state": model.state_dict(),
-        "model_cfg": model_cfg,
-    }
+    for draw in range(cfg.redraws + 1):  # drawn again while the step cap comes first, as `sft@` does
+        torch.manual_seed(draw_seed(seed, draw))
+        model = TinyLM(model_cfg, len(tok)).to(device)
+        stop = controlled_stop(cfg, scoring.held, tok)
+        gen = torch.Generator(device=device).manual_seed(draw_seed(seed, draw))
+        with diverged_at(chain=seed):
+            train_sft(
+                model, tokens, mask, cfg, gen, progress=False, clean=clean, shared_prefix=True, stop=stop
+            )
+        if stop is None or stop.reached:
+            break
+    return {**scoring.counts(model), "state": model.state_dict(), "model_cfg": model_cfg}
 
 
 def train_grpo_chain(
-    seed: int,
-    starts: dict,
-    cfg: GRPOConfig,
-    task: TaskConfig,
-    train: list[Problem],
-    held: list[Problem],
-    n: int,
-    temperatures: list[float],
-    eval_seed: int,
-    device: str,
+    seed: int, starts: dict, cfg: GRPOConfig, train: list[Problem], scoring: Scoring, device: str
 ) -> dict:
     """GRPO seed `seed` on `device` from its chain's SFT weights (`starts`: seed -> the chain's
-    result), as the GRPO stage trains it; its correct counts on `held` at every temperature."""
+    result), as the GRPO stage trains it; its correct counts (`scoring`)."""
     tok = Tokenizer()
     policy = TinyLM(starts[seed]["model_cfg"], len(tok))
     policy.load_state_dict(starts[seed]["state"])
     policy.to(device).eval()
-    data = GRPOData(train, held, tok, task.max_new_tokens)
+    data = GRPOData(train, scoring.held, tok, scoring.task.max_new_tokens)
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", 0))  # the grpo stage's stream
     with diverged_at(chain=seed):
         train_grpo(policy, cfg, data, gen, shared_prefix=True)
-    return scored_at(policy, held, n, task, temperatures, eval_seed)
+    return scoring.counts(policy)
 
 
 def sft_side_choice(sft: dict[str, dict], never_target: float, pass_target: float) -> str:
@@ -163,13 +146,14 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     check_device(params.device)  # a missing GPU is refused before any training
     workers, device = thread_budget(params.threads), params.device
     tok = Tokenizer()
+    scoring = Scoring(held, n, task, temperatures, params.seed)
     results = {}
     for name in cfg.candidates:  # the SFT side of every candidate first
         c = candidate_config(params, name)
         rows = sft_rows(train_split, c.noise, c.repeats, params.seed)
         tokens, mask = encode_sft(rows, tok)
         data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
-        args = (c, c.model or params.model, task, data, held, n, temperatures, params.seed, device)
+        args = (c, c.model or params.model, data, scoring, device)
         where = f"starts.runs.{name}" if name in dict.keys(cfg.runs) else f"sft.{name}"
         with diverged_at(where), seed_results(train_chain, c.seeds, args, workers, device) as chains:
             results[name] = {
@@ -183,7 +167,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     chosen = sft_side_choice(sft_side, cfg.target_never_solved, cfg.target_pass_at_n)
     for name, r in results.items():  # then GRPO from every chain of every candidate
         seeds = [s for s in variant.seeds if s in r["seeds"]]
-        args = (r["chains"], variant, task, r["train"], held, n, temperatures, params.seed, device)
+        args = (r["chains"], variant, r["train"], scoring, device)
         with (
             diverged_at(f"variants.{cfg.variant}"),
             seed_results(train_grpo_chain, seeds, args, workers, device) as grpo,

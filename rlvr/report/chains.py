@@ -61,6 +61,7 @@ def controlled_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -
     rows = []
     for run, target, _, ps in _runs(metrics, targets):
         val, steps, reached = ps["start_val"], ps["start_steps"], ps.get("reached", [])
+        redrawn = sum(1 for r in ps.get("redraws", []) if r)
         on = (
             ""
             if target is None
@@ -71,7 +72,9 @@ def controlled_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -
             [
                 run,
                 "budget" if target is None else num(target),
-                "–" if target is None else f"{int(sum(reached))} of {len(val)}",
+                "–"
+                if target is None
+                else f"{int(sum(reached))} of {len(val)}" + (f" ({redrawn} drawn again)" if redrawn else ""),
                 f"{num(min(val))}–{num(max(val))}{on}",
                 f"{int(min(steps))}–{int(max(steps))}",
                 f"{num(sum(test) / len(test))} [{num(min(test))}–{num(max(test))}] ({what})" if test else "–",
@@ -93,11 +96,19 @@ def chain_rows(metrics: dict[str, Any], targets: dict[str, float | None]) -> lis
                     str(seed),
                     str(int(ps["start_steps"][i])),
                     num(ps["start_val"][i]),
-                    "budget" if target is None else ("reached" if ps["reached"][i] else "missed (cap)"),
+                    "budget" if target is None else stop_words(ps, i),
                     num(test[i]) if test else "–",
                 ]
             )
     return rows
+
+
+def stop_words(ps: dict[str, list], i: int) -> str:
+    """How chain i's controlled stop ended: "reached" or "missed (cap)", and how many times it was
+    drawn again first ("reached after 1 redraw"; `sft.<run>.redraws`)."""
+    n = int((ps.get("redraws") or [0] * (i + 1))[i])
+    words = "reached" if ps["reached"][i] else "missed (cap)"
+    return words if not n else f"{words} after {n} redraw{'s' if n > 1 else ''}"
 
 
 def variance_rows(rows: list[Judged]) -> list[list[str]]:

@@ -226,9 +226,11 @@ CONTROLLED_STARTS = (
     "test problems (chapter A: on its 55 prompts, the chapter's own measure). Of the check "
     "that reaches the target and the one before it, the nearer is the start. The test-side "
     "value beside it is measured afterwards (chapter B: held-out pass@1; chapter A, which has "
-    "no split: its 55 prompts again, exactly). A chain whose step cap came first is listed as "
-    "missed and left out of every claim about that start and GRPO from it (each such claim's "
-    "line names it)."
+    "no split: its 55 prompts again, exactly). A chain whose step cap comes first (stuck on a "
+    "plateau) is drawn again, from a fresh initialisation and data order, up to the run's "
+    "`redraws` times, declared in params.yaml before any run; one whose last draw misses too is "
+    "listed as missed and left out of every claim about that start and GRPO from it (each such "
+    "claim's line names it)."
 )
 VARIANCE = (
     "For each measured claim, the SD that one chain's value owes to each source: the spread "

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import make
 
-from rlvr.configs import ModelConfig, SFTConfig
+from rlvr.configs import ModelConfig, SFTConfig, TaskConfig
 from rlvr.fields import ConfigError
 from rlvr.model import TinyLM
 from rlvr.passk import (
@@ -102,6 +102,90 @@ def test_a_start_that_never_reaches_its_target_is_reported_missed_at_the_cap():
     )
     assert not stop.reached
     assert stop.chosen["step"] == len(curve) == 1  # 55 rows, batch 64: one step, measured at the cap
+
+
+def _stuck_then_free(model_of_first_draw: list) -> object:
+    """A validation measure under which the first draw's model sits on a plateau (0.1) and any other
+    model is at the target (0.5): which model is which is told by identity."""
+
+    def measure(model):
+        if not model_of_first_draw:
+            model_of_first_draw.append(model)
+        return 0.1 if model is model_of_first_draw[0] else 0.5
+
+    return measure
+
+
+def _sft_chain(monkeypatch, redraws: int, measure) -> dict:
+    """Chain 3 of a tiny controlled run through the SFT stage's `train_seed` (warm-up state made as
+    the warm-up stage makes it), with `measure` as its validation value; returns its summary."""
+    from rlvr.noise import sft_rows
+    from rlvr.pipeline.checkpoint import WarmupState
+    from rlvr.pipeline.stages import sft as stage
+    from rlvr.pipeline.stages.warmup import train_seed as warm_seed
+    from rlvr.sft import encode_sft
+
+    clean_labels = {"kind": "uniform", "rate": 0.0}
+    cfg = make(SFTConfig, epochs=2, batch_size=64, target=0.5, redraws=redraws, noise=clean_labels)
+    model_cfg = make(ModelConfig, d_model=16, n_layer=1, n_head=2)
+    tok = Tokenizer()
+    rows = sft_rows(all_problems("single_digit"), cfg.noise, 1, 0)
+    clean = encode_sft(rows, tok, field="answer")
+    torch.manual_seed(3)  # as the seed worker seeds chain 3
+    warm = warm_seed(3, cfg, model_cfg, clean, 0.0, "cpu")
+    model = TinyLM(model_cfg, len(tok))
+    model.load_state_dict(warm.state)
+    state = WarmupState(model, warm.extra[0], warm.extra[1], warm.curve, "")
+    monkeypatch.setattr(stage, "load_warmup", lambda *a, **k: state)  # as the checkpoint would load it
+    monkeypatch.setattr(stage, "controlled_stop", lambda cfg, val, tok: StopAtTarget(0.5, 1, 0.0, measure))
+    warmup = {"model": model_cfg, "clean": clean, "perturbation": 0.0}
+    problems = all_problems("single_digit")[:5]
+    task = make(TaskConfig, heldout=0, validation=0, max_new_tokens=2)
+    evals = (problems, [], problems)  # train, held-out (none: chapter A), validation
+    return stage.train_seed(3, cfg, task, encode_sft(rows, tok), warmup, evals, "cpu").summary
+
+
+def test_a_chain_stuck_at_its_cap_is_drawn_again_and_its_redraw_is_its_start(monkeypatch):
+    out = _sft_chain(monkeypatch, 2, _stuck_then_free([]))
+    assert (out["reached"], out["redraws"], out["start_val"]) == (1.0, 1, 0.5)  # the second draw reached it
+
+
+def test_a_chain_stuck_on_every_draw_is_missed_after_its_last_redraw(monkeypatch):
+    out = _sft_chain(monkeypatch, 2, lambda model: 0.1)
+    assert (out["reached"], out["redraws"], out["start_steps"]) == (0.0, 2, 2)  # cap of 2 steps, 3 draws
+    assert _sft_chain(monkeypatch, 0, lambda model: 0.1)["redraws"] == 0  # no redraws declared: none made
+
+
+def test_a_redraw_is_a_fresh_start_of_its_own_and_draw_0_is_the_chains():
+    from rlvr.pipeline.seeds import draw_seed
+    from rlvr.pipeline.stages.warmup import fresh_start
+
+    assert draw_seed(5, 0) == 5
+    seeds = {draw_seed(c, d) for c in range(16) for d in range(1, 4)}
+    assert len(seeds) == 48 and not seeds & set(range(16))  # no redraw repeats a chain's own start
+    cfg = make(SFTConfig, clean_epochs=0)
+    model_cfg = make(ModelConfig, d_model=16, n_layer=1, n_head=2)
+    clean = (torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 3))
+    torch.manual_seed(5)
+    as_worker = TinyLM(model_cfg, len(Tokenizer())).state_dict()
+    torch.manual_seed(123)  # whatever the global seed was before, a fresh start draws under its own
+    drawn = fresh_start(5, cfg, model_cfg, clean, 0.0, "cpu")[0].state_dict()
+    again = fresh_start(draw_seed(5, 1), cfg, model_cfg, clean, 0.0, "cpu")[0].state_dict()
+    assert all(torch.equal(as_worker[k], drawn[k]) for k in drawn)
+    assert not all(torch.equal(again[k], drawn[k]) for k in drawn)
+
+
+def test_redraws_without_a_target_are_refused():
+    from conftest import ROOT
+
+    from rlvr.pipeline.config import parse_params, read_yaml
+
+    raw = read_yaml(ROOT / "params.yaml")
+    raw["sft"]["single_digit_noisy"]["redraws"] = 1  # fitted to its budget: no target
+    with pytest.raises(ConfigError, match="sft.single_digit_noisy.redraws.*without a target"):
+        parse_params(raw)
+    with pytest.raises(ConfigError, match="redraws"):
+        make(SFTConfig, redraws=-1)
 
 
 def test_validation_checks_leave_the_data_order_unchanged():
@@ -322,6 +406,13 @@ def test_the_starts_table_counts_chains_on_target_and_lists_a_missed_one():
     (row,) = controlled_rows(metrics, {"a": 0.42})
     assert row[:3] == ["a", "0.42", "2 of 3"] and "(1 of 3 within ±0.03)" in row[3]
     assert [r[4] for r in chain_rows(metrics, {"a": 0.42})] == ["reached", "reached", "missed (cap)"]
+    metrics["sft-a.json"]["per_seed"]["redraws"] = [0, 1, 2]
+    assert controlled_rows(metrics, {"a": 0.42})[0][2] == "2 of 3 (2 drawn again)"
+    assert [r[4] for r in chain_rows(metrics, {"a": 0.42})] == [
+        "reached",
+        "reached after 1 redraw",
+        "missed (cap) after 2 redraws",
+    ]
     assert controlled_rows(metrics, {"a": None})[0][1:3] == ["budget", "–"]  # a contrast fitted to its budget
 
 

@@ -20,6 +20,7 @@ from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SFT_LOGGED,
     SeedResult,
+    draw_seed,
     over_seeds,
     run_name,
     seed_results,
@@ -27,6 +28,7 @@ from rlvr.pipeline.seeds import (
     with_intervals,
 )
 from rlvr.pipeline.stageparams import StageParams
+from rlvr.pipeline.stages.warmup import fresh_start, perturbation
 from rlvr.rollout import accuracy, answer_batch, answer_probability, solve_probability
 from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
@@ -58,16 +60,24 @@ def train_seed(
     """Chain `seed` on `device`: its warm-up state, the run's noisy epochs on its labels (stopped at
     the target on the validation problems, when the run has one), then its accuracy numbers. One
     generator, on the device, continues the warm-up's data order and then samples; the validation
-    checks draw nothing, so they never move it."""
+    checks draw nothing, so they never move it. A chain whose step cap comes before its target is
+    drawn again (`redraw`), up to `cfg.redraws` times; the last draw is its start."""
     tokens, mask = data
     train, held, val = evals
     tok = Tokenizer()
     gen = torch.Generator(device=device)
     model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
-    stop = controlled_stop(cfg, val, tok)
     t0 = time.perf_counter()
-    with diverged_at(chain=seed):
-        noisy = fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
+    for draw in range(cfg.redraws + 1):
+        if draw:
+            model, opt, gen, warm_curve = redraw(seed, draw, cfg, warmup, device)
+        stop = controlled_stop(cfg, val, tok)
+        with diverged_at(chain=seed):
+            noisy = fit_noisy(
+                model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop
+            )
+        if stop is None or stop.reached:
+            break
     train_seconds = time.perf_counter() - t0
     curve = warm_curve + noisy
     summary = {
@@ -79,11 +89,21 @@ def train_seed(
         **accuracies(model, cfg, task, train, held, tok, gen),
     }
     if stop is not None:
-        summary.update(start_val=stop.chosen["value"], reached=float(stop.reached))
+        summary.update(start_val=stop.chosen["value"], reached=float(stop.reached), redraws=draw)
     else:  # a run fitted to its budget: its validation value where the budget ended
         summary["start_val"] = float(answer_probability(model, val, tok).mean())
     checks = stop.checks if stop is not None else []
     return SeedResult(summary, curve, model.state_dict(), checks)
+
+
+def redraw(seed: int, draw: int, cfg: SFTConfig, warmup: dict, device: str) -> tuple:
+    """Chain `seed`'s start drawn anew (draw 1, 2, ...): a fresh model and data order under
+    `draw_seed(seed, draw)`, through the run's clean epochs as its warm-up stage would train them
+    (`warmup.fresh_start`, perturbed as the warm-up was). Returns model, optimiser, generator, curve."""
+    with diverged_at(chain=seed):
+        return fresh_start(
+            draw_seed(seed, draw), cfg, warmup["model"], warmup["clean"], warmup["perturbation"], device
+        )
 
 
 def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopAtTarget | None:
@@ -137,12 +157,16 @@ def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) 
     # validation: the task's validation split, or (chapter A: no split) its training prompts
     val = problems_of(read_validation(paths.data.heldout), cfg.task) or train_problems
     evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task), val)
-    clean = encode_sft(rows, tok, field="answer")[0]  # (N, T)
+    clean = encode_sft(rows, tok, field="answer")  # (N, T) tokens, (N, T-1) mask: the true answers
     warmup = {
         "folder": paths.warmup,
         "run": run_name("warmup", cfg.warmup),
         "config_hash": params.hash_of("warmup", cfg.warmup),
-        "answers": checkpoint.answers_digest(clean),
+        "answers": checkpoint.answers_digest(clean[0]),
+        # what a redraw needs to make a chain's start afresh, as the warm-up stage made it
+        "model": cfg.model or params.model,
+        "clean": clean,
+        "perturbation": perturbation(),
     }
     check_warmup(name, cfg, warmup, tok)  # fail before any training if a chain's is not the one
     tags = {"task": cfg.task, "sft_run": name}

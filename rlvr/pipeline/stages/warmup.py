@@ -18,7 +18,7 @@ from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import ConfigError
 from rlvr.files import read_jsonl
 from rlvr.model import TinyLM
-from rlvr.optim import diverged_at
+from rlvr.optim import AdamW, diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import WarmupPaths
@@ -64,20 +64,33 @@ def perturb_(model: TinyLM, eps: float, seed: int) -> None:
             p.mul_(1 + eps * torch.randn(p.shape, generator=gen))
 
 
+def fresh_start(
+    init_seed: int, cfg: SFTConfig, model_cfg: ModelConfig, clean: tuple, eps: float, device: str
+) -> tuple[TinyLM, AdamW, torch.Generator, list[dict]]:
+    """A chain's start before its noisy epochs: a fresh model initialised under `init_seed` (on the
+    CPU, so every device starts from the same weights; perturbed by `eps` when asked), then the run's
+    clean epochs on `device`, in a data order drawn from a generator seeded with `init_seed`. Returns
+    the model, optimiser, generator (which the SFT stage continues) and the clean epochs' curve. The
+    warm-up stage saves it for chain s (init_seed s); the SFT stage draws a chain anew with it when
+    the chain's step cap came before its target (`seeds.draw_seed`)."""
+    torch.manual_seed(init_seed)
+    gen = torch.Generator(device=device).manual_seed(init_seed)
+    model = TinyLM(model_cfg, len(Tokenizer()))
+    if eps:
+        perturb_(model, eps, init_seed)
+    model.to(device)
+    opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
+    return model, opt, gen, curve
+
+
 def train_seed(
     seed: int, cfg: SFTConfig, model_cfg: ModelConfig, clean: tuple, eps: float, device: str
 ) -> SeedResult:
-    """Chain `seed`'s clean epochs from a fresh model (initialised under the seed, set by the worker,
-    on the CPU, so every device starts a chain from the same weights; perturbed by `eps` when asked),
-    trained on `device`: the weights as `state`, its optimiser and data order as `extra`."""
-    gen = torch.Generator(device=device).manual_seed(seed)  # the data order; the SFT stage continues it
-    model = TinyLM(model_cfg, len(Tokenizer()))
-    if eps:
-        perturb_(model, eps, seed)
-    model.to(device)
+    """Chain `seed`'s clean epochs (`fresh_start` under the chain's seed): the weights as `state`, its
+    optimiser and data order as `extra`."""
     t0 = time.perf_counter()
     with diverged_at(chain=seed):
-        opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
+        model, opt, gen, curve = fresh_start(seed, cfg, model_cfg, clean, eps, device)
     summary = {"steps": len(curve), "train_seconds": round(time.perf_counter() - t0, 2)}
     if curve:  # a warm-up of no clean epochs (a run that starts from a fresh model) has no loss
         summary["final_loss"] = final_loss(curve)
