@@ -9,7 +9,7 @@ The sampler is built for RL rollouts, where each prompt is sampled n times:
    the decode step attends to the prompt cache by broadcasting, never by copying it n times;
 2. rows stop at <eos> (later tokens are <pad>, masked out) and the loop stops when all rows have;
 3. random draws come from an explicit torch.Generator through inverse-CDF sampling, one uniform per
-   row per step, so a cache-free sampler (a full forward per step: tests/test_model.py's oracle)
+   row per step, so a cache-free sampler (a full forward per step: tests/maths/test_model.py's oracle)
    reproduces it token for token;
    the generator lives on the device of the model and prompts (a CUDA one on a GPU), and so does
    every tensor made here, so a seed gives the same tokens on every run on one device (a GPU draws

@@ -5,7 +5,7 @@ Every torch.optim optimizer imports torch._dynamo the first time one is built or
 SFT stages and two seed workers per GRPO stage, some 30 s of a `dvc repro`. The update below is
 the one torch.optim.Adam / AdamW runs on CPU tensors (its single-tensor path: CPU has no foreach or
 fused kernels; no amsgrad, no maximize), operation for operation, so the trained weights are
-bit-identical to torch.optim's (tests/test_optim.py checks that against torch.optim).
+bit-identical to torch.optim's (tests/maths/test_optim.py checks that against torch.optim).
 """
 
 from __future__ import annotations

@@ -63,9 +63,9 @@ def deterministic_ops() -> None:
 
     Deterministic mode also fills every new uninitialised tensor with NaN, so that code reading
     memory it never wrote shows NaN instead of stale numbers. No code here does (the sampler and
-    the losses write every element before reading it; tests/test_determinism.py compares tokens,
-    losses and weights with the fill on and off): the fill is switched off, which was 13% of the
-    sampler's profiled time and about 5% of a GRPO step's, and changes no number.
+    the losses write every element before reading it; tests/pipeline/test_determinism_and_files.py
+    compares tokens, losses and weights with the fill on and off): the fill is switched off, which
+    was 13% of the sampler's profiled time and about 5% of a GRPO step's, and changes no number.
 
     On a GPU, deterministic cuBLAS needs a fixed workspace, or torch refuses every matrix product:
     CUBLAS_WORKSPACE_CONFIG is set here, before the process's first CUDA product (the CPU never

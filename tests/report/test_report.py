@@ -1,4 +1,5 @@
-"""Claims registry, verdict logic, report rendering and provenance (`rlvr diff`: tests/report/test_compare.py)."""
+"""Claims registry, verdict logic, report rendering and provenance (`rlvr diff`:
+tests/report/test_compare.py)."""
 
 import pytest
 import yaml
