@@ -42,7 +42,7 @@ from rlvr.pipeline.seeds import draw_seed, seed_results, stream_seed
 from rlvr.report import plots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import binomial_counts
-from rlvr.sft import encode_sft, train_sft
+from rlvr.sft import encode_sft, fit_noisy
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
 
@@ -92,18 +92,15 @@ def train_chain(seed: int, cfg: SFTConfig, model_cfg, data: tuple, scoring: Scor
     again while its cap comes first, as the warm-up and SFT stages train it), the SFT policy's
     correct counts (`scoring`), then the SFT weights (GRPO is trained from them in a second pass)."""
     from rlvr.pipeline.stages.sft import controlled_stop
+    from rlvr.pipeline.stages.warmup import fresh_start
 
     tok = Tokenizer()
     tokens, mask, clean = data
     for draw in range(cfg.redraws + 1):  # drawn again while the step cap comes first, as `sft@` does
-        torch.manual_seed(draw_seed(seed, draw))
-        model = TinyLM(model_cfg, len(tok)).to(device)
         stop = controlled_stop(cfg, scoring.held, tok)
-        gen = torch.Generator(device=device).manual_seed(draw_seed(seed, draw))
         with diverged_at(chain=seed):
-            train_sft(
-                model, tokens, mask, cfg, gen, progress=False, clean=clean, shared_prefix=True, stop=stop
-            )
+            model, opt, gen, _ = fresh_start(draw_seed(seed, draw), cfg, model_cfg, clean, 0.0, device)
+            fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
         if stop is None or stop.reached:
             break
     return {**scoring.counts(model), "state": model.state_dict(), "model_cfg": model_cfg}
@@ -152,7 +149,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         c = candidate_config(params, name)
         rows = sft_rows(train_split, c.noise, c.repeats, params.seed)
         tokens, mask = encode_sft(rows, tok)
-        data = (tokens, mask, encode_sft(rows, tok, field="answer") if c.clean_epochs else None)
+        data = (tokens, mask, encode_sft(rows, tok, field="answer"))  # noisy, then true answers
         args = (c, c.model or params.model, data, scoring, device)
         where = f"starts.runs.{name}" if name in dict.keys(cfg.runs) else f"sft.{name}"
         with diverged_at(where), seed_results(train_chain, c.seeds, args, workers, device) as chains:
