@@ -65,18 +65,26 @@ def by_kind(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def bench(params) -> dict:  # noqa: ARG001 (every benchmark takes the params)
-    """A fresh clone of HEAD: the timed `dvc repro --force`, then the in-process floor of the same
-    stages, and their ratio per stage, per kind and in total (target: bench/targets.yaml)."""
+METHOD = (
+    "Wall: `dvc repro --force` in a fresh clone, each stage from its 'Running stage' line to the "
+    "next. Floor: the same stages in the same clone called one after another in one process "
+    "with torch, MLflow and the stage modules already imported (inputs read, training, outputs "
+    "written, MLflow logged; no process start-up, no imports, no DVC)."
+)
+
+
+def measure(root: Path, rev: str) -> dict:
+    """A fresh clone of commit `rev` of `root`: its timed `dvc repro --force`, then the in-process
+    floor of the same stages (the floor code is the clone's own), and their ratio per stage, per
+    kind and in total."""
     import tempfile
 
     from rlvr.gitinfo import git_commit
-    from rlvr.pipeline.tracking import repo_root
 
-    root = repo_root()
     with tempfile.TemporaryDirectory(prefix="rlvr-floor-") as tmp:
         clone = Path(tmp) / "fresh"
         subprocess.run(["git", "clone", "--quiet", str(root), str(clone)], check=True)
+        subprocess.run(["git", "checkout", "--quiet", "--detach", rev], cwd=clone, check=True)
         env = clone_env(clone)
         commit = git_commit(clone)  # what ran: this checkout may move on meanwhile
         repro = timed_repro(clone, env)
@@ -84,21 +92,27 @@ def bench(params) -> dict:  # noqa: ARG001 (every benchmark takes the params)
     rows = ratio_rows(repro["stage_walls"], floor)
     floor_total = sum(floor.values())
     return {
-        "method": (
-            "Wall: `dvc repro --force` in a fresh clone, each stage from its 'Running stage' line to the "
-            "next. Floor: the same stages in the same clone called one after another in one process "
-            "with torch, MLflow and the stage modules already imported (inputs read, training, outputs "
-            "written, MLflow logged; no process start-up, no imports, no DVC)."
-        ),
         "commit": commit,
         "wall_seconds": round(repro["wall_seconds"], 1),
         "floor_seconds": round(floor_total, 1),
         "ratio": round(repro["wall_seconds"] / floor_total, 3),
-        **TARGETS["pipeline"],
         "dvc_start_seconds": round(repro["dvc_start_seconds"], 2),
         "by_kind": by_kind(rows),
         "stages": rows,
     }
+
+
+def bench(params, against: str | None = None) -> dict:  # noqa: ARG001 (every benchmark takes the params)
+    """A fresh clone of HEAD against its compute floor (`measure`; target: bench/targets.yaml). With
+    `against` (a commit: the previous main, say), that commit is measured the same way first, back
+    to back on the same machine, so a change's cost in wall time is read off one run of the bench."""
+    from rlvr.gitinfo import git_commit
+    from rlvr.pipeline.tracking import repo_root
+
+    root = repo_root()
+    head = git_commit(root)  # the commit to measure, fixed before the first clone
+    before = {"against": measure(root, against)} if against else {}
+    return {"method": METHOD, **measure(root, head), **TARGETS["pipeline"], **before}
 
 
 def warm_imports() -> None:

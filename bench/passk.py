@@ -36,7 +36,7 @@ def bench(params: Params, repeats: int = 3) -> dict:
     real stage), else an untrained model (every row runs to the cap: the worst case)."""
     from rlvr.pipeline import checkpoint
     from rlvr.pipeline.paths import sft
-    from rlvr.rollout import binomial_counts, correct_counts
+    from rlvr.rollout import Sampling, binomial_counts, correct_counts
 
     tok = Tokenizer()
     task = params.task("two_digit")
@@ -45,8 +45,9 @@ def bench(params: Params, repeats: int = 3) -> dict:
     model = checkpoint.load(ckpt, tok) if ckpt.is_file() else TinyLM(params.model, len(tok)).eval()
     n, cap = params.passk.n, task.max_new_tokens
     gen = lambda r: torch.Generator().manual_seed(r)  # noqa: E731
-    exact = _timed(lambda r: binomial_counts(model, held, n, cap, 1.0, tok, gen(r)), repeats)
-    sampled = _timed(lambda r: correct_counts(model, held, 64, cap, 1.0, tok, gen(r)), repeats)
+    how = Sampling(tok, cap, 1.0)
+    exact = _timed(lambda r: binomial_counts(model, held, n, how, gen(r)), repeats)
+    sampled = _timed(lambda r: correct_counts(model, held, 64, how, gen(r)), repeats)
     return {
         "seconds_per_model": fair.spread(exact),
         "samples_per_problem": n,

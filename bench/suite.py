@@ -8,9 +8,11 @@ the whole pipeline (is it reproduced?) are not benchmarks: `rlvr verify --rerun 
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,10 +45,17 @@ RERUNS = {
 }  # not benchmarks
 
 
-def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: str | None = None) -> dict:
+def bench_all(
+    params: Params,
+    out: Path,
+    only: list[str] | None = None,
+    peer: str | None = None,
+    against: str | None = None,
+) -> dict:
     """Run the named benchmarks (default all) and merge their figures into `out`. With peer="trl",
     the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, each side
-    alone and at its best (`bench.fair`)."""
+    alone and at its best (`bench.fair`). With `against` (a commit), the pipeline benchmark first
+    measures that commit the same way, back to back."""
     from rlvr.fields import ConfigError
 
     names = only or list(BENCHMARKS)
@@ -62,6 +71,8 @@ def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: st
         raise ConfigError(f"--peer {peer!r}: unknown; known peers: {', '.join(PEERS)}")
     if peer is not None:
         peers.require()  # missing extra: one clear error before any benchmark runs
+    if against is not None:
+        against = _commit_of(against, "pipeline" in names)
     set_determinism(params.seed, params.threads)
     results = json.loads(out.read_text()) if out.is_file() else {}
     load_before = os.getloadavg()
@@ -69,10 +80,13 @@ def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: st
         names, key=list(BENCHMARKS).index
     ):  # one fixed order, whatever order they were named in
         kwargs = {"peer": peer is not None} if name in WITH_PEER else {}
+        if name == "pipeline" and against is not None:
+            kwargs["against"] = against
         before = os.getloadavg()[0]
         results[name] = {
             **BENCHMARKS[name](params, **kwargs),
             "load_average_1min": {"before": round(before, 2), "after": round(os.getloadavg()[0], 2)},
+            "measured_on": {"cpu": cpu_model(), "date": datetime.date.today().isoformat()},
         }
     results["machine"] = {
         "cpu": cpu_model(),
@@ -86,3 +100,21 @@ def bench_all(params: Params, out: Path, only: list[str] | None = None, peer: st
     }
     write_json(out, results)
     return {name: results[name] for name in names}
+
+
+def _commit_of(rev: str, pipeline_named: bool) -> str:
+    """`--against REV` as a full commit id, or one clear error before any benchmark runs."""
+    from rlvr.fields import ConfigError
+    from rlvr.pipeline.tracking import repo_root
+
+    if not pipeline_named:
+        raise ConfigError("--against compares the pipeline benchmark: add --only pipeline")
+    run = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        cwd=repo_root(),
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode != 0:
+        raise ConfigError(f"--against {rev!r}: not a commit of this checkout (git rev-parse found none)")
+    return run.stdout.strip()

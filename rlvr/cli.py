@@ -172,7 +172,9 @@ def _ui(args) -> Text:
 def _bench(args) -> dict:
     from bench.suite import bench_all
 
-    return bench_all(load_params(args.params), Path(args.out), only=args.only, peer=args.peer)
+    return bench_all(
+        load_params(args.params), Path(args.out), only=args.only, peer=args.peer, against=args.against
+    )
 
 
 STAGE_HELP = {
@@ -278,6 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="trl",
         help="also measure TRL's GRPOTrainer and HF generate on the same workloads, each alone and "
         "at its best (needs pip install -e '.[peer]')",
+    )
+    s.add_argument(
+        "--against",
+        default=None,
+        metavar="REV",
+        help="with --only pipeline: first measure commit REV (the previous main, say) the same way, "
+        "back to back on this machine",
     )
     s.set_defaults(fn=_bench)
     return p

@@ -29,7 +29,7 @@ from rlvr.grpo import (
 from rlvr.grpo_stats import Groups, mixed_groups, step_metrics
 from rlvr.model import TinyLM, grouped_response_logits
 from rlvr.optim import AdamW, check_step, check_weights, diverged_at
-from rlvr.rollout import sample_scored, solve_probability
+from rlvr.rollout import Sampling, sample_scored, solve_probability
 from rlvr.tasks import Problem
 from rlvr.tokenizer import Tokenizer
 
@@ -48,9 +48,8 @@ def rollout_groups(
     reward_fn: RewardFn | None = None,
 ) -> Groups:
     """Sample G responses for each problem and score them (reward and true accuracy)."""
-    roll, correct = sample_scored(
-        policy, problems, cfg.group_size, max_new_tokens, cfg.temperature, tok, gen
-    )  # correct: (P*G,)
+    how = Sampling(tok, max_new_tokens, cfg.temperature)
+    roll, correct = sample_scored(policy, problems, cfg.group_size, how, gen)  # correct: (P*G,)
     answers = [p.answer for p in problems]
     rewards = correct if reward_fn is None else reward_fn(roll.response, answers, cfg.group_size)  # (P*G,)
     mask = roll.mask[:, roll.prompt_len :]  # (P*G, T)
@@ -276,8 +275,9 @@ def evaluate(
     """The expected sampled (T = 1) accuracy on the evaluation problems, computed exactly from the
     policy's answer probabilities (`answer_probability`: no sampling noise, one forward pass), and
     the policy's exact KL to the reference on one sampled response per problem."""
-    acc = float(solve_probability(policy, problems, max_new_tokens, 1.0, tok).mean())
-    roll, _ = sample_scored(policy, problems, 1, max_new_tokens, 1.0, tok, gen)  # P rows
+    how = Sampling(tok, max_new_tokens, 1.0)
+    acc = float(solve_probability(policy, problems, how).mean())
+    roll, _ = sample_scored(policy, problems, 1, how, gen)  # P rows
     response_mask = roll.mask[:, roll.prompt_len :]  # (P, T)
     kl = exact_drift(policy, ref, roll.tokens, response_mask, roll.prompt_len, shared_prefix)
     return {"eval_acc": acc, "eval_kl_exact_nats": kl}

@@ -27,44 +27,37 @@ def prompt_tensor(problems: list[Problem], tok: Tokenizer) -> torch.Tensor:
     return torch.tensor(rows)  # (P, Tp)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How a policy's responses are drawn and read: at most `max_new_tokens` tokens each, at
+    `temperature` (0: greedy), in `tok`'s tokens: the settings every sampler and scorer below shares."""
+
+    tok: Tokenizer
+    max_new_tokens: int
+    temperature: float = 1.0
+
+
 def sample_scored(
-    model: TinyLM,
-    problems: list[Problem],
-    n: int,
-    max_new_tokens: int,
-    temperature: float,
-    tok: Tokenizer,
-    gen: torch.Generator | None,
+    model: TinyLM, problems: list[Problem], n: int, how: Sampling, gen: torch.Generator | None
 ) -> tuple[Rollout, torch.Tensor]:
     """n samples of each problem and whether each is exactly right: Rollout (P*n rows), correct (P*n,)."""
+    tok = how.tok
     prompts = prompt_tensor(problems, tok).to(model.device)  # (P, Tp)
-    roll = sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, temperature, gen)
+    roll = sample(model, prompts, n, how.max_new_tokens, tok.eos_id, tok.pad_id, how.temperature, gen)
     targets = answer_targets([p.answer for p in problems], tok).to(model.device)  # (P, L)
     return roll, exact_match(roll.response, targets, n, tok.pad_id)  # (P*n,)
 
 
 def correct_counts(
-    model: TinyLM,
-    problems: list[Problem],
-    n: int,
-    max_new_tokens: int,
-    temperature: float,
-    tok: Tokenizer,
-    gen: torch.Generator | None,
+    model: TinyLM, problems: list[Problem], n: int, how: Sampling, gen: torch.Generator | None
 ) -> torch.Tensor:
     """Correct samples out of n for each problem: (P,) ints (pass@k's c_i)."""
-    _, correct = sample_scored(model, problems, n, max_new_tokens, temperature, tok, gen)  # (P*n,)
+    _, correct = sample_scored(model, problems, n, how, gen)  # (P*n,)
     return correct.view(len(problems), n).sum(dim=1).long()  # (P,)
 
 
 def binomial_counts(
-    model: TinyLM,
-    problems: list[Problem],
-    n: int,
-    max_new_tokens: int,
-    temperature: float,
-    tok: Tokenizer,
-    gen: torch.Generator | None,
+    model: TinyLM, problems: list[Problem], n: int, how: Sampling, gen: torch.Generator | None
 ) -> torch.Tensor:
     """Correct samples out of n per problem, drawn from their exact law: (P,) ints.
 
@@ -73,7 +66,7 @@ def binomial_counts(
     it from that law is `correct_counts` in distribution, at the cost of one teacher-forced forward
     pass instead of n sampled responses per problem (the wrong ones are never looked at).
     """
-    p = solve_probability(model, problems, max_new_tokens, temperature, tok).double()  # (P,)
+    p = solve_probability(model, problems, how).double()  # (P,)
     return torch.binomial(torch.full_like(p, float(n)), p, generator=gen).long()  # (P,)
 
 
@@ -120,29 +113,21 @@ def answer_probability(
     return torch.exp((logp * mask[:, c - 1 :]).sum(dim=1))  # (P,)
 
 
-def solve_probability(
-    model: TinyLM, problems: list[Problem], max_new_tokens: int, temperature: float, tok: Tokenizer
-) -> torch.Tensor:
-    """The chance that one sample, cut at `max_new_tokens`, is exactly right, per problem: (P,) on the
-    model's device. `answer_probability`, and 0 where the answer and its <eos> do not fit the cap."""
-    batch = answer_batch(problems, tok)
-    fits = batch.mask.sum(dim=1) <= max_new_tokens  # (P,) answer digits + <eos> within the cap
-    p = answer_probability(model, batch, tok, temperature)  # (P,)
+def solve_probability(model: TinyLM, problems: list[Problem], how: Sampling) -> torch.Tensor:
+    """The chance that one sample, cut at `how.max_new_tokens`, is exactly right, per problem: (P,) on
+    the model's device. `answer_probability`, and 0 where the answer and its <eos> do not fit the cap."""
+    batch = answer_batch(problems, how.tok)
+    fits = batch.mask.sum(dim=1) <= how.max_new_tokens  # (P,) answer digits + <eos> within the cap
+    p = answer_probability(model, batch, how.tok, how.temperature)  # (P,)
     return torch.where(fits.to(p.device), p, 0.0)
 
 
 def accuracy(
-    model: TinyLM,
-    problems: list[Problem],
-    n: int,
-    max_new_tokens: int,
-    temperature: float,
-    tok: Tokenizer,
-    gen: torch.Generator | None,
+    model: TinyLM, problems: list[Problem], n: int, how: Sampling, gen: torch.Generator | None
 ) -> float:
     """Mean exact-match accuracy of n samples per problem (temperature 0: greedy, n forced to 1)."""
     if not problems:
         return float("nan")
-    n = 1 if temperature == 0 else n
-    _, correct = sample_scored(model, problems, n, max_new_tokens, temperature, tok, gen)
+    n = 1 if how.temperature == 0 else n
+    _, correct = sample_scored(model, problems, n, how, gen)
     return float(correct.mean())

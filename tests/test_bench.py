@@ -186,6 +186,53 @@ def test_unknown_peer_and_missing_peer_extra_fail_before_any_benchmark(tmp_path,
     assert not out.exists()  # nothing ran, nothing written
 
 
+def test_against_needs_the_pipeline_benchmark_and_a_commit_before_any_benchmark(tmp_path):
+    from conftest import ROOT
+
+    params = load_params(ROOT / "params.yaml")
+    out = tmp_path / "benchmarks.json"
+    with pytest.raises(ConfigError, match="add --only pipeline"):
+        suite.bench_all(params, out, only=["sft"], against="HEAD")
+    with pytest.raises(ConfigError, match="--against 'no-such-rev': not a commit"):
+        suite.bench_all(params, out, only=["pipeline"], against="no-such-rev")
+    assert not out.exists()  # nothing ran, nothing written
+
+
+def test_the_named_commit_is_measured_first_then_head(monkeypatch):
+    from bench import floor
+
+    order = []
+    monkeypatch.setattr(
+        floor, "measure", lambda root, rev: order.append(rev) or {"commit": rev, "ratio": 1.0}
+    )
+    monkeypatch.setattr("rlvr.gitinfo.git_commit", lambda root, path=None: "h" * 40)
+    out = floor.bench(None, against="a" * 40)
+    assert order == ["a" * 40, "h" * 40]  # back to back, the named commit first
+    assert out["commit"] == "h" * 40 and out["against"] == {"commit": "a" * 40, "ratio": 1.0}
+    assert "against" not in floor.bench(None)  # nothing named, nothing else measured
+
+
+def test_report_shows_both_commits_back_to_back_and_where_each_benchmark_ran():
+    from rlvr.report.benchtables import back_to_back_blocks, machine_line
+    from rlvr.report.document import markdown
+
+    run = lambda c, w, f: {"commit": c * 40, "wall_seconds": w, "floor_seconds": f, "ratio": w / f}  # noqa: E731
+    pipeline = {**run("b", 760.0, 700.0), "against": run("a", 745.2, 690.0)}
+    text = markdown(back_to_back_blocks(pipeline), "figures")
+    assert "`rlvr bench --only pipeline --against aaaaaaaaaa`" in text
+    assert "| `aaaaaaaaaa` (measured first) | 745.2 | 690.0 | 1.08 |" in text
+    assert "| `bbbbbbbbbb` | 760.0 | 700.0 | 1.09 |" in text
+    assert back_to_back_blocks(run("b", 760.0, 700.0)) == []  # no commit named: no table
+    bench = {
+        "machine": {"cpu": "Chip X", "cpu_count": 2},
+        "sft": {"measured_on": {"cpu": "Chip X", "date": "2026-12-01"}},
+        "pipeline": {"measured_on": {"cpu": "Chip Y", "date": "2026-12-03"}},
+    }
+    assert machine_line(bench) == (
+        "Measured on Chip X, 2 cores. Measured elsewhere: `pipeline` on Chip Y, 2026-12-03."
+    )
+
+
 def test_peer_figures_that_were_not_measured_say_why(monkeypatch):
     monkeypatch.setattr(peer, "available", lambda: True)
     assert peer.note(False) == peer.PEER_SKIPPED  # installed, not asked for

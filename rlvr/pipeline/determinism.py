@@ -7,11 +7,12 @@ torch is imported inside the functions that use it: the check, data and report s
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import random
+import subprocess
 import sys
-from pathlib import Path
 
 from rlvr.fields import ConfigError
 
@@ -83,11 +84,22 @@ def deterministic_ops() -> None:
 
 
 def cpu_model() -> str:
-    """The CPU's marketing name (/proc/cpuinfo), else what `platform` knows."""
+    """The CPU's name with its family and model (what decides float rounding between machines of
+    one name), as `lscpu` reports them; else what `platform` knows (no lscpu: not Linux)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        run = subprocess.run(
+            ["lscpu", "-J"], capture_output=True, text=True, timeout=10, env={**os.environ, "LC_ALL": "C"}
+        )
+        fields = dict(_lscpu_fields(json.loads(run.stdout)["lscpu"]))
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return platform.processor() or platform.machine()
+    name = fields.get("Model name") or platform.processor() or platform.machine()
+    family, model = fields.get("CPU family"), fields.get("Model")
+    return f"{name} (family {family}, model {model})" if family and model else name
+
+
+def _lscpu_fields(entries: list[dict]):
+    """(field, value) pairs of `lscpu -J`, flat or nested (newer util-linux nests them in `children`)."""
+    for e in entries:
+        yield e["field"].rstrip(":"), e.get("data")
+        yield from _lscpu_fields(e.get("children", []))

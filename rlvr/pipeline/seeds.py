@@ -83,6 +83,20 @@ def write_curves(curve_path, eval_path, curve: list[dict]) -> list:
     return [write_tsv(curve_path, train), write_tsv(eval_path, evals)]
 
 
+def keep_policy(child: Run, model, tok, result: SeedResult, paths, key: tuple, unit: str, config_hash: str):
+    """A trained seed's policy kept: `model` takes its state, and its checkpoint, step curve and eval
+    curve (where `paths` puts unit `key`'s) are written and logged to the seed's MLflow run `child`."""
+    from rlvr.pipeline import checkpoint  # here, not at the top: stages without checkpoints never load torch
+
+    model.load_state_dict(result.state)
+    checkpoint.save(paths.checkpoint(*key), model, tok, unit, config_hash)
+    for path in (
+        *write_curves(paths.curve(*key), paths.eval_curve(*key), result.curve),
+        paths.checkpoint(*key),
+    ):
+        child.log_artifact(path, "seed")
+
+
 SFT_LOGGED = ("loss", "lr")  # what an SFT curve row logs to MLflow (its epoch and phase are in the TSV)
 
 

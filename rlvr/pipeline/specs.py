@@ -25,6 +25,12 @@ from rlvr.pipeline.config import WARMUP_KEYS, Params
 from rlvr.pipeline.records import headline_path, record_path
 
 LABEL_KEYS = ("noise", "target", "epochs")  # an SFT run's settings a figure names its start by
+RUNS_ON = ("threads", "device")  # where a training stage runs: its thread budget and its device
+
+
+def sft_keys(run: str, keys) -> list[str]:
+    """The dotted params keys `keys` of SFT run `run` (a stage that reads only part of a run)."""
+    return [f"sft.{run}.{k}" for k in keys]
 
 
 def figure_outs(*pngs) -> dict:
@@ -106,11 +112,10 @@ STAGES: dict[str, Stage] = {
             "starts from, trained once per chain",
             paths=lambda key, item, p: paths.warmup(key, item.run),
             params=lambda key, item, p: [
-                "threads",
-                "device",
+                *RUNS_ON,
                 "model",
                 f"warmups.{key}",
-                *(f"sft.{item.run}.{k}" for k in WARMUP_KEYS),
+                *sft_keys(item.run, WARMUP_KEYS),
             ],
             deps=lambda x: [x.data.rows],
             outs=lambda x: {x.states: {}},
@@ -121,7 +126,7 @@ STAGES: dict[str, Stage] = {
             "sft",
             "supervised fine-tuning of TinyLM on run ${key}'s labels, from its warm-up, once per seed",
             paths=lambda key, item, p: paths.sft(key, item.warmup),
-            params=lambda key, item, p: ["threads", "device", "model", f"tasks.{item.task}", f"sft.{key}"],
+            params=lambda key, item, p: [*RUNS_ON, "model", f"tasks.{item.task}", f"sft.{key}"],
             deps=lambda x: [x.data.rows, x.data.heldout, x.warmup],
             outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}},
             metrics=lambda x: [x.metrics],
@@ -131,13 +136,7 @@ STAGES: dict[str, Stage] = {
             "variants",
             "GRPO variant ${key}, seed n from SFT seed n (its chain), once per seed in its seeds",
             paths=lambda key, item, p: paths.grpo(key, item.sft),
-            params=lambda key, item, p: [
-                "threads",
-                "device",
-                "grpo.defaults",
-                f"variants.{key}",
-                f"tasks.{item.task}",
-            ],
+            params=lambda key, item, p: [*RUNS_ON, "grpo.defaults", f"variants.{key}", f"tasks.{item.task}"],
             deps=lambda x: [x.start.checkpoints, x.start.data.rows, x.start.data.heldout],
             outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}, x.eval_mean: {"cache": False}},
             metrics=lambda x: [x.metrics],
@@ -149,17 +148,16 @@ STAGES: dict[str, Stage] = {
             paths=lambda key, item, p: paths.passk(p.passk.sft, p.passk.contrast, scored_variants(p)),
             params=lambda key, item, p: [
                 "seed",
-                "threads",
-                "device",
+                *RUNS_ON,
                 "grpo.defaults",
                 "passk",
                 *(f"variants.{v}" for v in scored_variants(p)),
                 f"tasks.{p.sft[p.passk.sft].task}",
                 f"sft.{p.passk.sft}.task",
                 *(
-                    f"sft.{run}.{key}"
+                    key
                     for run in (p.passk.sft, *([] if p.passk.contrast is None else [p.passk.contrast]))
-                    for key in ("seeds", *LABEL_KEYS)
+                    for key in sft_keys(run, ("seeds", *LABEL_KEYS))
                 ),
             ],
             deps=lambda x: [
@@ -182,12 +180,11 @@ STAGES: dict[str, Stage] = {
             "GRPO on chapter A's hackable substring verifier, once per seed in hack.seeds",
             paths=lambda key, item, p: paths.hack(p.hack.sft),
             params=lambda key, item, p: [
-                "threads",
-                "device",
+                *RUNS_ON,
                 "grpo.defaults",
                 f"variants.{p.hack.variant}",
                 "hack",
-                *(f"sft.{p.hack.sft}.{key}" for key in LABEL_KEYS),
+                *sft_keys(p.hack.sft, LABEL_KEYS),
             ],
             deps=lambda x: [x.start.checkpoints, x.start.data.rows],
             outs=lambda x: {

@@ -41,7 +41,7 @@ from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.seeds import draw_seed, seed_results, stream_seed
 from rlvr.report import plots
 from rlvr.report.labels import sft_run_label
-from rlvr.rollout import binomial_counts
+from rlvr.rollout import Sampling, binomial_counts
 from rlvr.sft import encode_sft, fit_noisy
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
@@ -78,7 +78,9 @@ class Scoring:
 
         def at(t: float) -> list[int]:
             gen = torch.Generator(device=model.device).manual_seed(self.seed)
-            return binomial_counts(model, self.held, self.n, self.task.max_new_tokens, t, tok, gen).tolist()
+            return binomial_counts(
+                model, self.held, self.n, Sampling(tok, self.task.max_new_tokens, t), gen
+            ).tolist()
 
         return {
             "counts": at(self.temperatures[0]),

@@ -321,11 +321,37 @@ def floor_blocks(bench: dict) -> list:
             f"{pipeline['target_ratio']} in total. Per stage: `reports/benchmarks.json` (`pipeline.stages`)."
         ),
         Table(["stages", "count", "wall, s", "floor, s", "wall / floor"], floor_rows(pipeline), "floor"),
+        *back_to_back_blocks(pipeline),
+    ]
+
+
+def back_to_back_blocks(pipeline: dict) -> list:
+    """`rlvr bench --only pipeline --against REV`: REV measured the same way just before, on the
+    same machine; nothing when no commit was named."""
+    before = pipeline.get("against")
+    if not before:
+        return []
+    rows = [
+        [
+            f"`{run['commit'][:10]}`{note}",
+            f"{run['wall_seconds']:.1f}",
+            f"{run['floor_seconds']:.1f}",
+            f"{run['ratio']:.2f}",
+        ]
+        for run, note in ((before, " (measured first)"), (pipeline, ""))
+    ]
+    return [
+        Para(
+            f"Back to back on one machine (`rlvr bench --only pipeline --against {before['commit'][:10]}`): "
+            f"the named commit's fresh clone first, then this commit's, each against its own floor."
+        ),
+        Table(["commit", "wall, s", "floor, s", "wall / floor"], rows, "floor-back-to-back"),
     ]
 
 
 def machine_line(bench: dict) -> str:
-    """Where the benchmarks ran: CPU, cores, torch threads, load average around the run."""
+    """Where the benchmarks ran: the last run's CPU, cores, torch threads and load average, and each
+    benchmark that recorded another machine of its own (`measured_on`)."""
     m = bench.get("machine", {})
     load = m.get("load_average_1min", {})
     parts = [
@@ -335,7 +361,13 @@ def machine_line(bench: dict) -> str:
         f"torch {m['torch']}" if "torch" in m else None,
         f"1-minute load {load['before']} before, {load['after']} after" if load else None,
     ]
-    return "Measured on " + ", ".join(p for p in parts if p) + "." if any(parts) else ""
+    line = "Measured on " + ", ".join(p for p in parts if p) + "." if any(parts) else ""
+    elsewhere = [
+        f"`{name}` on {e['measured_on']['cpu']}, {e['measured_on']['date']}"
+        for name, e in sorted(bench.items())
+        if isinstance(e, dict) and "measured_on" in e and e["measured_on"]["cpu"] != m.get("cpu")
+    ]
+    return line + (" Measured elsewhere: " + "; ".join(elsewhere) + "." if elsewhere else "")
 
 
 def seed_profile_blocks(profile: dict) -> list:

@@ -21,7 +21,7 @@ from rlvr.grpo_loop import (
 from rlvr.grpo_stats import Groups
 from rlvr.model import TinyLM
 from rlvr.noise import noisy_rows
-from rlvr.rollout import accuracy
+from rlvr.rollout import Sampling, accuracy
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
@@ -47,7 +47,7 @@ def sft_policy():
     train_sft(model, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
     with torch.no_grad():
         for _ in range(12):
-            if accuracy(model, PROBLEMS, 32, MAX_NEW, 1.0, TOK, gen) <= 0.55:
+            if accuracy(model, PROBLEMS, 32, Sampling(TOK, MAX_NEW), gen) <= 0.55:
                 break
             model.ln_f.weight.mul_(0.8)
             model.ln_f.bias.mul_(0.8)

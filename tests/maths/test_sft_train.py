@@ -4,7 +4,7 @@ from conftest import make
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.model import TinyLM
 from rlvr.noise import noisy_rows
-from rlvr.rollout import accuracy
+from rlvr.rollout import Sampling, accuracy
 from rlvr.sft import encode_sft, train_sft
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
@@ -23,7 +23,7 @@ def test_clean_sft_learns_single_digit_addition():
     gen = torch.Generator().manual_seed(0)
     curve = train_sft(model, tokens, mask, cfg, gen, progress=False)
     assert curve[-1]["loss"] < curve[0]["loss"]
-    assert accuracy(model, train, 1, 2, 0.0, tok, gen) >= 0.9
+    assert accuracy(model, train, 1, Sampling(tok, 2, 0.0), gen) >= 0.9
 
 
 def _grads(model, loss_fn):

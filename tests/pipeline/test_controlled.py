@@ -23,7 +23,7 @@ from rlvr.passk import (
     thin,
     unit_key,
 )
-from rlvr.rollout import answer_probability, binomial_counts, correct_counts
+from rlvr.rollout import Sampling, answer_probability, binomial_counts, correct_counts
 from rlvr.sft import StopAtTarget, fit_noisy
 from rlvr.stats import variance_components
 from rlvr.tasks import all_problems, split
@@ -225,7 +225,7 @@ def test_answer_probability_is_the_sampled_accuracy_in_expectation():
     problems = all_problems("single_digit")[:6]
     p = answer_probability(model, problems, tok)  # (P,)
     n = 4000
-    c = correct_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(0))
+    c = correct_counts(model, problems, n, Sampling(tok, 2), torch.Generator().manual_seed(0))
     se = torch.sqrt(p * (1 - p) / n)
     assert torch.all((c / n - p).abs() <= 5 * se + 1e-4)
 
@@ -240,13 +240,13 @@ def test_binomial_counts_have_the_law_of_sampled_counts():
         model.tok_emb.weight.mul_(8)
     problems = all_problems("single_digit")[:8]
     n = 2000
-    drawn = binomial_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(1))  # (P,)
-    sampled = correct_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(2))  # (P,)
+    drawn = binomial_counts(model, problems, n, Sampling(tok, 2), torch.Generator().manual_seed(1))  # (P,)
+    sampled = correct_counts(model, problems, n, Sampling(tok, 2), torch.Generator().manual_seed(2))  # (P,)
     p = answer_probability(model, problems, tok).double()
     sd_diff = torch.sqrt(2 * n * p * (1 - p))
     assert drawn.dtype == torch.long and drawn.shape == (len(problems),)
     assert torch.all((drawn - sampled).abs() <= 5 * sd_diff + 1)
-    again = binomial_counts(model, problems, n, 2, 1.0, tok, torch.Generator().manual_seed(1))
+    again = binomial_counts(model, problems, n, Sampling(tok, 2), torch.Generator().manual_seed(1))
     assert torch.equal(drawn, again)  # one generator, one seed: the same counts
 
 
@@ -256,8 +256,8 @@ def test_binomial_counts_are_zero_where_the_answer_does_not_fit_the_cap():
     tok = Tokenizer()
     model = TinyLM(make(ModelConfig, d_model=16, n_layer=1, n_head=2), len(tok))
     problems = [p for p in all_problems("two_digit") if len(p.answer) == 2][:3]
-    assert binomial_counts(model, problems, 64, 2, 1.0, tok, torch.Generator().manual_seed(0)).sum() == 0
-    many = binomial_counts(model, problems, 10**6, 3, 1.0, tok, torch.Generator().manual_seed(0))
+    assert binomial_counts(model, problems, 64, Sampling(tok, 2), torch.Generator().manual_seed(0)).sum() == 0
+    many = binomial_counts(model, problems, 10**6, Sampling(tok, 3), torch.Generator().manual_seed(0))
     assert many.sum() > 0  # about 230 expected
 
 

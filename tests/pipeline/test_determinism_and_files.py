@@ -86,3 +86,40 @@ def test_error_line_is_one_line_for_a_users_error_and_none_for_a_bug():
     full = error_line(OSError(errno.ENOSPC, "No space left on device", "data/x.pt"))
     assert full.startswith("data/x.pt: ") and "\n" not in full
     assert error_line(ValueError("a bug")) is None and error_line(KeyError("k")) is None
+
+
+def _fake_lscpu(tmp_path, monkeypatch, body: str) -> None:
+    """An `lscpu` on PATH that prints `body` (a machine's report, as another machine's lscpu would)."""
+    exe = tmp_path / "lscpu"
+    exe.write_text(f"#!/bin/sh\ncat <<'JSON'\n{body}\nJSON\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+
+def test_cpu_model_names_family_and_model_from_flat_or_nested_lscpu(tmp_path, monkeypatch):
+    from rlvr.pipeline.determinism import cpu_model
+
+    flat = (
+        '{"lscpu": [{"field": "Model name:", "data": "Chip X"}, {"field": "CPU family:", "data": "25"},'
+        ' {"field": "Model:", "data": "17"}]}'
+    )
+    _fake_lscpu(tmp_path, monkeypatch, flat)
+    assert cpu_model() == "Chip X (family 25, model 17)"
+    nested = (
+        '{"lscpu": [{"field": "Vendor ID:", "data": "V", "children": ['
+        '{"field": "Model name:", "data": "Chip Y", "children": ['
+        '{"field": "CPU family:", "data": "6"}, {"field": "Model:", "data": "143"}]}]}]}'
+    )
+    _fake_lscpu(tmp_path, monkeypatch, nested)
+    assert cpu_model() == "Chip Y (family 6, model 143)"
+
+
+def test_cpu_model_falls_back_to_platform_when_lscpu_says_nothing_usable(tmp_path, monkeypatch):
+    import platform
+
+    from rlvr.pipeline.determinism import cpu_model
+
+    _fake_lscpu(tmp_path, monkeypatch, "not json")
+    assert cpu_model() == (platform.processor() or platform.machine())
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))  # no lscpu at all
+    assert cpu_model() == (platform.processor() or platform.machine())

@@ -125,12 +125,12 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     assert alone == {"counts": first["counts"]}
     # greedy: one argmax sample per problem, the accuracy `rlvr.rollout.accuracy` gives at T = 0
     from rlvr.pipeline import checkpoint
-    from rlvr.rollout import accuracy
+    from rlvr.rollout import Sampling, accuracy
     from rlvr.tokenizer import Tokenizer
 
     tok = Tokenizer()
     policy = checkpoint.load(model[1], tok, model[2], model[3], params.device)
-    assert sum(first["greedy"]) / 20 == accuracy(policy, problems, 8, max_new, 0.0, tok, None)
+    assert sum(first["greedy"]) / 20 == accuracy(policy, problems, 8, Sampling(tok, max_new, 0.0), None)
 
 
 def test_a_run_whose_true_answers_differ_from_its_warm_up_is_refused(tiny_repo):

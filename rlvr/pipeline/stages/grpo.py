@@ -11,13 +11,13 @@ from rlvr.files import read_heldout, read_jsonl, write_tsv
 from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
-from rlvr.pipeline import checkpoint
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import GRPOPaths, SFTPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SeedResult,
+    keep_policy,
     load_start,
     over_seeds,
     run_name,
@@ -25,7 +25,6 @@ from rlvr.pipeline.seeds import (
     stream_seed,
     tracked,
     with_intervals,
-    write_curves,
 )
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.stats import seed_metrics, variance_components
@@ -118,14 +117,8 @@ def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True)
         for (seed, rep), result, child in over_seeds(
             mlrun, units, results, run_name("grpo", name), tags, KEY_METRICS, progress
         ):
-            model.load_state_dict(result.state)
             unit = f"{run_name('grpo', name)}/{unit_name(seed, rep)}"
-            checkpoint.save(paths.checkpoint(seed, rep), model, tok, unit, params.hash)
-            for path in (
-                *write_curves(paths.curve(seed, rep), paths.eval_curve(seed, rep), result.curve),
-                paths.checkpoint(seed, rep),
-            ):
-                child.log_artifact(path, "seed")
+            keep_policy(child, model, tok, result, paths, (seed, rep), unit, params.hash)
             per_unit[seed, rep], run_ids[unit_name(seed, rep)] = result.summary, child.run_id
             eval_curves.append(split_curve(result.curve)[1])
         metrics = {

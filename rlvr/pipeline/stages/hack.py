@@ -9,19 +9,18 @@ from rlvr.configs import GRPOConfig
 from rlvr.files import read_jsonl, svg_beside, write_json
 from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
 from rlvr.optim import diverged_at
-from rlvr.pipeline import checkpoint
 from rlvr.pipeline.config import HackConfig
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import HackPaths, SFTPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SeedResult,
+    keep_policy,
     load_start,
     over_seeds,
     seed_results,
     tracked,
     with_intervals,
-    write_curves,
 )
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import trainplots
@@ -102,10 +101,7 @@ def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
         tracked(params, tags, start=results.started) as mlrun,
     ):
         for seed, result, child in over_seeds(mlrun, cfg.seeds, results, "hack", tags, KEY_METRICS, progress):
-            model.load_state_dict(result.state)
-            checkpoint.save(paths.checkpoint(seed), model, tok, f"hack/seed{seed}", params.hash)
-            for path in write_curves(paths.curve(seed), paths.eval_curve(seed), result.curve):
-                child.log_artifact(path, "seed")
+            keep_policy(child, model, tok, result, paths, (seed,), f"hack/seed{seed}", params.hash)
             finals[seed], tables[seed] = result.summary, result.extra
         rose = sum(f["digits_per_response_end"] > f["digits_per_response_start"] for f in finals.values())
         metrics = {

@@ -28,7 +28,7 @@ from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import narrowing, plots
 from rlvr.report.labels import sft_run_label
-from rlvr.rollout import binomial_counts, correct_counts
+from rlvr.rollout import Sampling, binomial_counts, correct_counts
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
@@ -52,12 +52,12 @@ def score(
 
     def at(t: float) -> list[int]:
         gen = torch.Generator(device=device).manual_seed(seed)
-        return binomial_counts(model, problems, n, max_new_tokens, t, tok, gen).tolist()
+        return binomial_counts(model, problems, n, Sampling(tok, max_new_tokens, t), gen).tolist()
 
     out: dict = {"counts": at(temperatures[0])}
     if every:
         out["by_temperature"] = {temperature_key(t): at(t) for t in temperatures[1:]}
-        out["greedy"] = correct_counts(model, problems, 1, max_new_tokens, 0.0, tok, None).tolist()
+        out["greedy"] = correct_counts(model, problems, 1, Sampling(tok, max_new_tokens, 0.0), None).tolist()
     return out
 
 

@@ -29,7 +29,7 @@ from rlvr.pipeline.seeds import (
 )
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.stages.warmup import fresh_start, perturbation
-from rlvr.rollout import accuracy, answer_batch, answer_probability, solve_probability
+from rlvr.rollout import Sampling, accuracy, answer_batch, answer_probability, solve_probability
 from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
@@ -131,17 +131,19 @@ def accuracies(
     (`solve_probability`: no sampling noise). Their intervals are over chains (the metrics file),
     which include the start's own variance."""
 
+    greedy = Sampling(tok, task.max_new_tokens, 0.0)
+
     def sampled(probs: list[Problem], key: str) -> dict:
-        p = solve_probability(model, probs, task.max_new_tokens, 1.0, tok)  # (P,)
+        p = solve_probability(model, probs, Sampling(tok, task.max_new_tokens, 1.0))  # (P,)
         return {key: float(p.double().mean())}
 
     out = {
-        "greedy_acc_train": accuracy(model, train, 1, task.max_new_tokens, 0.0, tok, gen),
+        "greedy_acc_train": accuracy(model, train, 1, greedy, gen),
         **sampled(train, "sampled_acc_train"),
     }
     if held:
         out.update(
-            greedy_acc_heldout=accuracy(model, held, 1, task.max_new_tokens, 0.0, tok, gen),
+            greedy_acc_heldout=accuracy(model, held, 1, greedy, gen),
             **sampled(held, "sampled_acc_heldout"),
         )
     return out
