@@ -7,7 +7,7 @@ on some addition facts, uniform label noise. They differ in how the per-problem 
 so in pass@64 and in how many problems 64 samples never solve, and perhaps in whether RL narrows
 them. This command trains every
 candidate over its chains in-process (seed workers, one torch thread each, so a chain's numbers are
-the pipeline's own for a run it shares), scores each chain's SFT policy on the held-out problems,
+the pipeline's own for a run it shares), scores each chain's SFT policy on the validation problems,
 names the candidate whose SFT-side facts come closest to the chapter's (never-solved count, then
 pass@64) before any GRPO is run, then trains `starts.variant` from every chain and scores it. Every
 chain stops at its run's target, as the SFT stage does, and every score is on the task's validation

@@ -443,8 +443,8 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
         Heading("Chapter B: candidate starts", 2, "starts-b"),
         Para(
             f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start "
-            "over its chains, "
-            f"{starts['problems']} held-out problems, n = {starts['n']}. The start: {starts['rule']} (the "
+            f"over its chains, {starts['problems']} validation problems (never the held-out test "
+            f"problems), n = {starts['n']}. The start: {starts['rule']} (the "
             f"chapter: never solved {num(t['never_solved'])}, pass@64 {num(t['pass_at_n'])}). Chosen: "
             f"`{starts['sft_side_choice']}`; the pipeline's start "
             f"(`passk.sft`) is `{starts['pipeline_start']}`"
