@@ -231,6 +231,12 @@ def test_report_shows_both_commits_back_to_back_and_where_each_benchmark_ran():
     assert machine_line(bench) == (
         "Measured on Chip X, 2 cores. Measured elsewhere: `pipeline` on Chip Y, 2026-12-03."
     )
+    bench["machine"]["last_run"] = ["sft"]
+    bench["passk_model"] = {"seconds": 1.0}  # from before benchmarks recorded their machine
+    assert machine_line(bench) == (
+        "Last run (`sft`) on Chip X, 2 cores. Measured elsewhere: `pipeline` on Chip Y, 2026-12-03. "
+        "Measured before each benchmark recorded its machine (not said here): `passk_model`."
+    )
 
 
 def test_peer_figures_that_were_not_measured_say_why(monkeypatch):
@@ -345,7 +351,8 @@ def test_report_shows_fair_peer_ratios_their_best_setting_and_the_method():
     assert "### Peers at their best, measured alone" in text and fair.METHOD in text
     assert machine_line(bench_json) == (
         "Measured on AMD EPYC 9B14, 2 cores, 2 torch threads, torch 2.13.0+cpu, "
-        "1-minute load 0.1 before, 1.2 after."
+        "1-minute load 0.1 before, 1.2 after. Measured before each benchmark recorded its machine "
+        "(not said here): `grpo_step`, `sampling`."
     )
 
 

@@ -350,8 +350,9 @@ def back_to_back_blocks(pipeline: dict) -> list:
 
 
 def machine_line(bench: dict) -> str:
-    """Where the benchmarks ran: the last run's CPU, cores, torch threads and load average, and each
-    benchmark that recorded another machine of its own (`measured_on`)."""
+    """Where the benchmarks ran: the last run's CPU, cores, torch threads and load average; each
+    benchmark that recorded another machine of its own (`measured_on`); and those that predate
+    such records, whose machine the file does not say."""
     m = bench.get("machine", {})
     load = m.get("load_average_1min", {})
     parts = [
@@ -361,13 +362,30 @@ def machine_line(bench: dict) -> str:
         f"torch {m['torch']}" if "torch" in m else None,
         f"1-minute load {load['before']} before, {load['after']} after" if load else None,
     ]
-    line = "Measured on " + ", ".join(p for p in parts if p) + "." if any(parts) else ""
+    if not any(parts):
+        return ""
+    last = m.get("last_run") or []
+    head = f"Last run ({', '.join(f'`{n}`' for n in last)}) on " if last else "Measured on "
+    runs = {name: e for name, e in sorted(bench.items()) if name != "machine" and isinstance(e, dict)}
     elsewhere = [
         f"`{name}` on {e['measured_on']['cpu']}, {e['measured_on']['date']}"
-        for name, e in sorted(bench.items())
-        if isinstance(e, dict) and "measured_on" in e and e["measured_on"]["cpu"] != m.get("cpu")
+        for name, e in runs.items()
+        if "measured_on" in e and e["measured_on"]["cpu"] != m.get("cpu")
     ]
-    return line + (" Measured elsewhere: " + "; ".join(elsewhere) + "." if elsewhere else "")
+    unrecorded = [f"`{name}`" for name, e in runs.items() if "measured_on" not in e and name not in last]
+    return (
+        head
+        + ", ".join(p for p in parts if p)
+        + "."
+        + (" Measured elsewhere: " + "; ".join(elsewhere) + "." if elsewhere else "")
+        + (
+            " Measured before each benchmark recorded its machine (not said here): "
+            + ", ".join(unrecorded)
+            + "."
+            if unrecorded
+            else ""
+        )
+    )
 
 
 def seed_profile_blocks(profile: dict) -> list:
