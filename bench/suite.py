@@ -74,6 +74,7 @@ def bench_all(
     if against is not None:
         against = _commit_of(against, "pipeline" in names)
     set_determinism(params.seed, params.threads)
+    cpu, today = cpu_model(), datetime.date.today().isoformat()  # one machine for the whole run
     results = json.loads(out.read_text()) if out.is_file() else {}
     load_before = os.getloadavg()
     for name in sorted(
@@ -86,10 +87,10 @@ def bench_all(
         results[name] = {
             **BENCHMARKS[name](params, **kwargs),
             "load_average_1min": {"before": round(before, 2), "after": round(os.getloadavg()[0], 2)},
-            "measured_on": {"cpu": cpu_model(), "date": datetime.date.today().isoformat()},
+            "measured_on": {"cpu": cpu, "date": today},
         }
     results["machine"] = {
-        "cpu": cpu_model(),
+        "cpu": cpu,
         "cpu_count": os.cpu_count(),
         "threads": params.threads,
         "torch": torch.__version__,

@@ -365,7 +365,6 @@ def machine_line(bench: dict) -> str:
     if not any(parts):
         return ""
     last = m.get("last_run") or []
-    head = f"Last run ({', '.join(f'`{n}`' for n in last)}) on " if last else "Measured on "
     runs = {name: e for name, e in sorted(bench.items()) if name != "machine" and isinstance(e, dict)}
     elsewhere = [
         f"`{name}` on {e['measured_on']['cpu']}, {e['measured_on']['date']}"
@@ -373,19 +372,17 @@ def machine_line(bench: dict) -> str:
         if "measured_on" in e and e["measured_on"]["cpu"] != m.get("cpu")
     ]
     unrecorded = [f"`{name}`" for name, e in runs.items() if "measured_on" not in e and name not in last]
-    return (
-        head
-        + ", ".join(p for p in parts if p)
-        + "."
-        + (" Measured elsewhere: " + "; ".join(elsewhere) + "." if elsewhere else "")
-        + (
-            " Measured before each benchmark recorded its machine (not said here): "
+    head = f"Last run ({', '.join(f'`{n}`' for n in last)}) on " if last else "Measured on "
+    sentences = [head + ", ".join(p for p in parts if p) + "."]
+    if elsewhere:
+        sentences.append("Measured elsewhere: " + "; ".join(elsewhere) + ".")
+    if unrecorded:
+        sentences.append(
+            "Measured before each benchmark recorded its machine (not said here): "
             + ", ".join(unrecorded)
             + "."
-            if unrecorded
-            else ""
         )
-    )
+    return " ".join(sentences)
 
 
 def seed_profile_blocks(profile: dict) -> list:
