@@ -110,6 +110,13 @@ def _starts(args) -> dict:
     return run_starts(load_params(args.params))
 
 
+def _calibrate(args) -> dict:
+    from rlvr.pipeline.calibrate import run_calibrate
+
+    which = tuple(args.only or ("grpo_end", "hack_temperature"))
+    return run_calibrate(load_params(args.params), which, Path(args.plan))
+
+
 SHOWN = 8  # problems printed per failed check
 
 
@@ -240,6 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="recompute the summaries from the counts starts.json stores (no training)",
     )
     s.set_defaults(fn=_starts)
+    s = sub.add_parser(
+        "calibrate",
+        help="the declared calibrations of experiments/calibration.yaml on validation values "
+        "(chapter B's GRPO recipe, the hack's temperature) -> reports/calibration/",
+    )
+    s.add_argument(
+        "--only",
+        action="append",
+        choices=("grpo_end", "hack_temperature"),
+        help="run this calibration only (repeatable; default: both)",
+    )
+    s.add_argument("--plan", default="experiments/calibration.yaml", help="the declared calibrations")
+    s.set_defaults(fn=_calibrate)
     s = sub.add_parser(
         "verify",
         help="check that the committed results are what the committed code produces, and say how the "

@@ -139,8 +139,27 @@ class GRPOConfig(Section):
     overlong_buffer: Annotated[int, AtLeast(0)]  # DAPO soft overlong penalty window in tokens (0 = off)
     overlong_penalty: NonNegative  # penalty at the length cap, ramped over the buffer
     eval_every: Count  # steps between held-out evaluations (exact expected accuracy; and the last step)
+    # The controlled end: training stops at the first check where the expected sampled accuracy
+    # (pass@1 at T = 1, exact) on the task's validation split reaches `target`; `steps` is then the
+    # cap, and a run the cap stops first is reported "not reached" (never drawn again). null: train
+    # every step (a fixed budget).
+    target: Probability | None
+    check_every: Count  # steps between validation checks far from the target
+    near: Probability  # within this of the target, every step is checked
 
     def validate(self, path: str) -> None:
+        require(
+            self.target is None or self.check_every <= self.steps,
+            f"{path}.check_every",
+            self.check_every,
+            f"must be at most {path}.steps ({self.steps}), the cap of its controlled end",
+        )
+        require(
+            self.target is None or 0 < self.target < 1,
+            f"{path}.target",
+            self.target,
+            "a controlled end's validation accuracy must lie strictly between 0 and 1",
+        )
         require(
             not (self.kl_in_reward and self.beta == 0),
             f"{path}.kl_in_reward",

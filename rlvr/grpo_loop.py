@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rlvr.configs import GRPOConfig
+from rlvr.controlled import StopAtTarget
 from rlvr.grpo import (
     exact_kl_and_entropy,
     grpo_loss,
@@ -318,6 +319,7 @@ def train_grpo(
     shared_prefix: bool = False,
     progress: bool = False,
     desc: str = "grpo",
+    stop: StopAtTarget | None = None,
 ) -> list[dict]:
     """Train `policy` in place with GRPO; returns one metrics row per step (plus eval columns).
 
@@ -330,6 +332,13 @@ def train_grpo(
 
     A NaN or infinite loss, gradient or weight stops training at its step with `Diverged` (a
     UserError naming the variant's lr, grad_clip and temperature): nothing is sampled from it.
+
+    `stop` is a controlled end (`rlvr.controlled.accuracy_stop` on the validation problems): asked
+    before the first step and after every step, it ends training at the first check that reaches
+    its target, `cfg.steps` being the cap; the policy is left at the check it keeps (that one or the
+    one before, whichever is nearer the target), the curve ends at that step and its last row holds
+    an evaluation of that policy. Its checks draw nothing from `gen`, so where it stops never
+    changes the trajectory before.
 
     `gen` lives on the policy's device (a CUDA generator on a GPU) and drives the whole step there:
     the prompt draws are made on it too, then read back as indices into `data.train`, so one
@@ -356,6 +365,8 @@ def train_grpo(
     tokens = 0  # prompt and response tokens sampled so far
     if hooks.on_step is not None:
         hooks.on_step(curve[0])
+    if stop is not None and stop(policy, 0):  # the start is already there: no step to take
+        return curve
     for step in tqdm(range(1, cfg.steps + 1), desc=desc, unit="step", disable=not progress, mininterval=1.0):
         t0 = time.perf_counter()
         batch = dynamic_groups(draw, P, cfg.max_gen_rounds) if cfg.dynamic_sampling else draw()
@@ -378,6 +389,22 @@ def train_grpo(
         curve.append(row)
         if hooks.on_step is not None:
             hooks.on_step(row)
+        if stop is not None and stop(policy, step):
+            break
+    if stop is not None:
+        curve = controlled_end(stop, policy, curve, cfg.steps, evaluation)
+    return curve
+
+
+def controlled_end(stop: StopAtTarget, policy: TinyLM, curve: list[dict], cap: int, evaluation) -> list[dict]:
+    """The curve of a run with a controlled end, cut at the step whose policy it keeps (the cap's
+    check is taken where the cap came first), its last row evaluated on that policy."""
+    if not stop.stopped:
+        stop.at_cap(policy, cap)
+    kept = stop.chosen["step"]
+    curve = [r for r in curve if r["step"] <= kept]
+    if "eval_acc" not in curve[-1]:
+        curve[-1].update(evaluation())
     return curve
 
 

@@ -82,6 +82,15 @@ def pass_at_k(c, n: int, k: int) -> np.ndarray:
     return out
 
 
+def exact_pass_at_k(p, k: int) -> float:
+    """Mean pass@k over problems from each problem's exact solve probability p (P,): the mean of
+    1 - (1 - p)^k, what the unbiased estimator from counts estimates, with no sampling noise."""
+    p = np.asarray(p, dtype=np.float64)
+    if p.size == 0 or np.any((p < 0) | (p > 1)) or k < 1:
+        raise ValueError(f"need solve probabilities in [0, 1] and k >= 1 (got {p.size} problems, k = {k})")
+    return float(np.mean(1.0 - (1.0 - p) ** k))
+
+
 def _table(c, n: int, ks) -> np.ndarray:
     """pass@k of every problem at every k: (P,) -> (P, K)."""
     c = _check_counts(c, n)

@@ -11,14 +11,13 @@ one device and a seed gives one run per device.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from rlvr.configs import SFTConfig
+from rlvr.controlled import StopAtTarget
 from rlvr.model import TinyLM, common_prefix_len, grouped_response_logits
 from rlvr.optim import AdamW, check_step, check_weights, diverged_at
 from rlvr.tokenizer import Tokenizer
@@ -184,68 +183,6 @@ def fit_noisy(
             stop.at_cap(model, len(curve))
         curve = curve[: stop.chosen["step"]]  # the steps behind the start's weights
     return curve
-
-
-@dataclass
-class StopAtTarget:
-    """A controlled start: stop training where the validation value reaches `target`.
-
-    A recipe (under-training, label noise) decides *how* a start is made; where it stops is what the
-    chapters' claims are conditioned on ("GRPO from a start of 42%"), and one fixed step budget lands
-    chains of one recipe far apart (a chain still on the plateau beside one past it). So the value is
-    measured every `every` steps (every step once within `near` of it) and training stops at the
-    first check that reaches it: from below
-    (the value rises to it: under-training) or from above (it falls to it: fitting noisy labels),
-    whichever side the first check lies on. Of that check and the one before it, the start is the
-    one nearer the target (a step can jump past it). `measure` takes the model and returns the
-    validation value; it must not draw from the training generator, so the checks never change the
-    data order. `checks` keeps every (steps done, value)."""
-
-    target: float
-    every: int
-    near: float
-    measure: Callable[[TinyLM], float]
-    checks: list[dict] = field(default_factory=list)
-    from_below: bool | None = None
-    chosen: dict | None = None  # the check the start is taken at: {"step", "value"}
-    stopped: bool = False  # True once a check reached the target
-    _previous: tuple[dict, dict] | None = None  # the last check before this one, and the weights then
-    _next: int = 0
-
-    def __call__(self, model: TinyLM, steps: int) -> bool:
-        """True when training should stop after `steps` steps of the phase (model: its weights now)."""
-        if steps < self._next:
-            return False
-        was_training = model.training
-        model.eval()
-        check = {"step": steps, "value": self.measure(model)}
-        model.train(was_training)
-        self.checks.append(check)
-        self.chosen = check
-        if self.from_below is None:
-            self.from_below = check["value"] < self.target
-        gap = self.target - check["value"] if self.from_below else check["value"] - self.target
-        if gap <= 0:  # reached: this check or the one before, whichever is nearer
-            before = self._previous
-            if before is not None and abs(before[0]["value"] - self.target) < -gap:
-                self.chosen = before[0]
-                model.load_state_dict(before[1])
-            self.stopped = True
-            return True
-        self._previous = (check, {k: v.detach().clone() for k, v in model.state_dict().items()})
-        self._next = steps + (1 if gap <= self.near else self.every)
-        return False
-
-    def at_cap(self, model: TinyLM, steps: int) -> None:
-        """The step cap came first: the start is the model as it is, measured once more."""
-        if not self.checks or self.checks[-1]["step"] != steps:
-            self._next = steps
-            self(model, steps)
-
-    @property
-    def reached(self) -> bool:
-        """Whether training stopped at the target (False: the step cap came first)."""
-        return self.stopped
 
 
 def _epochs(

@@ -90,6 +90,9 @@ TEST_SETTINGS = {
         "overlong_buffer": 0,
         "overlong_penalty": 1.0,
         "eval_every": 5,
+        "target": None,
+        "check_every": 5,
+        "near": 0.05,
     },
     WorkedConfig: {
         "seed": 0,

@@ -337,6 +337,12 @@ def parse_params(raw: Any) -> Params:
             f"must be the task of sft run {cfg.sft!r} ({sft[cfg.sft].task})",
         )
         _check_chains(cfg.seeds, sft[cfg.sft].seeds, f"variants.{name}.seeds", cfg.sft)
+        require(
+            cfg.target is None or tasks[cfg.task].validation > 0,
+            f"variants.{name}.target",
+            cfg.target,
+            f"a controlled end is checked on validation problems; tasks.{cfg.task}.validation is 0",
+        )
         variants[name] = cfg
 
     passk = build(PassKConfig, raw["passk"], "passk")

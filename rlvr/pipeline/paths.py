@@ -180,6 +180,10 @@ class GRPOPaths:
     def eval_curve(self, seed: int, rep: int = 0) -> Path:
         return unit_file(self.curves, seed, rep, "-eval.tsv")
 
+    def path_curve(self, seed: int, rep: int = 0) -> Path:
+        """A controlled end's checks: validation pass@1 (the rule's), and the path drawn beside it."""
+        return unit_file(self.curves, seed, rep, "-path.tsv")
+
 
 GRPO_CHECKPOINTS = DATA / "grpo"
 GRPO_CURVES = CURVES / "grpo"

@@ -90,10 +90,11 @@ def keep_policy(child: Run, model, tok, result: SeedResult, paths, key: tuple, u
 
     model.load_state_dict(result.state)
     checkpoint.save(paths.checkpoint(*key), model, tok, unit, config_hash)
-    for path in (
-        *write_curves(paths.curve(*key), paths.eval_curve(*key), result.curve),
-        paths.checkpoint(*key),
-    ):
+    written = [*write_curves(paths.curve(*key), paths.eval_curve(*key), result.curve), paths.checkpoint(*key)]
+    if isinstance(result.extra, list) and result.extra:  # a controlled end's checks: its path
+        written.append(write_tsv(paths.path_curve(*key), result.extra))
+        child.log_steps({"val_acc": [(r["step"], r["value"]) for r in result.extra]})
+    for path in written:
         child.log_artifact(path, "seed")
 
 

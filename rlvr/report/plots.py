@@ -417,6 +417,85 @@ def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, label
     return save(fig, path)
 
 
+def calibration_paths(record: dict, path: Path) -> Path:
+    """`rlvr calibrate`: validation pass@1 against rollouts (P x G x steps) of every calibration run,
+    one panel per grid setting (lr, P), one line per calibration chain, the target dashed; the
+    setting the declared rule chose is named in its panel's title."""
+    settings, runs = record["settings"], record["runs"]
+    target, chosen = record["declared"]["target"], record["chosen"]
+    cols = len({s["prompts_per_step"] for s in settings})
+    rows = -(-len(settings) // cols)
+    fig = new_figure((3.2 * cols + 0.8, 2.4 * rows + 1.2))
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True)).ravel()
+    chains = sorted({r["chain"] for r in runs})
+    colours = dict(zip(chains, palette(len(chains))))
+    G = record["declared"].get("group_size", 8)
+    for i, (ax, s) in enumerate(zip(axes, settings)):
+        for r in (r for r in runs if r["setting"] == i):
+            x = [c["step"] * s["prompts_per_step"] * G for c in r["path"]]
+            ax.plot(
+                x,
+                [c["value"] for c in r["path"]],
+                color=colours[r["chain"]],
+                lw=1.4,
+                label=f"calibration chain {r['chain']}",
+            )
+        ax.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g} (validation pass@1)")
+        mark = (
+            " (chosen)"
+            if s["lr"] == chosen["lr"] and s["prompts_per_step"] == chosen["prompts_per_step"]
+            else ""
+        )
+        ax.set_title(
+            f"lr {s['lr']:g}, P {s['prompts_per_step']}: {s['good']}/{s['runs']} reach{mark}", fontsize=9
+        )
+        ax.grid(alpha=0.3)
+    for ax in axes[len(settings) :]:
+        ax.set_visible(False)
+    for ax in axes[(rows - 1) * cols :]:
+        ax.set_xlabel("rollouts (prompts x G x steps)")
+    for ax in axes[::cols]:
+        ax.set_ylabel("validation pass@1 (exact)")
+    figure_title(
+        fig,
+        "Chapter B's GRPO recipe, chosen on calibration chains: rollouts to validation pass@1 "
+        f"{target:g} (the cheapest setting where every run gets there)",
+    )
+    legend_below(fig)
+    return save(fig, path)
+
+
+def endpoint_paths(paths: dict[int, list[dict]], book: dict, k: int, path: Path, label: str) -> Path:
+    """Each chain's path from its start to its controlled end in the (pass@1, pass@k) plane of the
+    test problems (exact, from the answer probabilities at every check), the chapter's SFT and GRPO
+    points on it. paths: chain -> its check rows (test_pass_at_1, test_pass_at_{k}); book:
+    {"sft": (pass@1, pass@k), "grpo": (...)}; label: what the runs are (the variant and its rule)."""
+    fig = new_figure((7.5, 5.0))
+    ax = fig.subplots()
+    colours = palette(len(paths))
+    for colour, (chain, rows) in zip(colours, sorted(paths.items())):
+        x = [r["test_pass_at_1"] for r in rows]
+        y = [r[f"test_pass_at_{k}"] for r in rows]
+        ax.plot(x, y, color=colour, lw=1.2, alpha=0.85, label=f"chain {chain}")
+        ax.plot(x[-1:], y[-1:], "o", color=colour, ms=4)
+    for name, (bx, by) in book.items():
+        ax.plot(
+            [bx], [by], marker="*", ms=14, color="k", ls="none", label=f"chapter's {name}: ({bx:g}, {by:g})"
+        )
+    ax.set(
+        xlabel="pass@1 on the 300 test problems (exact)",
+        ylabel=f"pass@{k} on the 300 test problems (exact)",
+    )
+    ax.grid(alpha=0.3)
+    figure_title(
+        fig,
+        f"From start to controlled end, pass@{k} against pass@1 ({label}): "
+        "each chain's path, its stop a dot, the chapter's two points stars",
+    )
+    legend_below(fig, fontsize=7)
+    return save(fig, path)
+
+
 def _chain_mean(counts: dict, name: str, seeds: list[int], n: int, k: int = 64) -> tuple[np.ndarray, float]:
     """Per-problem solve rate (correct of n) averaged over a model's scored runs (its chains, every
     GRPO seed of each), (P,), and the mean over them of the expected number of problems k samples

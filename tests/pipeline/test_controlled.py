@@ -9,6 +9,7 @@ import torch
 from conftest import make
 
 from rlvr.configs import ModelConfig, SFTConfig, TaskConfig
+from rlvr.controlled import StopAtTarget
 from rlvr.fields import ConfigError
 from rlvr.model import TinyLM
 from rlvr.passk import (
@@ -24,7 +25,7 @@ from rlvr.passk import (
     unit_key,
 )
 from rlvr.rollout import Sampling, answer_probability, binomial_counts, correct_counts
-from rlvr.sft import StopAtTarget, fit_noisy
+from rlvr.sft import fit_noisy
 from rlvr.stats import variance_components
 from rlvr.tasks import all_problems, split
 from rlvr.tokenizer import Tokenizer

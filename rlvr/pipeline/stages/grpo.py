@@ -7,7 +7,9 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
-from rlvr.files import read_heldout, read_jsonl, write_tsv
+from rlvr.controlled import accuracy_stop, pass_path
+from rlvr.fields import UserError
+from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
@@ -51,23 +53,53 @@ def train_seed(
     units: list[tuple[int, int]],
     cfg: GRPOConfig,
     max_new_tokens: int,
-    train: list[Problem],
-    evals: list[Problem],
+    problems: tuple[list[Problem], list[Problem], list[Problem]],
     start: SFTPaths,
     start_hash: str,
     device: str,
 ) -> SeedResult:
     """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint, sampling
     from GRPO seed `rep` of that chain (a stream of its own, the same in every variant, so variants
-    are paired by chain and seed)."""
+    are paired by chain and seed). problems: (train, held-out, validation). With a target the run
+    stops at its controlled end (`end_stop`); its checks come back as the result's `extra`."""
     seed, rep = units[index]
+    train, evals, val = problems
     tok = Tokenizer()
     policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
     data = GRPOData(train, evals, tok, max_new_tokens)
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", rep))
+    stop = end_stop(cfg, val, evals, tok)
     with diverged_at(chain=seed):
-        curve = train_grpo(policy, cfg, data, gen, shared_prefix=True)
-    return SeedResult(seed_summary(curve), curve, policy.state_dict())
+        curve = train_grpo(policy, cfg, data, gen, shared_prefix=True, stop=stop)
+    summary = seed_summary(curve)
+    if stop is not None:
+        summary.update(end_summary(stop))
+    return SeedResult(summary, curve, policy.state_dict(), None if stop is None else stop.checks)
+
+
+PATH_K = 64  # the path's pass@k: the chapter's largest k
+
+
+def end_stop(cfg: GRPOConfig, val: list[Problem], test: list[Problem], tok: Tokenizer):
+    """A variant's controlled end (None without a target): validation pass@1 against `cfg.target`,
+    each check also drawing the run's path (exact pass@1 and pass@64 on validation and test)."""
+    if cfg.target is None:
+        return None
+    if not val:
+        raise UserError(f"variants with a target need a validation split (task {cfg.task} has none)")
+    path = pass_path({"val": val, "test": test}, tok, PATH_K)
+    return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok, path)
+
+
+def end_summary(stop) -> dict:
+    """A controlled end's numbers: whether it was reached (1.0) or the cap came first (0.0), the
+    steps to it (NaN where not reached: that run has no such number) and the validation value kept."""
+    reached = stop.reached
+    return {
+        "end_reached": float(reached),
+        "end_steps": float(stop.chosen["step"]) if reached else float("nan"),
+        "end_val": stop.chosen["value"],
+    }
 
 
 def chain_metrics(per_unit: dict[tuple[int, int], dict]) -> dict:
@@ -101,6 +133,7 @@ def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True)
     train = problems_of(read_jsonl(paths.start.data.rows), cfg.task)
     held = problems_of(read_heldout(paths.start.data.heldout), cfg.task)
     evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
+    val = problems_of(read_validation(paths.start.data.heldout), cfg.task)
     tok = Tokenizer()
     model = None
     for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
@@ -108,7 +141,7 @@ def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True)
     units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
     tags = {"task": cfg.task, "variant": name}
     per_unit, run_ids, eval_curves = {}, {}, []
-    args = (units, cfg, max_new_tokens, train, evals, paths.start, start_hash, device)
+    args = (units, cfg, max_new_tokens, (train, evals, val), paths.start, start_hash, device)
     with (
         diverged_at(f"variants.{name}"),  # a unit that diverges stops the stage: one line, no outputs
         seed_results(train_seed, list(range(len(units))), args, workers, device) as results,

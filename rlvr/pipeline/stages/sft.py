@@ -9,6 +9,7 @@ import time
 import torch
 
 from rlvr.configs import SFTConfig, TaskConfig
+from rlvr.controlled import StopAtTarget, accuracy_stop
 from rlvr.fields import UserError
 from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
@@ -29,8 +30,8 @@ from rlvr.pipeline.seeds import (
 )
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.stages.warmup import fresh_start, perturbation
-from rlvr.rollout import Sampling, accuracy, answer_batch, answer_probability, solve_probability
-from rlvr.sft import StopAtTarget, encode_sft, final_loss, fit_noisy
+from rlvr.rollout import Sampling, accuracy, answer_probability, solve_probability
+from rlvr.sft import encode_sft, final_loss, fit_noisy
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -107,14 +108,10 @@ def redraw(seed: int, draw: int, cfg: SFTConfig, warmup: dict, device: str) -> t
 
 
 def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopAtTarget | None:
-    """The run's stopping rule (None without a target): the expected sampled accuracy at T = 1 on
-    `val`, the validation problems, computed exactly (`answer_probability`): no sampling noise, so
-    the stopping point is not chosen on a lucky draw."""
+    """The run's stopping rule (None without a target): `rlvr.controlled.accuracy_stop` on `val`."""
     if cfg.target is None:
         return None
-    batch = answer_batch(val, tok)  # encoded once, measured at every check
-    measure = lambda model: float(answer_probability(model, batch, tok).mean())  # noqa: E731
-    return StopAtTarget(cfg.target, cfg.check_every, cfg.near, measure)
+    return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok)
 
 
 def accuracies(
