@@ -84,6 +84,13 @@ def _summary(args):
     return Text(summary(paths.REPORTS))
 
 
+def _plan(args):
+    from rlvr.report.inputs import read_metrics_dir
+    from rlvr.report.summary import power_table
+
+    return Text(power_table(read_metrics_dir(Path(args.metrics)), Path(args.claims)))
+
+
 def _sweep_report(args) -> dict:
     import subprocess
 
@@ -232,6 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_diff)
     s = sub.add_parser("summary", help="verdict counts and one line per GRPO variant, in one terminal screen")
     s.set_defaults(fn=_summary)
+    s = sub.add_parser(
+        "plan",
+        help="every measured claim's precision on a set of results read as a pilot: half-width, "
+        "target and the chains that would meet it",
+    )
+    s.add_argument("--metrics", default="reports/metrics", help="the pilot's metrics folder")
+    s.add_argument("--claims", default="experiments/claims.yaml", help="the claims registry")
+    s.set_defaults(fn=_plan)
     s = sub.add_parser(
         "sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments"
     )

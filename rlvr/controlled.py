@@ -28,11 +28,12 @@ class StopAtTarget:
     The value is measured every `every` steps (every step once within `near` of it) and training
     stops at the first check that reaches it: from below (the value rises to it: under-training,
     RL) or from above (it falls to it: fitting noisy labels), whichever side the first check lies
-    on. Of that check and the one before it, the model kept is the one nearer the target (a step
-    can jump past it). `measure` takes the model and returns the validation value; it must not
-    draw from the training generator, so the checks never change the data order. `describe`, if
-    given, adds columns to every check (a test-side path drawn alongside, never read by the rule).
-    `checks` keeps every (steps done, value, ...)."""
+    on unless `from_below` is given (a controlled end is reached from below: a start already past
+    its target stops at once). Of that check and the one before it, the model kept is the one
+    nearer the target (a step can jump past it). `measure` takes the model and returns the
+    validation value; it must not draw from the training generator, so the checks never change
+    the data order. `describe`, if given, adds columns to every check (a test-side path drawn
+    alongside, never read by the rule). `checks` keeps every (steps done, value, ...)."""
 
     target: float
     every: int
@@ -90,28 +91,38 @@ def accuracy_stop(
     near: float,
     val: list[Problem],
     tok: Tokenizer,
-    describe: Callable[[TinyLM], dict] | None = None,
+    path: dict[str, list[Problem]] | None = None,
+    k: int = 64,
+    from_below: bool | None = None,
 ) -> StopAtTarget:
     """The stopping rule of a controlled start or end: the expected sampled accuracy at T = 1 on
     `val`, the validation problems, computed exactly (`answer_probability`): no sampling noise, so a
-    stopping point is never chosen on a lucky draw. The problems are encoded once."""
+    stopping point is never chosen on a lucky draw. The problems are encoded once.
+
+    `path`, if given, names the splits whose exact pass@1 and pass@k every check also records
+    ({"val": ..., "test": ...} -> val_pass_at_1, val_pass_at_64, test_pass_at_1, ...): the path a
+    run takes, drawn beside the rule and never read by it. A split that is `val` itself reuses the
+    rule's own forward pass."""
     batch = answer_batch(val, tok)
-    measure = lambda model: float(answer_probability(model, batch, tok).mean())  # noqa: E731
-    return StopAtTarget(target, every, near, measure, describe)
+    last: dict = {}
 
+    def measure(model: TinyLM) -> float:
+        p = answer_probability(model, batch, tok)  # (P,)
+        last["p"] = p.double().cpu().numpy()
+        return float(p.mean())  # the rule's value: the mean as torch computes it, in the model's dtype
 
-def pass_path(splits: dict[str, list[Problem]], tok: Tokenizer, k: int) -> Callable[[TinyLM], dict]:
-    """A check's path columns: exact pass@1 and pass@k on each named split ({"val": ..., "test":
-    ...} -> val_pass_at_1, val_pass_at_64, test_pass_at_1, ...), from the answer probabilities.
-    The test columns are drawn, never read by a stopping rule."""
-    batches = {name: answer_batch(problems, tok) for name, problems in splits.items() if problems}
+    others = {
+        name: answer_batch(problems, tok) for name, problems in (path or {}).items() if problems is not val
+    }
 
     def describe(model: TinyLM) -> dict:
+        probs = {name: last["p"] for name, problems in path.items() if problems is val}
+        for name, b in others.items():
+            probs[name] = answer_probability(model, b, tok).double().cpu().numpy()  # (P,)
         out = {}
-        for name, batch in batches.items():
-            p = answer_probability(model, batch, tok).double().cpu().numpy()  # (P,)
-            out[f"{name}_pass_at_1"] = float(p.mean())
-            out[f"{name}_pass_at_{k}"] = exact_pass_at_k(p, k)
+        for name in path:
+            out[f"{name}_pass_at_1"] = float(probs[name].mean())
+            out[f"{name}_pass_at_{k}"] = exact_pass_at_k(probs[name], k)
         return out
 
-    return describe
+    return StopAtTarget(target, every, near, measure, describe if path else None, from_below=from_below)

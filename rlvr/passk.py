@@ -200,6 +200,16 @@ def crossings_text(per_chain: list) -> str:
     return ", ".join("none" if k is None else str(k) for k in per_chain)
 
 
+def grid_crossing(ks, diff) -> int | None:
+    """A run's first crossing on a grid of k (the chapter's 1, 2, 4, ..., 64): the first k where RL's
+    pass@k falls strictly below SFT's, given RL strictly ahead at the grid's first k. diff: RL - SFT
+    at k = 1, 2, ... (index k - 1). None where RL is not ahead at the first k or never falls below."""
+    ks = sorted(ks)
+    if not diff[ks[0] - 1] > 0:
+        return None
+    return next((k for k in ks if diff[k - 1] < 0), None)
+
+
 def crossover_k(c_base, c_rl, n: int, n_rl: int | None = None, k_max: int | None = None) -> int | None:
     """Smallest k in 1..k_max (default n) at which RL's mean pass@k falls strictly below the base
     model's (`first_crossing` on the two curves): None when RL is not ahead at k = 1, or stays ahead
@@ -511,7 +521,10 @@ def summarise_counts(
             k = first_crossing(grid, base, rl)
             labels.append(str(k) if k is not None else crossing_label(grid, base, rl))
         mean_k, mean_k_ci = crossing_interval(d, resamples, seed)
-        entry = {k: _seed_mean([{k: x} for x in per_chain[k]], k) for k in SEED_KEYS}
+        for k in metrics["ks"]:  # the paired difference RL - SFT at each k of the chapter's grid
+            per_chain[f"minus_sft_at_{k}"] = [float(x) for x in chain_diff[:, k - 1]]
+        entry = {k: _seed_mean([{k: x} for x in vals], k) for k, vals in per_chain.items()}
+        on_grid = [grid_crossing(metrics["ks"], chain_diff[i]) for i in range(len(chains[v]))]
         entry.update(
             seeds=chains[v],
             grpo_seeds=R,
@@ -534,6 +547,9 @@ def summarise_counts(
             crossover_k=mean_k,
             crossover_k_ci95=mean_k_ci,
             crossover_per_chain=labels,
+            # each chain's first k of the chapter's grid (1, 2, 4, ..., 64) where RL falls below SFT,
+            # RL ahead at k = 1 (None: it never falls below on the grid, or is not ahead at k = 1)
+            crossover_grid_per_chain=on_grid,
             # per chain as one string too: `dvc exp show --json` drops lists, and the sweep reads it
             crossovers=", ".join(labels),
         )

@@ -26,7 +26,11 @@ def t_two_sided_p(t: float, df: float) -> float:
 
 
 def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float | None, float | None]:
-    """Mean and Student-t confidence interval over seeds (None with fewer than two seeds)."""
+    """Mean and Student-t confidence interval over seeds (None with fewer than two seeds, and NaN
+    with no interval where a seed has no value: a run whose controlled end never came has no steps
+    to it, and the mean of the others would not be the mean over seeds)."""
+    if any(v != v for v in values):
+        return math.nan, None, None
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, None, None
@@ -116,3 +120,47 @@ def variance_components(per_rep: list[list[float]], eval_sd: float | None = None
         between = statistics.variance([statistics.fmean(reps) for reps in chains])
         out["starts"] = max(0.0, between - within) ** 0.5
     return out
+
+
+def share_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a share: k runs of n that did something. Beta
+    quantiles (`scipy.special.betaincinv`, what `scipy.stats.binomtest(...).proportion_ci` computes)."""
+    from scipy.special import betaincinv
+
+    tail = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, tail))
+    hi = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - tail))
+    return lo, hi
+
+
+def bca_interval(values: list[float], seed: int = 0, resamples: int = 9999) -> tuple[float, float]:
+    """The BCa bootstrap 95% interval of the mean of `values` (resampling them), by
+    `scipy.stats.bootstrap`: the declared check on a skewed metric's t-interval."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    res = bootstrap(
+        (np.asarray(values, dtype=float),),
+        np.mean,
+        n_resamples=resamples,
+        method="BCa",
+        random_state=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def one_run_interval(
+    chains: list[float], reps: list[list[float]] | None = None, eval_sd: float = 0.0, level: float = 0.95
+) -> tuple[float, float]:
+    """The 95% prediction interval for one run like the book's (one start, one GRPO seed), from
+    chains whose value is the mean of their nested runs `reps`: mean ± t(n-1) sqrt(s_run² + s²/n),
+    where s² is the spread of the chain values and one run's variance s_run² adds back the part of
+    the within-chain spread that averaging R runs removed, s² + w² (1 - 1/R), and `eval_sd`², the
+    evaluation noise of the book's own (sampled) measure where ours is exact or larger."""
+    n = len(chains)
+    mean, s2 = statistics.fmean(chains), statistics.variance(chains)
+    R = min((len(r) for r in reps), default=1) if reps else 1
+    within = statistics.fmean([statistics.variance(r) for r in reps]) if reps and R >= 2 else 0.0
+    run2 = s2 + within * (1 - 1 / R) + eval_sd**2
+    half = t_quantile(n - 1, 0.5 + level / 2) * math.sqrt(run2 + s2 / n)
+    return mean - half, mean + half

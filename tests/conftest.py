@@ -119,18 +119,19 @@ def tiny_raw() -> dict:
     raw = read_yaml(ROOT / "params.yaml")  # as the stages read it, merged anchors unshared
     raw = copy.deepcopy(raw)
     raw["model"].update(d_model=32, n_layer=1, n_head=2)
-    del raw["sft"]["single_digit_hi"]  # only the a_hi_* variants start from it; they are dropped below
+    del raw["sft"]["single_digit_hi"], raw["warmups"]["single_digit_hi"]  # a_hi_*'s: dropped below
     del raw["sft"]["single_digit_noisy"], raw["warmups"]["single_digit_noisy"]  # a_grpo_noisy's: dropped too
     for run in raw["sft"].values():
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)
     raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1)
-    keep = ("grpo", "dapo", "a_grpo")  # a tiny matrix: both tasks, dynamic sampling, beta = 0
+    keep = ("grpo_end", "grpo", "dapo", "a_grpo")  # both tasks, a controlled end, dynamic sampling, beta 0
     raw["variants"] = {
         k: {**v, "seeds": [0, 1], **({"steps": 2} if "steps" in v else {})}
         for k, v in raw["variants"].items()
         if k in keep
     }
+    raw["variants"]["grpo_end"].update(check_every=1, eval_every=1)  # its cap: 2 steps
     raw["passk"]["contrast"] = "two_digit"  # params.yaml scores none: two_digit stands in for one
     raw["worked"].update(kl_samples=500, demo_iters=20)
     raw["passk"].update(n=8, n_others=4, ks=[1, 2, 4], bootstrap=20)

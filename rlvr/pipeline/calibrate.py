@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from rlvr.configs import GRPOConfig, SFTConfig
-from rlvr.controlled import accuracy_stop, pass_path
+from rlvr.controlled import accuracy_stop
 from rlvr.fields import UserError
 from rlvr.files import write_json
 from rlvr.grpo_loop import GRPOData, train_grpo
@@ -114,7 +114,7 @@ def grpo_run(
     policy.load_state_dict(starts[chain]["state"])
     policy.eval()
     stop = accuracy_stop(
-        cfg.target, cfg.check_every, cfg.near, val, tok, pass_path({"val": val}, tok, PATH_K)
+        cfg.target, cfg.check_every, cfg.near, val, tok, {"val": val}, PATH_K, from_below=True
     )
     gen = torch.Generator().manual_seed(stream_seed(chain, "grpo", 0))
     with diverged_at(chain=chain):

@@ -21,20 +21,34 @@ def split_curve(curve: list[dict]) -> tuple[list[dict], list[dict]]:
     return train, evals
 
 
-def curve_band(curves: list[list[dict]], key: str, bounds: tuple[float, float] = (0.0, 1.0)) -> list[dict]:
-    """Seed curves (the same steps in each) -> one row per step: the seed mean of `key` and its 95%
-    t-interval (`{key}_lo`, `{key}_hi`; equal to the mean with a single seed), cut to `bounds`, the
-    range the quantity can take (an accuracy's band does not go below 0)."""
+def curve_band(
+    curves: list[list[dict]], key: str, bounds: tuple[float, float] = (0.0, 1.0), chains: list | None = None
+) -> list[dict]:
+    """Run curves -> one row per step: the chain mean of `key` and its 95% t-interval over chains
+    (`{key}_lo`, `{key}_hi`; equal to the mean with a single chain), cut to `bounds`, the range the
+    quantity can take (an accuracy's band does not go below 0). `chains` names each curve's chain:
+    runs nested in one chain (its GRPO seeds) are averaged first, so the band is over independent
+    chains, not over runs that share a start. Runs with a controlled end stop at different steps: a
+    step's row is over the chains still training there (`seeds`: how many)."""
+    chains = list(range(len(curves))) if chains is None else chains
+    steps = sorted({r["step"] for c in curves for r in c})
+    at = [{r["step"]: r[key] for r in c} for c in curves]
     rows = []
-    for at_step in zip(*curves, strict=True):
-        mean, lo, hi = mean_ci([r[key] for r in at_step])
+    for step in steps:
+        per_chain: dict = {}
+        for chain, values in zip(chains, at):
+            if step in values:
+                per_chain.setdefault(chain, []).append(values[step])
+        if not per_chain:
+            continue
+        mean, lo, hi = mean_ci([sum(v) / len(v) for v in per_chain.values()])
         rows.append(
             {
-                "step": at_step[0]["step"],
+                "step": step,
                 key: mean,
                 f"{key}_lo": max(bounds[0], mean if lo is None else lo),
                 f"{key}_hi": min(bounds[1], mean if hi is None else hi),
-                "seeds": len(at_step),
+                "seeds": len(per_chain),
             }
         )
     return rows

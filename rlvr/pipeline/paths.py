@@ -17,6 +17,7 @@ METRICS = REPORTS / "metrics"
 CURVES = REPORTS / "curves"
 FIGURES = REPORTS / "figures"
 CLAIMS = Path("experiments/claims.yaml")
+PLAN = Path("experiments/plan.yaml")  # the confirmatory plan: chain counts, estimands, the controlled end
 BENCHMARKS = REPORTS / "benchmarks.json"
 RERUNS = REPORTS / "rerun.json"  # `rlvr verify --rerun [--perturb]`'s records (committed, as benchmarks are)
 STARTS = REPORTS / "starts" / "starts.json"
@@ -301,6 +302,7 @@ class ReportPaths:
     """`report`: reads every metrics file, figure and the claims; writes the report."""
 
     claims: Path
+    plan: Path  # the confirmatory plan, whose commit the report names
     metrics: Path  # folder
     figures: Path  # folder
     samples: Path
@@ -318,6 +320,7 @@ class ReportPaths:
 def report() -> ReportPaths:
     return ReportPaths(
         CLAIMS,
+        PLAN,
         METRICS,
         FIGURES,
         HACK_SAMPLES,

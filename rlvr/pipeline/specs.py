@@ -214,6 +214,7 @@ STAGES: dict[str, Stage] = {
             params=lambda key, item, p: ["threads"],  # its header names the thread budget
             deps=lambda x: [
                 x.claims,
+                x.plan,
                 x.metrics,
                 x.samples,
                 x.counts,

@@ -112,15 +112,16 @@ def stop_words(ps: dict[str, list], i: int) -> str:
 
 
 def variance_rows(rows: list[Judged]) -> list[list[str]]:
-    """For each measured or calibrated claim whose evidence carries variance components: the SD one
-    chain's value owes to each source, the largest named, and the half-width of the interval the
-    claim was decided on (for a paired claim, of the difference)."""
+    """For each measured or calibrated claim whose deciding evidence carries variance components:
+    the SD one chain's value owes to each source, the largest named, and the half-width of the
+    interval the claim was decided on. For a paired claim every one is of the paired difference
+    (computed from the nested runs' differences), never of one arm."""
     out = []
     for r in rows:
-        ev, tested = r.evidence, r.tested
-        if r.claim.category not in ("measured", "calibrated") or ev is None or not ev.variance:
+        tested = r.tested
+        if r.claim.category not in ("measured", "calibrated") or tested is None or not tested.variance:
             continue
-        parts = {s: ev.variance[s] for s in SOURCES if ev.variance.get(s) is not None}
+        parts = {s: tested.variance[s] for s in SOURCES if tested.variance.get(s) is not None}
         if not parts:
             continue
         largest = max(parts, key=parts.get)
@@ -128,7 +129,7 @@ def variance_rows(rows: list[Judged]) -> list[list[str]]:
         out.append(
             [
                 r.claim.id,
-                f"`{r.claim.metric[1]}`",
+                f"`{r.claim.metric[1]}`" + (f" − `{r.claim.other[1]}`" if r.claim.other else ""),
                 *(num(parts[s]) if s in parts else "–" for s in SOURCES),
                 largest,
                 half,
@@ -136,3 +137,62 @@ def variance_rows(rows: list[Judged]) -> list[list[str]]:
             ]
         )
     return out
+
+
+def _ends(metrics: dict[str, Any]):
+    """(variant, its metrics, per_seed) of every GRPO variant with a controlled end."""
+    for f, m in sorted(metrics.items()):
+        if f.startswith("grpo-") and isinstance(m, dict) and m.get("target") is not None:
+            yield m["variant"], m, m.get("per_seed") or {}
+
+
+def end_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """One row per variant with a controlled end: its target and cap, how many chains' runs reached
+    it, the steps they took (mean, its 95% interval over the chains that reached, and range), the
+    validation value at the stops and the held-out pass@1 there (exact)."""
+    from rlvr.stats import mean_ci
+
+    rows = []
+    for variant, m, ps in _ends(metrics):
+        reached = ps.get("end_reached", [])
+        steps = [s for s, r in zip(ps.get("end_steps", []), reached) if r == 1 and s == s]
+        mean, lo, hi = mean_ci(steps) if steps else (None, None, None)
+        steps_text = (
+            "–"
+            if mean is None
+            else f"{num(mean)}"
+            + ("" if lo is None else f" [{num(lo)}, {num(hi)}]")
+            + f" (range {int(min(steps))}–{int(max(steps))})"
+        )
+        val, test = ps.get("end_val", []), ps.get("eval_acc_final", [])
+        rows.append(
+            [
+                variant,
+                f"{num(m['target'])} (cap {m.get('steps_cap', '?')} steps)",
+                f"{sum(1 for r in reached if r == 1)} of {len(reached)}",
+                steps_text,
+                f"{num(min(val))}–{num(max(val))}" if val else "–",
+                f"{num(sum(test) / len(test))} [{num(min(test))}–{num(max(test))}]" if test else "–",
+            ]
+        )
+    return rows
+
+
+def end_chain_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """Every chain of every variant with a controlled end: reached or not, steps, validation value
+    at the stop, held-out pass@1 there."""
+    rows = []
+    for variant, m, ps in _ends(metrics):
+        for i, seed in enumerate(m["seeds"]):
+            reached = ps["end_reached"][i] == 1
+            rows.append(
+                [
+                    variant,
+                    str(seed),
+                    "reached" if reached else "not reached (cap)",
+                    str(int(ps["end_steps"][i])) if reached else f"> {m.get('steps_cap', '?')}",
+                    num(ps["end_val"][i]),
+                    num(ps["eval_acc_final"][i]),
+                ]
+            )
+    return rows

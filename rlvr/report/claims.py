@@ -19,6 +19,11 @@ import yaml
 from rlvr.fields import ConfigError
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
+ESTIMANDS = {  # claims.yaml `estimand`: what an interval over chains is of
+    "mean": "the chain mean, its Student-t interval",
+    "log_mean": "the geometric mean run (the mean of log values), its t-interval, checked by a BCa bootstrap",
+    "share": "the share of runs, its exact (Clopper-Pearson) interval",
+}
 NEEDS = {  # the fields each kind's region is made of
     "exact": ("metric", "tol"),
     "range": ("metric", "lo", "hi"),
@@ -30,7 +35,8 @@ NEEDS = {  # the fields each kind's region is made of
 PROSE = ("chapter", "quote", "text", "book", "why")  # what every claim says, whatever its kind
 CATEGORIES = {  # what kind of claim, in the order the summary gives them
     "measured": "measured (training and evaluation outcomes)",
-    "calibrated": "calibrated starts (inputs chosen so the start matches the chapter's; not findings)",
+    "calibrated": "calibrated (a start or end stopped at the chapter's value, or a quantity matched by a "
+    "choice; not findings)",
     "closed-form": "closed-form and worked examples (arithmetic, autograd, exact expectations)",
     "cited": "cited facts (outside a CPU's reach; no verdict)",
 }
@@ -60,6 +66,10 @@ class Claim:
     hi: float | None = None
     feasible: tuple[float, float] | None = None  # the values the metric can take: intervals are cut to it
     calibrated: bool = False  # a start whose inputs were chosen to match it: matched, never reproduced
+    estimand: str = "mean"  # ESTIMANDS: how the chains' values become the deciding interval
+    precision: float | None = None  # the declared 95% half-width target (default: half the tolerance)
+    sesoi: float | None = None  # greater / less: the smallest effect of interest (their precision target)
+    endpoint: str | None = None  # measured at this variant's controlled end: chains that missed it left out
     headline: bool = False  # in the report's summary table
     note: str | None = None  # what explains a claim that differs or is inconclusive
 
@@ -122,6 +132,11 @@ def _check(c: dict, where: str) -> None:
         )
     if "note" in c and not _is_sentence(c["note"]):
         raise ConfigError(f"{where}.note: must be full sentences (what explains it, what was checked)")
+    if c.get("estimand", "mean") not in ESTIMANDS:
+        raise ConfigError(f"{where}.estimand = {c['estimand']!r}: must be one of {', '.join(ESTIMANDS)}")
+    for key in ("precision", "sesoi"):
+        if key in c and not (isinstance(c[key], (int, float)) and c[key] > 0):
+            raise ConfigError(f"{where}.{key} = {c[key]!r}: must be a positive number (a 95% half-width)")
     if not isinstance(c.get("calibrated", False), bool):
         raise ConfigError(f"{where}.calibrated = {c['calibrated']!r}: must be true or false")
     feasible = c.get("feasible")

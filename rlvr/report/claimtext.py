@@ -96,8 +96,24 @@ def consistency_text(row: Judged) -> str:
     where = "inside" if c["verdict"] == "consistent" else "outside"
     return (
         f"book as one run: {c['verdict']} (the book's {num(row.claim.book)} lies {where} "
-        f"[{num(lo)}, {num(hi)}], the 95% interval for one new chain of ours; not counted)"
+        f"[{num(lo)}, {num(hi)}], our 95% prediction interval for one run like the book's: one start, "
+        "one GRPO seed; not counted)"
     )
+
+
+def precision_text(row: Judged) -> str:
+    """A measured claim's precision for a table cell: "0.012 ≤ 0.025 powered" or "0.03 > 0.0067
+    (about 40 chains)"; "–" where it does not apply."""
+    from rlvr.report.verdict import MAX_CHAINS, precision
+
+    p = precision(row)
+    if p is None:
+        return "–"
+    if p["powered"]:
+        return f"{num(p['half_width'])} ≤ {num(p['target'])}: powered"
+    n = p["chains_needed"]
+    need = "" if n is None else (f" (~{n} chains)" if n <= MAX_CHAINS else f" (> {MAX_CHAINS:,} chains)")
+    return f"{num(p['half_width'])} > {num(p['target'])}{need}"
 
 
 def one_run_word(row: Judged) -> str:
@@ -118,18 +134,21 @@ def counts_line(by_class: dict[str, dict[str, int]], bold: bool = True) -> str:
 
     def tally(c: dict, words: dict) -> str:
         total = sum(c.values())
+        c = {v: c.get(v, 0) for v in ("reproduced", "differs", "inconclusive", "not comparable", "missing")}
         if c["reproduced"] == total:
             return f"all {total} {words.get('reproduced', 'reproduced')}"
         shown = [
-            f"{c[v]} {words.get(v, v)}" for v in ("reproduced", "differs", "inconclusive", "missing") if c[v]
+            f"{c[v]} {words.get(v, v)}"
+            for v in ("reproduced", "differs", "inconclusive", "not comparable", "missing")
+            if c[v]
         ]
         return ", ".join(shown) + f" (of {total})"
 
     m, cal, cf = by_class["measured"], by_class["calibrated"], by_class["closed-form"]
     parts = [
         b(f"Measured claims: {tally(m, {'differs': 'differ'})}") + " (training and evaluation outcomes)",
-        f"calibrated starts: {tally(cal, CALIBRATED_WORDS)} (inputs chosen so the start matches the "
-        "chapter's: not findings)",
+        f"calibrated: {tally(cal, CALIBRATED_WORDS)} (a start or an end stopped at the chapter's value, "
+        "or a quantity matched by a choice: not findings)",
         f"closed-form and worked examples: {tally(cf, {'differs': 'differ'})}",
         f"cited facts: {by_class['cited']['cited']} (no verdict)",
     ]

@@ -151,10 +151,16 @@ def load_counts(counts_path: Path) -> dict | None:
     return data
 
 
-def _seed_counts(counts: dict, m: dict) -> list[np.ndarray] | None:
-    """Per-seed correct counts [(P,) per seed] of a variant, None unless every seed has them."""
-    rows = [counts["counts"].get(f"{m['variant']}/seed{s}") for s in m["seeds"]]
-    return None if any(r is None for r in rows) else [np.asarray(r) for r in rows]
+def _seed_counts(counts: dict, m: dict) -> list[list[np.ndarray]] | None:
+    """Per chain, the correct counts [(P,) per GRPO seed] of a variant's runs from that chain (one
+    run per chain, or `grpo_seeds` of them), None unless every run has them."""
+    from rlvr.passk import unit_key
+
+    reps = int(m.get("grpo_seeds", 1) or 1)
+    rows = [[counts["counts"].get(unit_key(m["variant"], s, r)) for r in range(reps)] for s in m["seeds"]]
+    if any(c is None for chain in rows for c in chain):
+        return None
+    return [[np.asarray(c) for c in chain] for chain in rows]
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,11 +182,12 @@ def compare_metric(key: str, a: list[float], b: list[float], paired: bool) -> di
     return {"metric": key, "a": side(a, bounds), "b": side(b, bounds), "delta": delta(a, b, paired, bounds)}
 
 
-def passk_per_seed(seed_counts: list[np.ndarray], n: int, k: int) -> list[float]:
-    """pass@k averaged over problems, one value per seed."""
+def passk_per_seed(chain_counts: list[list[np.ndarray]], n: int, k: int) -> list[float]:
+    """pass@k averaged over problems, one value per chain: the mean over its runs (GRPO seeds), the
+    pairing rule every per-chain metric follows."""
     from rlvr.passk import pass_at_k
 
-    return [float(pass_at_k(c, n, k).mean()) for c in seed_counts]  # (P,) -> scalar, per seed
+    return [float(np.mean([pass_at_k(c, n, k).mean() for c in runs])) for runs in chain_counts]
 
 
 def samples_of(counts: dict, m: dict) -> int:

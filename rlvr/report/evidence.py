@@ -10,15 +10,16 @@ to the values the metric can take and hands it to `verdict.decide`; nothing here
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 from typing import Any
 
 from rlvr.report.claims import CATEGORIES, Claim
 from rlvr.report.verdict import Evidence, Judged, consistency, decide, is_missing
-from rlvr.stats import mean_ci
+from rlvr.stats import bca_interval, mean_ci, one_run_interval
 
-VERDICTS = ("reproduced", "differs", "inconclusive", "cited", "missing")
+VERDICTS = ("reproduced", "differs", "inconclusive", "not comparable", "cited", "missing")
 
 
 def lookup(metrics: dict[str, Any], ref) -> Any:
@@ -46,12 +47,15 @@ def _sibling(metrics: dict[str, Any], ref, name: str) -> Any:
 
 
 def clip(ev: Evidence, feasible) -> Evidence:
-    """The interval cut to the values the metric can take (a count is never below 0, a rate never
+    """The intervals cut to the values the metric can take (a count is never below 0, a rate never
     above 1): a t-interval over four spread-out chains would otherwise leave that range."""
     if feasible is None or ev.lo is None:
         return ev
     lo, hi = float(feasible[0]), float(feasible[1])
-    return replace(ev, lo=min(max(ev.lo, lo), hi), hi=max(min(ev.hi, hi), lo))
+    cut = lambda iv: None if iv is None else (min(max(iv[0], lo), hi), max(min(iv[1], hi), lo))  # noqa: E731
+    return replace(
+        ev, lo=cut((ev.lo, ev.hi))[0], hi=cut((ev.lo, ev.hi))[1], check=cut(ev.check), one_run=cut(ev.one_run)
+    )
 
 
 def _span(feasible) -> list | None:
@@ -59,10 +63,12 @@ def _span(feasible) -> list | None:
     return None if feasible is None else [feasible[0] - feasible[1], feasible[1] - feasible[0]]
 
 
-def evidence(metrics: dict[str, Any], ref, feasible=None) -> Evidence:
-    """What the metrics say about [file, key]: its value, per-seed values and interval (cut to
-    `feasible`, the values the metric can take, when given)."""
-    return clip(_evidence(metrics, ref), feasible)
+def evidence(metrics: dict[str, Any], ref, feasible=None, estimand: str = "mean", endpoint=None) -> Evidence:
+    """What the metrics say about [file, key]: its value, per-chain values and interval by the
+    estimand (cut to `feasible`, the values the metric can take, when given), leaving out chains
+    whose start missed its target and, for a claim at a controlled end (`endpoint`), chains whose
+    runs did not reach it."""
+    return clip(_evidence(metrics, ref, estimand, endpoint), feasible)
 
 
 def start_run(metrics: dict[str, Any], ref) -> str | None:
@@ -99,43 +105,87 @@ def missed_starts(metrics: dict[str, Any], ref) -> set[int]:
     return {s for s, r in zip(sft["seeds"], reached) if not r}
 
 
-def _on_reached(per_seed: list, seeds, missed: set[int]) -> tuple[list, list, str]:
-    """per_seed and seeds less the chains whose start missed its target, and the words for the
-    chains that are left ("7 of 8 chains; left out, start missed its target: 4")."""
-    if not isinstance(seeds, list) or len(seeds) != len(per_seed) or not missed & set(seeds):
-        return per_seed, seeds, f"{len(per_seed)} chains"
-    keep = [i for i, s in enumerate(seeds) if s not in missed]
-    out = sorted(s for s in seeds if s in missed)
-    words = f"{len(keep)} of {len(seeds)} chains; left out, start missed its target: "
-    words += ", ".join(map(str, out))
-    return [per_seed[i] for i in keep], [seeds[i] for i in keep], words
+def missed_ends(metrics: dict[str, Any], variant: str | None) -> set[int] | None:
+    """The chains whose runs of `variant` did not all reach its controlled end (the GRPO metrics
+    file's per-chain `end_reached`, below 1.0): a claim measured at that end is not about them.
+    None where the variant has no controlled end (or no metrics file)."""
+    m = metrics.get(f"grpo-{variant}.json") if variant else None
+    reached = ((m or {}).get("per_seed") or {}).get("end_reached") if isinstance(m, dict) else None
+    if not isinstance(reached, list) or len(reached) != len(m.get("seeds", [])):
+        return None
+    return {s for s, r in zip(m["seeds"], reached) if r < 1}
 
 
-def _evidence(metrics: dict[str, Any], ref) -> Evidence:
+def _left_out(per_seed: list, seeds, reps, missed: dict[str, set[int]]) -> tuple[list, list, list, str]:
+    """per_seed, seeds and reps less the chains left out (missed: why -> chains), and the words for
+    the chains that are left ("7 of 8 chains; left out, start missed its target: 4")."""
+    out = set().union(*missed.values()) if missed else set()
+    if not isinstance(seeds, list) or len(seeds) != len(per_seed) or not out & set(seeds):
+        return per_seed, seeds, reps, f"{len(per_seed)} chains"
+    keep = [i for i, s in enumerate(seeds) if s not in out]
+    words = f"{len(keep)} of {len(seeds)} chains"
+    for why, chains in missed.items():
+        named = sorted(s for s in seeds if s in chains)
+        if named:
+            words += f"; left out, {why}: " + ", ".join(map(str, named))
+    kept_reps = [reps[i] for i in keep] if isinstance(reps, list) and len(reps) == len(seeds) else None
+    return [per_seed[i] for i in keep], [seeds[i] for i in keep], kept_reps, words
+
+
+def interval(values: list[float], estimand: str, reps: list | None = None) -> tuple[float, float, float]:
+    """The estimate over chains and its 95% interval, by the claim's estimand (claims.ESTIMANDS)."""
+    from rlvr.stats import share_interval
+
+    if estimand == "share":  # every run counted once: the nested runs where the file has them
+        runs = [float(x) for r in reps for x in r] if reps else values
+        lo, hi = share_interval(round(sum(runs)), len(runs))
+        return statistics.fmean(runs), lo, hi
+    if estimand == "log_mean":
+        mean, lo, hi = mean_ci([math.log(v) for v in values])
+        return math.exp(mean), math.exp(lo), math.exp(hi)
+    return mean_ci(values)
+
+
+def _positive(values: list[float], estimand: str, ref) -> None:
+    if estimand == "log_mean" and any(v <= 0 for v in values):
+        raise ValueError(f"{ref[0]}: {ref[1]} has a value <= 0; its estimand log_mean needs positive values")
+
+
+def _evidence(metrics: dict[str, Any], ref, estimand: str = "mean", endpoint: str | None = None) -> Evidence:
     value = lookup(metrics, ref)
     last = str(ref[1]).rpartition(".")[2]
     per_seed = (_sibling(metrics, ref, "per_seed") or {}).get(last)
     seeds = _sibling(metrics, ref, "seeds")
+    reps = (_sibling(metrics, ref, "per_rep") or {}).get(last)
     variance = (_sibling(metrics, ref, "variance") or {}).get(last)  # {"starts"|"grpo"|"evaluation": SD}
     variance = variance if isinstance(variance, dict) else None
-    chains = "chains"
-    if isinstance(per_seed, list) and len(per_seed) >= 2:
-        per_seed, seeds, chains = _on_reached(per_seed, seeds, missed_starts(metrics, ref))
-    if isinstance(per_seed, list) and len(per_seed) >= 2:
+    if isinstance(per_seed, list) and per_seed:  # a value per chain: the chains decide, never a point
+        missed = {"start missed its target": missed_starts(metrics, ref)}
+        ends = missed_ends(metrics, endpoint)
+        if ends:
+            missed[f"did not reach {endpoint}'s end"] = ends
+        per_seed, seeds, reps, chains = _left_out(per_seed, seeds, reps, missed)
         defined = [float(v) for v in per_seed if not is_missing(v)]
-        if len(defined) < len(per_seed):  # e.g. a seed whose curves never cross: no crossover k
+        if len(defined) < len(per_seed) or len(defined) < 2:  # a chain with no value, or under two
+            gone = len(per_seed) - len(defined)
             mean = float(statistics.fmean(defined)) if defined else None
-            return Evidence(
-                mean,
-                None,
-                None,
-                f"{chains}, {len(per_seed) - len(defined)} undefined",
-                per_seed,
-                seeds,
-                variance,
+            words = f"{chains}, {gone} undefined" if gone else chains
+            return Evidence(mean, None, None, words, per_seed, seeds, variance, reps)
+        _positive(defined, estimand, ref)
+        mean, lo, hi = interval(defined, estimand, reps)
+        check = one_run = None
+        if estimand == "log_mean":
+            logs = [math.log(v) for v in defined]
+            check = tuple(math.exp(x) for x in bca_interval(logs))
+            one_run = tuple(math.exp(x) for x in one_run_interval(logs))
+        elif estimand == "share":
+            one_run = (min(defined), max(defined))  # one run reaches or does not
+        else:
+            book_sd = _sibling(metrics, ref, f"chapter_sd_{last}")  # the book's own evaluation noise
+            one_run = one_run_interval(
+                defined, reps, float(book_sd) if isinstance(book_sd, (int, float)) else 0.0
             )
-        mean, lo, hi = mean_ci(defined)
-        return Evidence(mean, lo, hi, chains, per_seed, seeds, variance)
+        return Evidence(mean, lo, hi, chains, per_seed, seeds, variance, reps, check, one_run)
     if is_missing(value):
         return Evidence(None, None, None, "undefined")
     value = float(value)
@@ -147,38 +197,83 @@ def _evidence(metrics: dict[str, Any], ref) -> Evidence:
     return Evidence(value, value, value, "single value")
 
 
+def _rep_differences(a: Evidence, b: Evidence) -> list[list[float]] | None:
+    """Per chain, the paired differences of its nested runs (GRPO seed r against GRPO seed r: the
+    same streams in every variant; against a start, every run against its chain's start)."""
+    if not (isinstance(a.reps, list) and len(a.reps) == len(a.per_seed)):
+        return None
+    if isinstance(b.reps, list) and len(b.reps) == len(b.per_seed):
+        if any(len(x) != len(y) for x, y in zip(a.reps, b.reps)):
+            return None
+        return [[float(u) - float(v) for u, v in zip(x, y)] for x, y in zip(a.reps, b.reps)]
+    return [[float(u) - float(y) for u in x] for x, y in zip(a.reps, b.per_seed)]
+
+
 def difference(a: Evidence, b: Evidence) -> Evidence:
-    """a - b. Paired by seed when both have values for the same seeds (the seed fixes the start and
-    the draws, so the difference is the effect); otherwise the conservative interval [lo_a - hi_b,
-    hi_a - lo_b]."""
+    """a - b. Paired by chain when both have values for the same chains (the chain fixes the start
+    and the draws, so the difference is the effect): its interval, the variance components and the
+    prediction interval for one run are those of the differences. Otherwise the conservative
+    interval [lo_a - hi_b, hi_a - lo_b]."""
+    from rlvr.stats import variance_components
+
     if a.value is None or b.value is None:
         return Evidence(None, None, None, "undefined")
     if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
         diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
         mean, lo, hi = mean_ci(diffs)
-        left_out = a.source.partition("; ")[2]  # chains whose start missed its target, where any
+        left_out = a.source.partition("; ")[2]  # chains left out, where any
         source = f"{len(diffs)} chains, paired" + (f"; {left_out}" if left_out else "")
-        return Evidence(mean, lo, hi, source, diffs, a.seeds)
+        reps = _rep_differences(a, b)
+        variance = variance_components(reps) if reps else None
+        return Evidence(
+            mean, lo, hi, source, diffs, a.seeds, variance, reps, None, one_run_interval(diffs, reps)
+        )
     if a.lo is None or b.lo is None:
-        return Evidence(a.value - b.value, None, None, "undefined in some seeds")
+        return Evidence(a.value - b.value, None, None, "undefined in some chains")
     return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")
+
+
+def not_reached(claim: Claim, metrics: dict[str, Any]) -> str | None:
+    """Why a claim measured at a controlled end is not comparable (fewer than two chains reached
+    it), or None: it is measured where the chapter's model was, or has no such end."""
+    if claim.endpoint is None:
+        return None
+    missed = missed_ends(metrics, claim.endpoint)
+    m = metrics.get(f"grpo-{claim.endpoint}.json") or {}
+    seeds = m.get("seeds") or []
+    if missed is None:
+        return f"variant {claim.endpoint} has no controlled end in its metrics"
+    reached = len(seeds) - len(missed)
+    if reached >= 2:
+        return None
+    return (
+        f"{reached} of {len(seeds)} chains reached {claim.endpoint}'s controlled end (validation pass@1 "
+        f"{m.get('target', '?')} within its step cap); the chapter's model is measured there, ours never was"
+    )
 
 
 def judge(claim: Claim, metrics: dict[str, Any]) -> Judged:
     """Our evidence, the interval the claim is decided on (`tested`: ours, or the paired difference
-    ours - other), the verdict and the consistency of the book's value with one more chain of ours."""
+    ours - other), the verdict and the consistency of the book's value with one run like the book's."""
     if claim.kind == "cited":
         return Judged(claim, "cited")
     try:
-        ours = evidence(metrics, claim.metric, claim.feasible)
-        other = evidence(metrics, claim.other, claim.feasible) if claim.other is not None else None
+        far = not_reached(claim, metrics)
+        if far is not None:
+            return Judged(claim, "not comparable", error=far)
+        ours = evidence(metrics, claim.metric, claim.feasible, claim.estimand, claim.endpoint)
+        other = (
+            evidence(metrics, claim.other, claim.feasible, claim.estimand, claim.endpoint)
+            if claim.other is not None
+            else None
+        )
     except (KeyError, IndexError, ValueError) as exc:
         return Judged(claim, "missing", error=str(exc))
     if ours.value is None and not ours.per_seed:
         return Judged(claim, "missing", ours, error="metric is null")
     cut = _span(claim.feasible) if other is not None else claim.feasible  # what the tested quantity can take
     tested = clip(difference(ours, other), cut) if other is not None else ours
-    return Judged(claim, decide(tested, claim), ours, other, tested, consistency(tested, claim, cut))
+    return Judged(claim, decide(tested, claim), ours, other, tested, consistency(tested, claim))
 
 
 def judge_all(claims: list[Claim], metrics: dict[str, Any]) -> list[Judged]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.report.benchtables import bench_blocks
-from rlvr.report.chains import chain_rows, controlled_rows, variance_rows
+from rlvr.report.chains import chain_rows, controlled_rows, end_chain_rows, end_rows, variance_rows
 from rlvr.report.claims import CATEGORIES
 from rlvr.report.claimtext import (
     ONE_RUN_HEADER,
@@ -27,6 +27,7 @@ from rlvr.report.claimtext import (
     one_run_word,
     ours_text,
     per_chain_text,
+    precision_text,
     rule_text,
     verdict_word,
 )
@@ -48,7 +49,7 @@ from rlvr.report.tables import (
 from rlvr.report.verdict import Judged, num, reason
 
 CHAPTERS = {"A": "Chapter A: reasoning RL, RLVR and GRPO", "B": "Chapter B: RLVR and GRPO"}
-VERDICT_ORDER = ("differs", "inconclusive", "missing", "reproduced", "cited")
+VERDICT_ORDER = ("differs", "inconclusive", "not comparable", "missing", "reproduced", "cited")
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,21 @@ def header_line(run: dict) -> str:
         if not changed
         else f"with uncommitted changes to {', '.join(changed[:4])}" + (" ..." if len(changed) > 4 else "")
     )
+    plan = run.get("plan_commit")
+    plan_text = (
+        ""
+        if not plan
+        else f"The confirmatory plan these results test is `experiments/plan.yaml` as committed at `{plan}`"
+        + (" (the working copy differs from it)" if run.get("plan_changed") else "")
+        + ": chain counts, estimands, precision targets and the controlled end, declared before the run. "
+    )
     return (
         f"Made by stage `report` on {run['date']} from code at commit `{run['commit']}` ({state}); "
         f"machine: {run['cpu']}, {run['cores']} cores, stages at {run['threads']} threads; "
         f"torch {run['torch']}, DVC {run['dvc']}, MLflow {run['mlflow']}, Python {run['python']}. "
-        "Stages DVC found cached ran earlier: `rlvr provenance <file>` names each one's MLflow run."
-    )
+        "Stages DVC found cached ran earlier: `rlvr provenance <file>` names each one's MLflow run. "
+        + plan_text
+    ).rstrip()
 
 
 def moved_blocks(against: dict) -> list:
@@ -161,16 +171,20 @@ def _details(r: Judged) -> str:
 SUMMARY_RULE = (
     "The chapters' headline results. Training and evaluation claims are decided on the 95% "
     "interval over chains (chain s: SFT seed s, stopped at its start's target on validation "
-    "problems, then every variant trained from it, then its pass@k counts), so the interval "
-    "includes what is left of the start's variance; a claim against another "
-    "metric is decided on the interval of the per-chain differences. **reproduced**: the whole "
-    "interval lies inside what the claim allows (the book's value ± its tolerance, its range or "
-    "its bound); **differs**: the whole interval lies outside it; **inconclusive**: it lies across "
-    "a bound (a claim with a chain that gives no value is never reproduced). Beside the verdict "
-    "and never counted, “book as one run” says whether the book's number lies in the 95% "
-    "interval for one new chain of ours "
-    "(mean ± t·s·√(1 + 1/n)): **consistent** or **not consistent**. The book's number is one "
-    "run, and the more our chains spread the more numbers are consistent, so it decides nothing."
+    "problems, then every variant trained from it, then its pass@k counts), by each claim's declared "
+    "estimand (the chain mean; the geometric-mean run for a skewed metric, checked by a BCa "
+    "bootstrap; the share of runs); a claim against another metric is decided on the interval of "
+    "the per-chain differences. **reproduced**: the whole interval lies inside what the claim allows "
+    "(the book's value ± its tolerance, its range or its bound); **differs**: the whole interval lies "
+    "outside it *and* the book's value lies outside our 95% prediction interval for one run like "
+    "the book's (one start, one GRPO seed), so the book's single run could not have been a lucky "
+    "one of ours; **inconclusive**: otherwise, and always on fewer than two chains or a chain with no "
+    "value; **not comparable**: measured at a controlled end our runs did not reach. “Precision” is "
+    "the interval's half-width against the target declared with the plan (half the tolerance, or a "
+    "directional claim's smallest effect of interest): **powered** where it is met; where it is "
+    "not, the chains that would meet it at this spread. Beside the verdict and never counted, “book "
+    "as one run” says whether the book's number lies in that prediction interval: **consistent** or "
+    "**not consistent**."
 )
 
 
@@ -183,7 +197,7 @@ def summary_blocks(rows: list[Judged]) -> list:
         Heading("Summary", 2, "summary"),
         Para(SUMMARY_RULE),
         Table(
-            ["claim", "kind", "book", OURS_HEADER, "verdict", ONE_RUN_HEADER],
+            ["claim", "kind", "book", OURS_HEADER, "verdict", "precision", ONE_RUN_HEADER],
             [
                 [
                     f"**{r.claim.id}** {r.claim.text}",
@@ -191,6 +205,7 @@ def summary_blocks(rows: list[Judged]) -> list:
                     book_text(r.claim),
                     ours_text(r),
                     verdict_word(r),
+                    precision_text(r),
                     one_run_word(r),
                 ]
                 for r in headline
@@ -200,7 +215,7 @@ def summary_blocks(rows: list[Judged]) -> list:
         ),
     ]
     off = sorted(
-        (r for r in rows if r.verdict in ("differs", "inconclusive", "missing")),
+        (r for r in rows if r.verdict in ("differs", "inconclusive", "not comparable", "missing")),
         key=lambda r: (VERDICT_ORDER.index(r.verdict), r.claim.id),
     )
     if off:
@@ -231,6 +246,15 @@ CONTROLLED_STARTS = (
     "`redraws` times, declared in params.yaml before any run; one whose last draw misses too is "
     "listed as missed and left out of every claim about that start and GRPO from it (each such "
     "claim's line names it)."
+)
+CONTROLLED_ENDS = (
+    "Chapter B's claims after GRPO are about a model whose pass@1 GRPO had lifted from 0.53 to 0.83. "
+    "So its headline runs end the way starts do: each stops at the first check where its validation "
+    "pass@1 (exact, from the answer probabilities) reaches the target, the nearer of that check and "
+    "the one before being its end, within a step cap declared with its recipe (docs/calibration.md). "
+    "A run the cap stops first is reported as not reached and never drawn again: that is a result. "
+    "Claims measured at the end leave such chains out and name them; with fewer than two chains "
+    "there, they are not comparable. The held-out pass@1 beside it is measured afterwards."
 )
 VARIANCE = (
     "For each measured claim, the SD that one chain's value owes to each source: the spread "
@@ -263,6 +287,34 @@ def chain_blocks(rows: list[Judged], metrics: dict[str, Any], targets: dict[str,
                         ["run", "chain", "steps", "validation", "stop", "test side"],
                         chain_rows(metrics, targets),
                         "chains",
+                    )
+                ],
+            ),
+        ]
+    ends = end_rows(metrics)
+    if ends:
+        blocks += [
+            Heading("Controlled ends", 2, "controlled-ends"),
+            Para(CONTROLLED_ENDS),
+            Table(
+                [
+                    "variant",
+                    "target (validation pass@1)",
+                    "reached",
+                    "steps to it",
+                    "validation at the stop",
+                    "held-out pass@1 at the stop",
+                ],
+                ends,
+                "ends",
+            ),
+            Details(
+                "every chain",
+                [
+                    Table(
+                        ["variant", "chain", "end", "steps", "validation", "held-out pass@1"],
+                        end_chain_rows(metrics),
+                        "end-chains",
                     )
                 ],
             ),
@@ -326,8 +378,11 @@ STARTS_AND_LIFTS = (
 
 AGAINST = (
     "Each variant trained from `grpo`'s start minus `grpo`, paired by chain on the chains both ran "
-    "(as `rlvr diff grpo <variant>`): mean and 95% t-interval over chains of the held-out accuracy "
-    "after GRPO and of pass@1 and pass@{k} from the `passk` counts."
+    "(as `rlvr diff grpo <variant>`), every variant at `grpo`'s recipe and step count: mean and "
+    "95% t-interval over chains of the held-out accuracy after GRPO and of pass@1 and pass@{k} from "
+    "the `passk` counts. The intervals are unadjusted, each right 95% of the time on its own; with "
+    "this many of them a few exclude 0 by chance, so the last column names the differences that "
+    "stay clear of 0 after Holm's adjustment over the whole table."
 )
 
 
@@ -363,6 +418,7 @@ def variant_blocks(
                     "accuracy − grpo [95%]",
                     "pass@1 − grpo [95%]",
                     f"pass@{k} − grpo [95%]",
+                    "clear of 0 after Holm",
                 ],
                 against,
                 "against",

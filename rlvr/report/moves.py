@@ -26,7 +26,8 @@ VOLATILE = ("seconds", "per_second", "mlflow")  # metric keys that name a run or
 
 def verdict_moves(committed: dict, rerun: dict) -> dict:
     """Two report.json verdict tables: `flips` are claims that moved between reproduced and differs
-    (none may); `moves` are claims that moved to or from inconclusive, each with both intervals."""
+    (none may); `moves` are claims that moved in any other way (to or from inconclusive or not
+    comparable), each with both intervals."""
     flips, moves = [], []
     for cid, old in committed["claims"].items():
         new = rerun["claims"].get(cid, {"verdict": None, "interval": None})
@@ -41,7 +42,8 @@ def verdict_moves(committed: dict, rerun: dict) -> dict:
             "committed_value": old.get("ours"),
             "rerun_value": new.get("ours"),
         }
-        (moves if "inconclusive" in (old["verdict"], new["verdict"]) else flips).append(row)
+        flip = {old["verdict"], new["verdict"]} == {"reproduced", "differs"}
+        (flips if flip else moves).append(row)
     return {"flips": flips, "moves": moves}
 
 

@@ -213,8 +213,20 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "grpo-curves-chapter-b.png": (
         "B",
-        "Chapter B's GRPO variants, chain mean with its 95% band and each chain as a thin line: "
-        "training reward, held-out accuracy, KL to the reference and policy entropy per step.",
+        "Chapter B's GRPO variants at equal recipe and steps (the variant matrix beside grpo), chain "
+        "mean with its 95% band and each chain as a thin line: training reward, held-out accuracy, KL "
+        "to the reference and policy entropy per step.",
+    ),
+    "grpo-end-curves-chapter-b.png": (
+        "B",
+        "Chapter B's headline GRPO runs to their controlled end (validation pass@1 0.83): chain mean "
+        "over the chains still training at each step, with its 95% band and each chain as a thin line.",
+    ),
+    "grpo-end-paths.png": (
+        "B",
+        "Each chain's path from its SFT start to its controlled end in the (pass@1, pass@64) plane of "
+        "the 300 held-out problems, exact from the answer probabilities at every check, the "
+        "chapter's SFT and GRPO points as stars: where RL narrows, a path ends lower than it began.",
     ),
 }
 SCALING_CAPTION = (
@@ -453,7 +465,8 @@ def calibration_paths(record: dict, path: Path) -> Path:
     for ax in axes[len(settings) :]:
         ax.set_visible(False)
     for ax in axes[(rows - 1) * cols :]:
-        ax.set_xlabel("rollouts (prompts x G x steps)")
+        ax.set_xlabel("rollouts (prompts x G x steps), thousands")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
     for ax in axes[::cols]:
         ax.set_ylabel("validation pass@1 (exact)")
     figure_title(

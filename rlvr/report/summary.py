@@ -136,3 +136,36 @@ def summary(reports: Path) -> str:
         "KL: exact KL to the reference at the end (nats); s/step: median seconds per GRPO step",
     ]
     return "\n".join(out)
+
+
+def power_table(metrics: dict, claims_path: Path) -> str:
+    """`rlvr plan`: every measured claim's precision on the given results, read as a pilot: its
+    estimand, chains, 95% half-width, the declared target and the chains that would meet it at this
+    spread (what a confirmatory plan declares before it runs)."""
+    from rlvr.report.claims import load_claims
+    from rlvr.report.evidence import judge_all
+    from rlvr.report.verdict import MAX_CHAINS, num, precision, precision_target
+
+    head = (
+        f"{'claim':<18} {'estimand':<9} {'verdict':<15} {'chains':>6} {'half-width':>10} "
+        f"{'target':>8} {'needed':>7}"
+    )
+    out = [head]
+    for r in judge_all(load_claims(claims_path), metrics):
+        if r.claim.category != "measured":
+            continue
+        p = precision(r)
+        if p is None:
+            target = precision_target(r.claim)
+            out.append(
+                f"{r.claim.id:<18} {r.claim.estimand:<9} {r.verdict:<15} {'-':>6} {'-':>10} "
+                f"{num(target) if target else 'none':>8} {'-':>7}"
+            )
+            continue
+        n = p["chains_needed"]
+        need = "-" if n is None else (str(n) if n <= MAX_CHAINS else f">{MAX_CHAINS}")
+        out.append(
+            f"{r.claim.id:<18} {r.claim.estimand:<9} {r.verdict:<15} {p['chains']:>6} "
+            f"{num(p['half_width']):>10} {num(p['target']):>8} {need:>7}"
+        )
+    return "\n".join(out)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+import numpy as np
+
 from rlvr.passk import crossings_text
 
 VARIANT_KEYS = (
@@ -250,32 +252,56 @@ def _delta_cell(d: dict | None) -> str:
     return mean if d["ci95"] is None else f"{mean} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
 
 
+def holm(pvalues: list[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of a family of p-values (None stays None, not counted in it):
+    the k-th smallest of m is multiplied by m - k + 1, then made non-decreasing, capped at 1."""
+    ranked = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    m, out, running = len(ranked), [None] * len(pvalues), 0.0
+    for k, (p, i) in enumerate(ranked):
+        running = max(running, min(1.0, (m - k) * p))
+        out[i] = running
+    return out
+
+
 def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "grpo") -> list[list[str]]:
     """Every variant from `base`'s start against `base`, paired by chain on the chains both ran
     (`rlvr diff base variant`'s deltas): the held-out accuracy after GRPO and, from the pass@k
-    counts, pass@1 and pass@k_max, each the variant minus `base` with its 95% interval over chains."""
-    from rlvr.report.compare import compare_metric, compare_passk, on_chains, paired_chains
+    counts, pass@1 and pass@k_max, each the variant minus `base` with its unadjusted 95% interval
+    over chains; the last column names the differences that stay clear of 0 after Holm's
+    adjustment over the whole table (every variant, every metric: one family). One pairing rule for
+    every column: each chain's value is the mean over its GRPO seeds."""
+    from rlvr.report.compare import (
+        _difference,
+        _pvalue,
+        compare_metric,
+        compare_passk,
+        on_chains,
+        paired_chains,
+    )
 
     runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
     if base not in runs:
         return []
-    rows = []
+    rows, tests = [], []
     for v, m in runs.items():
         chains = paired_chains(runs[base], m) if v != base else []
         if not chains:
             continue
         a, b = on_chains(runs[base], chains), on_chains(m, chains)
         key = "eval_acc_final"
-        acc = compare_metric(key, a["per_seed"][key], b["per_seed"][key], True)["delta"]
-        passk = {r["k"]: r["delta"] for r in compare_passk(problems, a, b, True)} if problems else {}
+        acc = compare_metric(key, a["per_seed"][key], b["per_seed"][key], True)
+        passk = {r["k"]: r for r in compare_passk(problems, a, b, True)} if problems else {}
         top = max(passk, default=None)
-        rows.append(
-            [
-                v,
-                ", ".join(map(str, chains)),
-                _delta_cell(acc),
-                _delta_cell(passk.get(1)),
-                _delta_cell(passk.get(top)),
-            ]
-        )
+        cols = {"accuracy": acc, "pass@1": passk.get(1), f"pass@{top}": passk.get(top)}
+        for name, c in cols.items():
+            if c is not None:
+                diff = _difference(
+                    np.asarray(c["a"]["seeds"], float), np.asarray(c["b"]["seeds"], float), True
+                )
+                tests.append((len(rows), name, _pvalue(*diff)))
+        rows.append([v, ", ".join(map(str, chains)), *(_delta_cell(c and c["delta"]) for c in cols.values())])
+    adjusted = holm([p for _, _, p in tests])
+    for i, row in enumerate(rows):
+        clear = [name for (r, name, _), q in zip(tests, adjusted) if r == i and q is not None and q < 0.05]
+        row.append(", ".join(clear) or "none")
     return rows

@@ -84,7 +84,7 @@ def learning_curves(
     trailing mean over 1/20 of the run."""
     fig = new_figure((12, 7.2))
     axes = fig.subplots(2, 2).ravel()
-    steps = max((len(c["train"][0]) for c in runs.values() if c["train"]), default=1)
+    steps = max((max(len(t) for t in c["train"]) for c in runs.values() if c["train"]), default=1)
     window = max(1, steps // 20)
     for colour, (variant, curves) in zip(palette(len(runs)), runs.items()):
         for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
@@ -94,9 +94,11 @@ def learning_curves(
             values = [_floats(rows, key) for rows in seeds]
             if table == "train":
                 values = [_rolling(v, window) for v in values]
+            longest = max(seeds, key=len)  # runs with a controlled end stop at different steps
+            values = [v + [math.nan] * (len(longest) - len(v)) for v in values]  # NaN: stopped there
             _band(
                 ax,
-                [int(r["step"]) for r in seeds[0]],
+                [int(r["step"]) for r in longest],
                 values,
                 labels[variant],
                 metric_bounds(key),

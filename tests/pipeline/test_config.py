@@ -23,6 +23,7 @@ def with_grpo(raw, variant=None, **defaults):
     raw["variants"] = {"grpo": {"task": "single_digit", "sft": "single_digit", **(variant or {})}}
     raw["hack"]["variant"] = "grpo"
     raw["starts"].update(variant="grpo", candidates=["single_digit"])
+    raw["passk"]["headline"] = ["grpo"]
     return raw
 
 
@@ -248,6 +249,32 @@ def test_passk_may_score_no_contrast(tiny_raw_params):
         "sft.two_digit.target",
         "sft.two_digit.epochs",
     ]
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        (
+            {"task": "single_digit", "sft": "single_digit", "target": 0.5, "check_every": 1},
+            "variants.bad.target = 0.5: a controlled end",
+        ),
+        (
+            {"task": "two_digit", "sft": "two_digit", "target": 0.8, "check_every": 9, "steps": 2},
+            "variants.bad.check_every = 9: must be at most variants.bad.steps (2)",
+        ),
+        (
+            {"task": "two_digit", "sft": "two_digit", "target": 1.0, "check_every": 1},
+            "variants.bad.target = 1.0: a controlled end's",
+        ),
+    ],
+)
+def test_a_controlled_end_needs_validation_problems_a_cap_past_its_checks_and_a_reachable_target(
+    tiny_raw_params, override, expected
+):
+    tiny_raw_params["variants"]["bad"] = override
+    with pytest.raises(ConfigError) as err:
+        parse_params(tiny_raw_params)
+    assert str(err.value).startswith(expected)
 
 
 def test_unknown_variant_and_run_are_named_with_the_known_ones(tiny_raw_params):

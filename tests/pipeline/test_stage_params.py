@@ -56,12 +56,12 @@ def test_every_instance_keeps_its_hash_declared_keys_and_logged_params():
 def test_the_hashes_checkpoints_carry_are_pinned():
     """A few, written out: a changed record file cannot move them unnoticed."""
     hashes = {name: entry["hash"] for name, entry in record().items() if "hash" in entry}
-    assert hashes["sft@two_digit"] == "3631bdec3ceb"
-    assert hashes["warmup@single_digit"] == "75a51e637170"
-    assert hashes["grpo@no_kl"] == "42fb9f350693"
-    assert hashes["grpo@grpo"] == "81e542fa0dfb"
-    assert hashes["hack"] == "38f950cb73b8"
-    assert hashes["passk"] == "3cdb8e350308"
+    assert hashes["sft@two_digit"] == "48bd8e193574"
+    assert hashes["warmup@single_digit"] == "9477a7ec1181"
+    assert hashes["grpo@no_kl"] == "45c67221a005"
+    assert hashes["grpo@grpo"] == "5147819fa7e8"
+    assert hashes["hack"] == "a4cbc2b4b7f3"
+    assert hashes["passk"] == "383b0d17cc82"
 
 
 # --------------------------------------------------------------------------------------------

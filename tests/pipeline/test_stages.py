@@ -198,7 +198,7 @@ def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelin
     from rlvr.pipeline.starts import run_starts
 
     d, _ = tiny_repo
-    for variant in ("grpo", "dapo"):
+    for variant in ("grpo_end", "grpo", "dapo"):
         run_stage("grpo", variant, progress=False)
     run_stage("passk", None, progress=False)
     params = load_params(d / "params.yaml")
@@ -226,18 +226,18 @@ def test_passk_scores_the_start_and_headline_variants_at_every_temperature(tiny_
     from rlvr.report.layout import ReportData, build
 
     d, raw = tiny_repo
-    for variant in ("grpo", "dapo"):
+    for variant in ("grpo_end", "grpo", "dapo"):
         run_stage("grpo", variant, progress=False)
     run_stage("passk", None, progress=False)
     counts = json.loads((d / "reports/passk-counts.json").read_text())
     assert counts["temperatures"] == [1.0, 0.6]
     at_06 = counts["by_temperature"]["0.6"]
-    grpo = ["grpo/seed0", "grpo/seed0-g1", "grpo/seed1", "grpo/seed1-g1"]  # two GRPO seeds a chain
-    assert sorted(at_06) == sorted(counts["greedy"]) == [*grpo, "sft/seed0", "sft/seed1"]
-    assert set(counts["counts"]) > set(at_06)  # dapo, and the contrast, at the first temperature only
+    headline = ["grpo_end/seed0", "grpo_end/seed1"]  # one GRPO seed a chain
+    assert sorted(at_06) == sorted(counts["greedy"]) == [*headline, "sft/seed0", "sft/seed1"]
+    assert set(counts["counts"]) > set(at_06)  # grpo, dapo, the contrast: at the first temperature only
     metrics = json.loads((d / "reports/metrics/passk.json").read_text())
-    assert set(metrics["by_temperature"]) == {"0.6"} and set(metrics["greedy"]) == {"sft", "grpo"}
-    assert len(metrics["by_temperature"]["0.6"]["variants"]["grpo"]["crossover_per_chain"]) == 2
+    assert set(metrics["by_temperature"]) == {"0.6"} and set(metrics["greedy"]) == {"sft", "grpo_end"}
+    assert len(metrics["by_temperature"]["0.6"]["variants"]["grpo_end"]["crossover_per_chain"]) == 2
     assert (d / "reports/figures/passk-temperatures.png").stat().st_size > 1000
     page = markdown(build(ReportData([], [], {"passk.json": metrics}, problems=counts)), "figs")
     assert "T = 0.6" in page and "greedy" in page and "not yet measured: run `rlvr starts`" in page

@@ -88,10 +88,7 @@ def test_the_first_line_leads_with_measured_claims():
     ]
     line = counts_line(class_counts(rows), bold=False)
     assert line.startswith("Measured claims: 1 reproduced, 1 inconclusive (of 2)")
-    assert (
-        "calibrated starts: all 1 matched" in line
-        and "closed-form and worked examples: all 1 reproduced" in line
-    )
+    assert "calibrated: all 1 matched" in line and "closed-form and worked examples: all 1 reproduced" in line
     assert "cited facts: 1" in line
 
 
@@ -218,3 +215,29 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
     new = json.loads(out.read_text())
     assert new["temperatures"] == [1.0, 0.6]
     assert new["starts"]["two_digit"]["counts_by_temperature"] == {"0.6": at_06}
+
+
+def test_the_controlled_ends_table_counts_the_runs_that_got_there_and_their_steps():
+    from rlvr.report.chains import end_chain_rows, end_rows
+
+    nan = float("nan")
+    m = {
+        "grpo-e.json": {
+            "variant": "e",
+            "seeds": [0, 1, 2],
+            "target": 0.83,
+            "steps_cap": 800,
+            "per_seed": {
+                "end_reached": [1.0, 1.0, 0.0],
+                "end_steps": [150.0, 250.0, nan],
+                "end_val": [0.831, 0.834, 0.71],
+                "eval_acc_final": [0.82, 0.84, 0.7],
+            },
+        },
+        "grpo-f.json": {"variant": "f", "seeds": [0], "target": None, "per_seed": {}},  # a fixed budget
+    }
+    (row,) = end_rows(m)
+    assert row[:3] == ["e", "0.83 (cap 800 steps)", "2 of 3"]
+    assert row[3].startswith("200 [") and row[3].endswith("(range 150–250)")  # over the two that reached
+    rows = end_chain_rows(m)
+    assert [r[2] for r in rows] == ["reached", "reached", "not reached (cap)"] and rows[2][3] == "> 800"

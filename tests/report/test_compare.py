@@ -307,5 +307,38 @@ def test_the_reports_table_pairs_each_variant_with_grpo_on_the_chains_both_ran()
     (row,) = against_rows(metrics, None)
     d = [b - a for a, b in zip(grpo_acc[:4], [0.62, 0.69, 0.7, 0.55])]
     assert row[:2] == ["kl_reward", "0, 1, 2, 3"] and row[2].startswith(f"{sum(d) / 4:+.3f} [")
-    assert row[3:] == ["–", "–"]  # no pass@k counts
+    assert row[3:] == ["–", "–", "none"]  # no pass@k counts; the accuracy difference not clear of 0
     assert against_rows({"grpo-kl_reward.json": metrics["grpo-kl_reward.json"]}, None) == []  # no grpo
+
+
+def test_holm_adjusts_a_family_of_p_values_step_down():
+    from rlvr.report.tables import holm
+
+    assert holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+    assert holm([0.5, 0.9]) == [1.0, 1.0]  # 2 x 0.5 capped at 1, then made non-decreasing
+    assert holm([]) == []
+
+
+def test_only_differences_that_survive_holm_are_named_clear_of_zero():
+    """Twelve variants against grpo: one with a large consistent effect, eleven with a small one
+    whose unadjusted interval may exclude 0 by chance; after Holm only the large one is named."""
+    from rlvr.report.tables import against_rows
+
+    base = [0.60, 0.62, 0.58, 0.61, 0.63, 0.59, 0.60, 0.62]
+
+    def run(v, acc):
+        return {
+            "variant": v,
+            "task": "two_digit",
+            "sft": "two_digit",
+            "seeds": list(range(8)),
+            "per_seed": {"eval_acc_final": acc},
+        }
+
+    metrics = {"grpo-grpo.json": run("grpo", base), "grpo-big.json": run("big", [b + 0.2 for b in base])}
+    for i in range(11):
+        wobble = [0.011, 0.009, 0.012, 0.010, 0.008, 0.011, 0.010, 0.013 - i * 0.004]
+        metrics[f"grpo-w{i:02d}.json"] = run(f"w{i:02d}", [b + w for b, w in zip(base, wobble)])
+    rows = {r[0]: r for r in against_rows(metrics, None)}
+    assert rows["big"][-1] == "accuracy"
+    assert sum(r[-1] == "accuracy" for v, r in rows.items() if v != "big") < 11

@@ -60,6 +60,7 @@ def test_a_rerun_with_bit_equal_metrics_is_identical_whatever_its_durations_and_
             "reproduced": 2,
             "differs": 0,
             "inconclusive": 0,
+            "not comparable": 0,
             "cited": 1,
             "missing": 0,
         }

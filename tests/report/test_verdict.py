@@ -1,7 +1,10 @@
-"""The verdict rule (rlvr.report.verdict): an equivalence test on the deciding interval, the book's
-consistency with one more chain shown beside it and never counted, and the reason an undecided
-claim gives."""
+"""The verdict rule (rlvr.report.verdict): an equivalence test on the deciding interval, "differs"
+only where one run like the book's could not have shown the book's value, no verdict from fewer
+than two chains or from a chain without a value, "not comparable" at an end the chains never
+reached, the book's consistency with one run shown beside it and never counted, and the reason and
+precision an undecided claim gives."""
 
+import math
 import random
 import statistics
 import subprocess
@@ -14,8 +17,18 @@ from conftest import ROOT
 from rlvr.report.claims import Claim
 from rlvr.report.claimtext import counts_line, ours_text
 from rlvr.report.evidence import class_counts, judge, judge_all, summary_counts, verdict_record
-from rlvr.report.verdict import MAX_CHAINS, Evidence, chains_to_decide, consistency, decide, num, reason
-from rlvr.stats import t_quantile
+from rlvr.report.verdict import (
+    MAX_CHAINS,
+    Evidence,
+    by_interval,
+    chains_needed,
+    consistency,
+    decide,
+    num,
+    precision,
+    reason,
+)
+from rlvr.stats import one_run_interval, share_interval, t_quantile
 
 BASE = {"chapter": "B", "quote": "q", "text": "The model solves about seven problems in all.", "why": "w"}
 SEVEN = {"kind": "exact", "book": 7, "tol": 2, "feasible": [0, 300]}  # "about 7 never solved, +-2"
@@ -115,23 +128,33 @@ def test_the_consistency_result_never_changes_the_counts():
         assert counts_line(class_counts(other)) == counts_line(class_counts(rows))
 
 
-def test_consistency_is_the_prediction_interval_for_one_new_chain_cut_to_feasible():
+def test_consistency_is_the_prediction_interval_for_one_run_like_the_books():
     chains = [0.50, 0.55, 0.60, 0.53]
-    ev = Evidence(statistics.fmean(chains), 0.0, 1.0, "4 chains", chains)
+    one_run = one_run_interval(chains)
+    ev = Evidence(statistics.fmean(chains), 0.0, 1.0, "4 chains", chains, one_run=one_run)
     c = consistency(ev, Claim(id="c", kind="exact", book=0.56, tol=0.02))
     half = 3.182446305284263 * statistics.stdev(chains) * (1 + 1 / 4) ** 0.5  # t(0.975, 3) s sqrt(1 + 1/n)
     assert c["verdict"] == "consistent"
     assert c["interval"] == pytest.approx([statistics.fmean(chains) - half, statistics.fmean(chains) + half])
     assert consistency(ev, Claim(id="c", kind="exact", book=0.83, tol=0.02))["verdict"] == "not consistent"
-    assert consistency(ev, Claim(id="c", kind="exact", book=0.56, tol=0.02), [0.5, 0.6])["interval"] == [
-        0.5,
-        0.6,
-    ]
     assert consistency(ev, Claim(id="c", kind="greater", book=0.0, other_value=0.5)) is None  # a direction
     assert consistency(Evidence(0.5, 0.5, 0.5, "single value"), Claim(id="c", kind="exact", book=0.5)) is None
     assert (
         consistency(Evidence(12.0, None, None, "", [12, None]), Claim(id="c", kind="range", book=12)) is None
     )
+
+
+def test_one_runs_interval_adds_back_the_spread_that_averaging_nested_runs_removed():
+    """A chain's value is the mean of its R GRPO seeds; one run like the book's is one start and
+    one seed, so its spread is the chains' plus (1 - 1/R) of the within-chain variance."""
+    reps = [[0.5, 0.7], [0.55, 0.75], [0.6, 0.8], [0.45, 0.65]]
+    chains = [statistics.fmean(r) for r in reps]
+    lo, hi = one_run_interval(chains, reps)
+    s2, w2 = statistics.variance(chains), statistics.fmean([statistics.variance(r) for r in reps])
+    half = t_quantile(3) * (s2 + w2 / 2 + s2 / 4) ** 0.5
+    assert (lo, hi) == pytest.approx((statistics.fmean(chains) - half, statistics.fmean(chains) + half))
+    assert hi - lo > one_run_interval(chains)[1] - one_run_interval(chains)[0]  # wider than chains alone
+    assert one_run_interval(chains, reps, eval_sd=0.1)[1] > hi  # the book's own evaluation noise too
 
 
 def test_a_paired_claim_is_decided_on_the_interval_of_the_paired_differences():
@@ -152,13 +175,149 @@ def test_a_paired_claim_is_decided_on_the_interval_of_the_paired_differences():
     assert other.verdict == "inconclusive"  # other seeds: the conservative interval of two intervals
 
 
-def test_undefined_chains_are_never_reproduced():
+def test_a_chain_without_a_value_never_decides_a_claim():
     crossing = {"kind": "range", "book": 12, "lo": 8, "hi": 16, "feasible": [1, 64]}
     assert decided([12, 12.1, None, 11.9], crossing).verdict == "inconclusive"  # the others agree
-    assert decided([20, None, 22], crossing).verdict == "differs"  # the others do not
-    assert decided([None, None, None], crossing).verdict == "differs"  # no chain gives a value
+    assert decided([20, None, 22], crossing).verdict == "inconclusive"  # the others do not: still no
+    assert decided([None, None, None], crossing).verdict == "inconclusive"  # no chain gives a value
     assert decided([12, None], crossing).consistency is None
     assert decide(Evidence(None, None, None, "undefined"), Claim(id="c", **crossing)) == "missing"
+    assert "give no value" in reason(decided([20, None, 22], crossing))
+
+
+def test_no_verdict_from_fewer_than_two_chains():
+    """One chain (or one left after the others were left out) is never decided as a point, however
+    far it lies from the band, and its value is that chain's, not a mean over chains that do not count."""
+    for chains in ([7.0], [60.0]):
+        row = decided(chains)
+        assert row.verdict == "inconclusive" and row.tested.lo is None
+        assert "Fewer than two chains" in reason(row)
+    grpo = {"seeds": [0, 1, 2], "sft": "x", "k": 0.0, "per_seed": {"k": [60.0, 0.0, 0.0]}}
+    row = judge(
+        Claim(id="c", **BASE, **SEVEN, metric=["g.json", "k"]), {"g.json": grpo, **_start([1.0, 0.0, 0.0])}
+    )
+    assert row.verdict == "inconclusive" and row.evidence.value == 60.0 and row.evidence.seeds == [0]
+
+
+def test_differs_needs_the_books_value_outside_one_runs_prediction_interval():
+    """Tight chains wholly outside the band differ; chains whose mean misses the band but spread
+    enough that one run like the book's could have shown its value are inconclusive, and say so."""
+    tight = decided([12, 12.1, 11.9, 12])
+    assert tight.verdict == "differs" and not tight.tested.one_run[0] <= 7 <= tight.tested.one_run[1]
+    loose = decided([9.4, 10.5, 12.0, 13.5, 9.6, 12.3, 10.1, 11.4])  # mean 11.1, interval above 9
+    assert by_interval(loose.tested.lo, loose.tested.hi, loose.claim) == "differs"
+    assert loose.tested.one_run[0] < 9  # ... but one run could land in the band
+    if loose.tested.one_run[0] <= 7:
+        assert loose.verdict == "inconclusive" and "could have shown the book's value" in reason(loose)
+    directional = {"kind": "greater", "book": 0.0, "other_value": 0.0, "margin": 0.0}
+    below = decided([-0.3, -0.31, -0.29, -0.3], directional)
+    assert below.verdict == "differs"  # no run of ours would show the book's direction
+    spread = decided([-0.2, -0.1, -0.15, -0.12, 0.05, -0.2, -0.18, -0.1], directional)
+    assert by_interval(spread.tested.lo, spread.tested.hi, spread.claim) == "differs"
+    assert spread.verdict == "inconclusive"  # one run could have come out above 0, as the book's did
+
+
+def test_property_every_verdict_follows_the_rule():
+    """Over random chain sets and claims: reproduced iff the interval is inside; differs only with
+    the interval outside and the book's value outside one run's interval; never either on fewer
+    than two chains."""
+    rng = random.Random(20261203)
+    seen = set()
+    for _ in range(500):
+        claim = _random_claim(rng)
+        n = rng.randint(1, 9)
+        center, sd = rng.uniform(-1, 1), rng.choice([0.01, 0.05, 0.2, 0.5])
+        chains = [rng.gauss(center, sd) for _ in range(n)]
+        row = decided(chains, claim)
+        seen.add(row.verdict)
+        if n < 2:
+            assert row.verdict == "inconclusive"
+            continue
+        inside = by_interval(row.tested.lo, row.tested.hi, row.claim)
+        assert (row.verdict == "reproduced") == (inside == "reproduced")
+        if row.verdict == "differs":
+            lo, hi = row.tested.one_run
+            book = row.claim.book if row.claim.kind == "exact" else None
+            assert inside == "differs"
+            assert (not lo <= book <= hi) if book is not None else by_interval(lo, hi, row.claim) == "differs"
+    assert seen == {"reproduced", "inconclusive", "differs"}
+
+
+def test_a_claim_at_an_end_fewer_than_two_chains_reached_is_not_comparable():
+    """The chapter's post-GRPO model was at pass@1 0.83: a claim measured at that controlled end
+    over chains that never got there is not comparable (not inconclusive); chains that missed it
+    are left out and named where two or more did reach it."""
+    end = lambda reached: {  # noqa: E731
+        "grpo-e.json": {"seeds": [0, 1, 2], "sft": "x", "target": 0.83, "per_seed": {"end_reached": reached}}
+    }
+    passk = {
+        "passk.json": {
+            "sft_run": "x",
+            "variants": {"e": {"seeds": [0, 1, 2], "n": 0.9, "per_seed": {"n": [0.98, 0.1, 0.97]}}},
+        }
+    }
+    c = Claim(
+        id="e",
+        **BASE,
+        kind="exact",
+        book=0.977,
+        tol=0.0133,
+        metric=["passk.json", "variants.e.n"],
+        endpoint="e",
+    )
+    far = judge(c, {**passk, **end([1.0, 0.0, 0.0])})
+    assert far.verdict == "not comparable" and "1 of 3 chains reached e's controlled end" in reason(far)
+    near = judge(c, {**passk, **end([1.0, 0.0, 1.0])})
+    assert near.verdict != "not comparable" and near.evidence.seeds == [0, 2]
+    assert near.evidence.source == "2 of 3 chains; left out, did not reach e's end: 1"
+    counts = summary_counts([far, near])
+    assert counts["not comparable"] == 1
+
+
+def test_a_skewed_metric_is_decided_on_its_geometric_mean_run_with_a_bca_check():
+    """The mean of log values decides; where the BCa interval would decide otherwise the claim is
+    inconclusive. A long upper tail that drags the arithmetic mean over a bound leaves the geometric
+    mean under it."""
+    below = {
+        "kind": "range",
+        "book": 0.25,
+        "lo": 0.0,
+        "hi": 0.5,
+        "estimand": "log_mean",
+        "feasible": [0, 1e9],
+    }
+    tailed = [0.2, 0.25, 0.22, 0.3, 0.21, 0.24, 0.26, 0.23, 0.28, 0.2, 0.22, 0.25, 0.27, 0.3, 0.24, 2.5]
+    row = decided(tailed, below)
+    assert row.tested.value == pytest.approx(math.exp(statistics.fmean(math.log(v) for v in tailed)))
+    assert row.tested.check is not None and row.tested.value < 0.5
+    if by_interval(*row.tested.check, row.claim) != by_interval(row.tested.lo, row.tested.hi, row.claim):
+        assert row.verdict == "inconclusive" and "BCa" in reason(row)
+    tight = decided([0.2, 0.21, 0.19, 0.2, 0.22, 0.18], below)
+    assert tight.verdict == "reproduced"
+    with pytest.raises(ValueError, match="log_mean needs positive values"):
+        from rlvr.report.evidence import _evidence
+
+        _evidence(chains_file([0.2, 0.0, 0.3]), ["p.json", "k"], "log_mean")
+
+
+def test_a_share_of_runs_has_its_exact_interval():
+    assert share_interval(8, 8) == pytest.approx((0.6305, 1.0), abs=1e-4)  # (0.025)^(1/8)
+    assert share_interval(0, 8) == pytest.approx((0.0, 0.3695), abs=1e-4)
+    from scipy.stats import binomtest
+
+    ci = binomtest(5, 8).proportion_ci(0.95, method="exact")
+    assert share_interval(5, 8) == pytest.approx((ci.low, ci.high))
+    most = {
+        "kind": "greater",
+        "book": 0.5,
+        "other_value": 0.5,
+        "margin": 0.0,
+        "estimand": "share",
+        "feasible": [0, 1],
+    }
+    assert decided([1.0] * 8, most).verdict == "reproduced"
+    assert decided([0.0] * 8, most).verdict == "differs"
+    assert decided([1.0, 0.0, 1.0, 0.0], most).verdict == "inconclusive"
 
 
 def test_the_report_record_carries_the_deciding_interval_and_consistency():
@@ -212,19 +371,6 @@ def test_without_components_the_reason_falls_back_to_the_spread_between_chains()
     assert f"blocked by the spread between chains (SD {num(sd)} per chain)" in reason(row)
 
 
-def test_an_exact_claim_finer_than_one_runs_spread_says_a_single_run_cannot_be_pinned():
-    chains = [0.50, 0.55, 0.60, 0.53]  # SD 0.042: one run is uncertain to +-0.082, tolerance 0.02
-    row = decided(chains, {"kind": "exact", "book": 0.56, "tol": 0.02, "feasible": [0, 1]})
-    assert row.verdict == "inconclusive" and row.consistency["verdict"] == "consistent"
-    error = num(1.96 * statistics.stdev(chains))
-    assert (
-        f"; a single book run cannot be pinned closer than ±{error} (1.96 × the SD of our chains)"
-        in reason(row)
-    )
-    wide = decided([0.3, 0.5, 0.7], {"kind": "exact", "book": 0.2, "tol": 0.5})  # 1.96 SD = 0.39 < 0.5
-    assert wide.verdict == "inconclusive" and "single book run" not in reason(wide)
-
-
 def test_a_paired_claims_reason_is_about_the_paired_difference():
     m = {
         "s.json": {
@@ -249,30 +395,23 @@ def test_a_paired_claims_reason_is_about_the_paired_difference():
     )
 
 
-def test_chains_to_decide_is_the_first_count_whose_interval_clears_the_nearest_bound():
-    chains = [0.50, 0.55, 0.60, 0.53]  # mean 0.545, SD 0.0420; band 0.56 +- 0.02: nearest bound 0.54
-    claim = {"kind": "exact", "book": 0.56, "tol": 0.02}
-    n = chains_to_decide(chains, Claim(id="c", **claim))
-    mean, sd = statistics.fmean(chains), statistics.stdev(chains)
+def test_precision_is_the_half_width_against_half_the_tolerance_and_the_chains_that_meet_it():
+    chains = [0.50, 0.55, 0.60, 0.53]  # SD 0.042; band 0.56 +- 0.02: target half-width 0.01
+    claim = {"kind": "exact", "book": 0.56, "tol": 0.02, "feasible": [0, 1]}
+    row = decided(chains, claim)
+    p = precision(row)
+    assert p["target"] == 0.01 and p["half_width"] == pytest.approx((row.tested.hi - row.tested.lo) / 2)
+    assert not p["powered"]
+    sd = statistics.stdev(chains)
     half = lambda k: t_quantile(k - 1) * sd / k**0.5  # noqa: E731
-    assert half(n) < mean - 0.54 <= half(n - 1)  # the first n, and no earlier one
-    assert n == 274
-    row = decided(chains, {**claim, "feasible": [0, 1]})
-    assert reason(row).endswith(f"; at this mean and spread about {n} chains would decide it (we ran 4)")
-
-
-def test_chains_to_decide_gives_up_on_a_mean_on_the_bound_and_needs_a_spread():
-    on_bound = [0.52, 0.50, 0.54]  # mean 0.52: the bound of 0.57 +- 0.05 itself
-    claim = {"kind": "exact", "book": 0.57, "tol": 0.05}
-    assert chains_to_decide(on_bound, Claim(id="c", **claim)) == MAX_CHAINS + 1
-    assert "more than 100,000 chains would be needed" in reason(decided(on_bound, claim))
-    assert (
-        chains_to_decide([0.3, 0.3, 0.3], Claim(id="c", **claim)) is None
-    )  # no spread: the interval is a point
-    one_sided = {"kind": "greater", "other_value": 0.0, "margin": 0.0}  # only the bound 0 is finite
-    assert chains_to_decide([-0.1, 0.3, 0.4], Claim(id="c", **one_sided)) == chains_to_decide(
-        [0.1, 0.5, 0.6], Claim(id="c", **{**one_sided, "other_value": 0.2})
-    )
+    n = chains_needed(row.tested, row.claim)
+    assert half(n) <= 0.01 < half(n - 1)  # the first such n
+    assert f"about {n} chains would meet it at this spread (we ran 4)" in reason(row)
+    assert precision(decided([0.3, 0.3, 0.3], claim))["powered"]  # no spread: a point, powered
+    directional = {"kind": "greater", "book": 0.0, "other_value": 0.0, "margin": 0.0}
+    assert precision(decided([0.1, 0.2, 0.3], directional)) is None  # no smallest effect declared
+    assert precision(decided([0.1, 0.2, 0.3], {**directional, "sesoi": 0.05}))["target"] == 0.05
+    assert MAX_CHAINS == 100_000
 
 
 def test_the_rule_imports_nothing_from_the_pipeline():

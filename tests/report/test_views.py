@@ -111,6 +111,20 @@ def test_seed_band_is_the_t_interval_cut_to_the_range():
     assert single == {"step": 3, "acc": 0.5, "acc_lo": 0.5, "acc_hi": 0.5, "seeds": 1}
 
 
+def test_the_band_averages_a_chains_nested_runs_first_and_follows_runs_that_stop_early():
+    """Two GRPO seeds of chain 0 and one of chain 1: the band is over the two chains, not over three
+    runs; a run with a controlled end that stopped at step 1 leaves step 2's row to the others."""
+    runs = [
+        [{"step": 0, "acc": 0.2}, {"step": 1, "acc": 0.4}, {"step": 2, "acc": 0.6}],
+        [{"step": 0, "acc": 0.4}, {"step": 1, "acc": 0.6}, {"step": 2, "acc": 0.8}],
+        [{"step": 0, "acc": 0.5}, {"step": 1, "acc": 0.9}],
+    ]
+    rows = curve_band(runs, "acc", chains=[0, 0, 1])
+    assert [r["seeds"] for r in rows] == [2, 2, 1]
+    assert rows[0]["acc"] == pytest.approx((0.3 + 0.5) / 2)  # chain 0's mean 0.3, chain 1's 0.5
+    assert rows[2]["acc"] == pytest.approx(0.7) and rows[2]["acc_lo"] == rows[2]["acc_hi"] == rows[2]["acc"]
+
+
 LABELS = {"sft": "SFT s (a start)", "base2": "SFT base2 (another start)"}
 
 
@@ -208,6 +222,8 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
         "grpo-curves-chapter-a.png",
         "grpo-curves-chapter-b.png",
         "grpo-paired-chapter-b.png",
+        "grpo-end-curves-chapter-b.png",
+        "grpo-end-paths.png",
         "starts-passk.png",
         *(
             f.name

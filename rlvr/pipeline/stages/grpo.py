@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
-from rlvr.controlled import accuracy_stop, pass_path
+from rlvr.controlled import accuracy_stop
 from rlvr.fields import UserError
 from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.grpo_loop import GRPOData, train_grpo
@@ -87,8 +87,8 @@ def end_stop(cfg: GRPOConfig, val: list[Problem], test: list[Problem], tok: Toke
         return None
     if not val:
         raise UserError(f"variants with a target need a validation split (task {cfg.task} has none)")
-    path = pass_path({"val": val, "test": test}, tok, PATH_K)
-    return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok, path)
+    splits = {"val": val, "test": test}
+    return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok, splits, PATH_K, from_below=True)
 
 
 def end_summary(stop) -> dict:
@@ -140,7 +140,7 @@ def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True)
         model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
     units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
     tags = {"task": cfg.task, "variant": name}
-    per_unit, run_ids, eval_curves = {}, {}, []
+    per_unit, run_ids, eval_curves, eval_chains = {}, {}, [], []
     args = (units, cfg, max_new_tokens, (train, evals, val), paths.start, start_hash, device)
     with (
         diverged_at(f"variants.{name}"),  # a unit that diverges stops the stage: one line, no outputs
@@ -154,12 +154,15 @@ def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True)
             keep_policy(child, model, tok, result, paths, (seed, rep), unit, params.hash)
             per_unit[seed, rep], run_ids[unit_name(seed, rep)] = result.summary, child.run_id
             eval_curves.append(split_curve(result.curve)[1])
+            eval_chains.append(seed)
         metrics = {
             "variant": name,
             "task": cfg.task,
             "sft": cfg.sft,
             "seeds": cfg.seeds,
             "grpo_seeds": cfg.grpo_seeds,
+            "target": cfg.target,  # the controlled end's validation pass@1 (null: a fixed budget)
+            "steps_cap": cfg.steps,
             **chain_metrics(per_unit),
             "mlflow_run_id": mlrun.run_id,
             "made": mlrun.made,
@@ -167,7 +170,7 @@ def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True)
             "params_hash": params.hash,
         }
         write_metrics(paths.metrics, metrics, HEADLINE)
-        band = curve_band(eval_curves, "eval_acc")
+        band = curve_band(eval_curves, "eval_acc", chains=eval_chains)
         write_tsv(paths.eval_mean, band)
         mlrun.log_steps({"eval_acc": [(r["step"], r["eval_acc"]) for r in band]})  # the seed mean
         mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rlvr.fields import ConfigError
 from rlvr.files import atomic_write, svg_beside, write_text
-from rlvr.gitinfo import short_commit
+from rlvr.gitinfo import differs_from_commit, git_commit, short_commit
 from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.records import write_metrics
@@ -108,17 +108,62 @@ def caption(name: str) -> tuple[str, str]:
     return captions[name]
 
 
-def learning_curve_runs(metrics: dict[str, dict], task: str) -> dict[str, dict]:
+def learning_curve_runs(metrics: dict[str, dict], task: str, ended: bool = False) -> dict[str, dict]:
     """variant -> {"train": [seed rows...], "eval": [seed rows...]} for the variants of `task` (their
-    task and seeds as each variant's metrics file records them)."""
+    task and seeds as each variant's metrics file records them): those with a controlled end
+    (`ended`) or those with a fixed budget, never the two in one figure (their step axes differ)."""
     runs = {}
-    for m in (m for f, m in sorted(metrics.items()) if f.startswith("grpo-") and m["task"] == task):
+    for m in (
+        m
+        for f, m in sorted(metrics.items())
+        if f.startswith("grpo-") and m["task"] == task and (m.get("target") is not None) == ended
+    ):
         folder = GRPO_CURVES / m["variant"]
         runs[m["variant"]] = {
             "train": [plots.read_tsv(folder / f"seed{s}.tsv") for s in m["seeds"]],
             "eval": [plots.read_tsv(folder / f"seed{s}-eval.tsv") for s in m["seeds"]],
         }
     return runs
+
+
+BOOK_POINTS = {  # the chapter's two points on the pass@64-against-pass@1 plane, by claim id
+    "SFT": ("B-sft-start", "B-sft-pass64"),
+    "GRPO": ("B-grpo-end", "B-grpo-pass64"),
+}
+
+
+def ended_figures(
+    root: Path, lock, metrics: dict, rows: list, paths: ReportPaths, made: dict, settings: dict
+) -> list[dict]:
+    """The figures of the runs with a controlled end (chapter B's headline): their learning curves
+    and every chain's path in the (pass@1, pass@64) plane of the test problems, the chapter's two
+    points on it (their values read from the claims)."""
+    runs = learning_curve_runs(metrics, CHAPTER_TASKS["B"], ended=True)
+    if not runs:
+        return []
+    book = {r.claim.id: r.claim.book for r in rows}
+    out = []
+    infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, lock=lock) for v in runs]
+    footer_text = " | ".join(footer(i) for i in infos)
+    starts, labels = curve_labels(metrics, runs, settings)
+    name = "grpo-end-curves-chapter-b.png"
+    png = trainplots.learning_curves(
+        runs, f"Chapter B: GRPO to its controlled end, {starts}", paths.figure_copies / name, labels
+    )
+    figure_with_metadata(png, png, merged_info(infos, made))
+    prov = f"drawn by stage `report` (code: {code_line(drawn_here(made))}) from `{GRPO_CURVES.as_posix()}`; "
+    out.append(figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="curves"))
+    for variant in runs:
+        m = metrics[f"grpo-{variant}.json"]
+        chain_paths = {s: plots.read_tsv(GRPO_CURVES / variant / f"seed{s}-path.tsv") for s in m["seeds"]}
+        chain_paths = {s: [{k: float(v) for k, v in r.items()} for r in p] for s, p in chain_paths.items()}
+        points = {who: (book[a], book[b]) for who, (a, b) in BOOK_POINTS.items() if a in book and b in book}
+        name = "grpo-end-paths.png"
+        rule = f"{variant}: stopped at validation pass@1 {m['target']:g}, cap {m['steps_cap']} steps"
+        png = plots.endpoint_paths(chain_paths, points, 64, paths.figure_copies / name, rule)
+        figure_with_metadata(png, png, merged_info(infos, made))
+        out.append(figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="result"))
+    return out
 
 
 def scaling_figure(bench: dict | None, path: Path, made: dict) -> dict | None:
@@ -284,7 +329,7 @@ def curve_labels(
     return f"from SFT starts {mechanisms}", {v: f"{v} from {starts[v]} ({chains[v]})" for v in runs}
 
 
-def run_info(root: Path, params: StageParams) -> dict:
+def run_info(root: Path, params: StageParams, plan: Path) -> dict:
     """What the report's header names: commit, uncommitted code, date, machine, versions. Read from
     package metadata, so the stage imports none of torch, DVC or MLflow to say which it ran with."""
     from importlib.metadata import PackageNotFoundError, version
@@ -298,6 +343,8 @@ def run_info(root: Path, params: StageParams) -> dict:
     return {
         "commit": short_commit(root),
         "changed": changed_code(root),
+        "plan_commit": git_commit(root, plan.as_posix())[:7],  # the confirmatory plan's last commit
+        "plan_changed": differs_from_commit(root, plan.as_posix()),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
@@ -337,6 +384,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
             )
             figure_with_metadata(png, png, merged_info(infos, mlrun.made))
             figures.append(figure_entry(name, png, caption(name)[1], prov, chapter=chapter, kind="curves"))
+        figures += ended_figures(root, lock, metrics, rows, paths, mlrun.made, settings)
         paired = paired_entry(root, lock, metrics, paths, mlrun.made)
         figures += [paired] if paired else []
         for png in sorted(paths.figures.glob("*.png")):
@@ -368,7 +416,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
                 starts=starts,
                 starts_figure=starts_figure,
                 narrowing_figure=map_figure,
-                run=run_info(root, params),
+                run=run_info(root, params, paths.plan),
                 against=against_committed(root, {"claims": records}),
             )
         )
