@@ -480,32 +480,50 @@ def calibration_paths(record: dict, path: Path) -> Path:
 
 def endpoint_paths(paths: dict[int, list[dict]], book: dict, k: int, path: Path, label: str) -> Path:
     """Each chain's path from its start to its controlled end in the (pass@1, pass@k) plane of the
-    test problems (exact, from the answer probabilities at every check), the chapter's SFT and GRPO
-    points on it. paths: chain -> its check rows (test_pass_at_1, test_pass_at_{k}); book:
-    {"sft": (pass@1, pass@k), "grpo": (...)}; label: what the runs are (the variant and its rule)."""
-    fig = new_figure((7.5, 5.0))
-    ax = fig.subplots()
-    colours = palette(len(paths))
-    for colour, (chain, rows) in zip(colours, sorted(paths.items())):
-        x = [r["test_pass_at_1"] for r in rows]
-        y = [r[f"test_pass_at_{k}"] for r in rows]
-        ax.plot(x, y, color=colour, lw=1.2, alpha=0.85, label=f"chain {chain}")
-        ax.plot(x[-1:], y[-1:], "o", color=colour, ms=4)
-    for name, (bx, by) in book.items():
-        ax.plot(
-            [bx], [by], marker="*", ms=14, color="k", ls="none", label=f"chapter's {name}: ({bx:g}, {by:g})"
-        )
-    ax.set(
-        xlabel="pass@1 on the 300 test problems (exact)",
-        ylabel=f"pass@{k} on the 300 test problems (exact)",
-    )
-    ax.grid(alpha=0.3)
+    test problems (exact, from the answer probabilities at every check), one small panel per chain,
+    its start an open circle and its end a dot, the chapter's SFT (square) and GRPO (star) points in
+    every panel. paths: chain -> its check rows (test_pass_at_1, test_pass_at_{k}); book:
+    {"SFT": (pass@1, pass@k), "GRPO": (...)}; label: what the runs are (the variant and its rule).
+    The title states how many chains end below their start at k."""
+    chains = sorted(paths)
+    cols = min(4, len(chains))
+    rows = -(-len(chains) // cols)
+    fig = new_figure((2.6 * cols + 1.0, 2.3 * rows + 1.4))
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True)).ravel()
+    narrowed = 0
+    for ax, chain in zip(axes, chains):
+        x = [r["test_pass_at_1"] for r in paths[chain]]
+        y = [r[f"test_pass_at_{k}"] for r in paths[chain]]
+        narrowed += y[-1] < y[0]
+        ax.plot(x, y, color="tab:blue", lw=0.8, alpha=0.8, label="the chain's checks, in order")
+        ax.plot(x[:1], y[:1], "o", mfc="white", color="tab:blue", ms=6, label="its SFT start")
+        ax.plot(x[-1:], y[-1:], "o", color="tab:blue", ms=6, label="its controlled end")
+        for name, marker in (("SFT", "s"), ("GRPO", "*")):
+            if name in book:
+                bx, by = book[name]
+                ax.plot(
+                    [bx],
+                    [by],
+                    marker=marker,
+                    color="k",
+                    ms=9 if marker == "*" else 6,
+                    ls="none",
+                    label=f"the chapter's {name}: pass@1 {bx:g}, pass@{k} {by:g}",
+                )
+        ax.set_title(f"chain {chain}", fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(chains) :]:
+        ax.set_visible(False)
+    for ax in axes[(rows - 1) * cols :]:
+        ax.set_xlabel("pass@1, 300 test problems")
+    for ax in axes[::cols]:
+        ax.set_ylabel(f"pass@{k}")
     figure_title(
         fig,
-        f"From start to controlled end, pass@{k} against pass@1 ({label}): "
-        "each chain's path, its stop a dot, the chapter's two points stars",
+        f"GRPO to its controlled end ({label}): pass@{k} ends below its start in "
+        f"{narrowed} of {len(chains)} chains",
     )
-    legend_below(fig, fontsize=7)
+    legend_below(fig)
     return save(fig, path)
 
 
