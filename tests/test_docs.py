@@ -36,6 +36,7 @@ RUN: dict[str, str | None] = {
     "dvc plots show": None,
     "rlvr ui": "SERVER",
     "rlvr starts": None,
+    "rlvr plan": None,
     "dvc metrics show": None,
     "dvc metrics diff": None,
     "dvc exp run --dry --allow-missing": None,

@@ -27,14 +27,17 @@ def chain_band(
     """(mean, lo, hi) per step over chains: the mean and its 95% t-interval, the interval cut to
     `bounds`, the range the metric can take (`rlvr.report.compare.metric_bounds`: an accuracy's band
     stops at 0 and 1, a KL's at 0); with one chain, no interval (lo = hi = mean). A step where a chain
-    has no value (NaN: e.g. dynamic sampling kept no group) is averaged over the chains that have one.
+    has no value (NaN: dynamic sampling kept no group, or a run with a controlled end had stopped) is
+    averaged over the chains that have one, and left out (NaN) where fewer than half of them do: a
+    mean over the few slow runs still going would be theirs, not the chains'.
     per_seed: (S, T) values, one row per chain."""
     from rlvr.stats import mean_ci
 
     mean, lo, hi = [], [], []
+    enough = max(1, math.ceil(len(per_seed) / 2))  # past the point where most runs stopped: no mean
     for column in zip(*per_seed, strict=True):  # (S,) at one step
         defined = [v for v in column if v == v]
-        m, low, high = mean_ci(defined) if defined else (math.nan, math.nan, math.nan)
+        m, low, high = mean_ci(defined) if len(defined) >= enough else (math.nan, math.nan, math.nan)
         low, high = (m, m) if low is None else (max(low, bounds[0]), min(high, bounds[1]))
         mean.append(m), lo.append(low), hi.append(high)
     return mean, lo, hi
@@ -47,11 +50,24 @@ def _band(ax, x, per_seed: list[list[float]], label: str, bounds: tuple[float, f
     """`chain_band` drawn: one thin line per chain, the band (none with one chain) shaded over them,
     the chain mean on top. A mean hides whether one chain or all of them moved: the thin lines say."""
     mean, lo, hi = chain_band(per_seed, bounds)
+
+    def defined(ys):  # a line through a series' own points: a NaN (no value there) is no gap
+        keep = [i for i, y in enumerate(ys) if y == y]
+        return [x[i] for i in keep], [ys[i] for i in keep]
+
     if len(per_seed) > 1:
         for values in per_seed:
-            ax.plot(x, values, color=style["color"], **CHAIN_LINE)
-        ax.fill_between(x, lo, hi, color=style["color"], alpha=0.12, lw=0)
-    ax.plot(x, mean, lw=1.6, label=label, **style)
+            ax.plot(*defined(values), color=style["color"], **CHAIN_LINE)
+        band = [i for i, m in enumerate(mean) if m == m]
+        ax.fill_between(
+            [x[i] for i in band],
+            [lo[i] for i in band],
+            [hi[i] for i in band],
+            color=style["color"],
+            alpha=0.12,
+            lw=0,
+        )
+    ax.plot(*defined(mean), lw=1.6, label=label, **style)
 
 
 def chain_key(color: str = "tab:gray") -> tuple:
@@ -94,11 +110,14 @@ def learning_curves(
             values = [_floats(rows, key) for rows in seeds]
             if table == "train":
                 values = [_rolling(v, window) for v in values]
-            longest = max(seeds, key=len)  # runs with a controlled end stop at different steps
-            values = [v + [math.nan] * (len(longest) - len(v)) for v in values]  # NaN: stopped there
+            # runs with a controlled end stop at different steps: line every run up by step, NaN
+            # where it had stopped (or was not evaluated)
+            steps = sorted({int(r["step"]) for rows in seeds for r in rows})
+            at = [dict(zip((int(r["step"]) for r in rows), v)) for rows, v in zip(seeds, values)]
+            values = [[a.get(step, math.nan) for step in steps] for a in at]
             _band(
                 ax,
-                [int(r["step"]) for r in longest],
+                steps,
                 values,
                 labels[variant],
                 metric_bounds(key),

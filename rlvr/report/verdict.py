@@ -294,7 +294,10 @@ def precision_clause(row: Judged) -> str:
         return ""
     words = f"; half-width {num(p['half_width'])} against a target of {num(p['target'])}"
     if p["powered"]:
-        return words + " (powered: the plan's precision is met, so what keeps it undecided is where the mean lies)"
+        return (
+            words
+            + " (powered: the plan's precision is met, so what keeps it undecided is where the mean lies)"
+        )
     n = p["chains_needed"]
     more = (
         ""
