@@ -120,7 +120,6 @@ def tiny_raw() -> dict:
     raw = copy.deepcopy(raw)
     raw["model"].update(d_model=32, n_layer=1, n_head=2)
     del raw["sft"]["single_digit_hi"], raw["warmups"]["single_digit_hi"]  # a_hi_*'s: dropped below
-    del raw["sft"]["single_digit_noisy"], raw["warmups"]["single_digit_noisy"]  # a_grpo_noisy's: dropped too
     for run in raw["sft"].values():
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_max_prompts=20)
         run["clean_epochs"] = min(run["clean_epochs"], 1)

@@ -31,7 +31,7 @@ from rlvr.report.claims import load_claims
 from rlvr.report.moves import compare_results
 
 PERTURBATION = "1e-6"  # RLVR_PERTURB of `--perturb`: float32-rounding-sized changes to every start
-BUDGET_SECONDS = 900  # the whole pipeline's time budget, fresh clone, every stage
+BUDGET_SECONDS = 1200  # the whole pipeline's time budget, fresh clone, every stage, 2 cores
 RUNNING = re.compile(r"^Running stage '([^']+)'")
 
 

@@ -369,10 +369,7 @@ STARTS_AND_LIFTS = (
     "Each variant beside the SFT start it trains from: the start's sampled (T = 1) and greedy "
     "accuracy, mean over its chains, then GRPO's accuracy, its gain over the start and its k3 KL "
     "to the reference, each ± the half-width of the 95% interval over chains (chain s is SFT seed "
-    "s, then GRPO seed s). Chapter A's two starts have about the same sampled accuracy but not the "
-    "same greedy one: `single_digit` is under-trained on true answers (the chapter's way), "
-    "`single_digit_noisy` fits corrupted labels to convergence; GRPO teaches the first and only "
-    "sharpens the second."
+    "s, then GRPO seed s)."
 )
 
 

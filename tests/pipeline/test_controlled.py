@@ -182,8 +182,8 @@ def test_redraws_without_a_target_are_refused():
     from rlvr.pipeline.config import parse_params, read_yaml
 
     raw = read_yaml(ROOT / "params.yaml")
-    raw["sft"]["single_digit_noisy"]["redraws"] = 1  # fitted to its budget: no target
-    with pytest.raises(ConfigError, match="sft.single_digit_noisy.redraws.*without a target"):
+    raw["sft"]["single_digit"].update(target=None, redraws=1)  # fitted to its budget: no target
+    with pytest.raises(ConfigError, match="sft.single_digit.redraws.*without a target"):
         parse_params(raw)
     with pytest.raises(ConfigError, match="redraws"):
         make(SFTConfig, redraws=-1)

@@ -39,8 +39,8 @@ def test_a_variant_logs_its_resolved_settings_once_by_their_short_names(params):
 
 
 def test_sft_hack_and_warmup_runs_log_their_resolved_settings(params):
-    sft = logged("sft", "single_digit_noisy", params)
-    assert sft["noise_kind"] == "uniform" and sft["noise_rate"] == 0.64 and sft["schedule"] == "cosine"
+    sft = logged("sft", "single_digit", params)
+    assert sft["noise_kind"] == "uniform" and sft["noise_rate"] == 0.0 and sft["schedule"] == "constant"
     assert logged("sft", "two_digit", params)["d_model"] == params.model.d_model  # `model: null`
     chapter_a = logged("sft", "single_digit", params)
     assert chapter_a["d_model"] == 32  # its own model
@@ -48,8 +48,8 @@ def test_sft_hack_and_warmup_runs_log_their_resolved_settings(params):
     assert hack["temperature"] == params.hack.temperature and hack["steps"] == params.hack.steps
     assert hack["max_new_tokens"] == params.hack.max_new_tokens and hack["sft_run"] == params.hack.sft
     assert hack["beta"] == params.variant(params.hack.variant).beta
-    warmup = logged("warmup", "single_digit_noisy", params)
-    assert warmup["clean_epochs"] == 10 and "noise_rate" not in warmup  # a warm-up sees no noise
+    warmup = logged("warmup", "single_digit", params)
+    assert warmup["clean_epochs"] == 0 and "noise_rate" not in warmup  # a warm-up sees no noise
 
 
 def test_logged_params_read_only_the_keys_the_stage_declares(params):
