@@ -67,9 +67,15 @@ def _provenance(args):
 
 def _diff(args):
     from rlvr.pipeline import paths
+    from rlvr.pipeline.stages.report import variant_configs
     from rlvr.report.compare import diff_variants, format_diff
+    from rlvr.report.provenance import ProvenanceError, load_lock
 
-    d = diff_variants(paths.METRICS, paths.PASSK_COUNTS, args.a, args.b)
+    try:  # the settings each variant's stage ran with: dvc.lock's record of them
+        configs = variant_configs(load_lock(Path.cwd()))
+    except ProvenanceError:
+        configs = None  # no dvc.lock: the table says nothing of settings
+    d = diff_variants(paths.METRICS, paths.PASSK_COUNTS, args.a, args.b, configs)
     if not args.json:
         return Text(format_diff(d))  # warnings are its first lines
     for w in d["warnings"]:
@@ -232,9 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-status", action="store_true", help="skip the `dvc status` staleness check")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.set_defaults(fn=_provenance)
-    s = sub.add_parser("diff", help="two GRPO variants side by side (final metrics, pass@k, paired test)")
-    s.add_argument("a")
-    s.add_argument("b")
+    s = sub.add_parser(
+        "diff",
+        help="two GRPO variants side by side: final metrics, pass@k, a paired test, the settings they "
+        "differ in and a one-line verdict per headline metric",
+    )
+    s.add_argument("a", help="variant A, the reference (a name under `variants:` with results, e.g. grpo)")
+    s.add_argument("b", help="variant B, compared with A: every difference is B - A (e.g. dr_grpo)")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(fn=_diff)
     s = sub.add_parser("summary", help="verdict counts and one line per GRPO variant, in one terminal screen")

@@ -31,16 +31,47 @@ Where this departs from the chapters' formulas:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
-from rlvr.configs import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, RATIOS
 from rlvr.grpo_stats import mixed_groups
 
 
-def _one_of(value: str, allowed: tuple[str, ...], name: str) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} = {value!r}: must be one of {', '.join(allowed)}")
+def registered(table: dict[str, Callable], kind: str, name: str) -> Callable:
+    """The function a kind named in params dispatches to, from its table; an unknown name is one
+    line naming the known ones (never a fall-through to some default)."""
+    if kind not in table:
+        raise ValueError(f"{name} = {kind!r}: must be one of {', '.join(table)}")
+    return table[kind]
+
+
+def _std_scaled(r: torch.Tensor, centred: torch.Tensor, eps: float) -> torch.Tensor:
+    return centred / (r.std(dim=1, keepdim=True, unbiased=False) + eps)  # (P, G)
+
+
+def _leave_one_out(r: torch.Tensor, centred: torch.Tensor, eps: float) -> torch.Tensor:
+    G = r.shape[1]
+    if G < 2:
+        raise ValueError(f"rloo needs a group of at least 2 samples, got G = {G}")
+    return centred * (G / (G - 1))  # (P, G)
+
+
+def _per_token_only(r: torch.Tensor, centred: torch.Tensor, eps: float) -> torch.Tensor:
+    raise ValueError("advantage kind reinforce_pp is per token, not per group: reinforce_pp_advantages")
+
+
+# Every `advantage` of GRPOConfig: (rewards (P, G), rewards - group mean, eps) -> (P, G), before the
+# equal-reward groups are zeroed. A new kind is a Literal value in rlvr.configs and a row here.
+GROUP_ADVANTAGES: dict[str, Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]] = {
+    "group": _std_scaled,
+    "mean_only": lambda r, centred, eps: centred,  # Dr. GRPO
+    "rloo": _leave_one_out,
+    "batch_std": lambda r, centred, eps: centred / (r.std(unbiased=False) + eps),  # one scale a batch
+    "reinforce_pp": _per_token_only,  # per token: `step_advantages` routes it to reinforce_pp_advantages
+    "passk": lambda r, centred, eps: best_only_advantages(r),
+}
 
 
 def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e-6) -> torch.Tensor:
@@ -55,26 +86,12 @@ def group_advantages(rewards: torch.Tensor, kind: str = "group", eps: float = 1e
     A group whose rewards are all equal gets exactly 0 under every kind. `reinforce_pp` has no group
     baseline and gives each token its own advantage: `reinforce_pp_advantages`.
     """
-    _one_of(kind, ADVANTAGES, "advantage kind")
-    if kind == "reinforce_pp":
-        raise ValueError("advantage kind reinforce_pp is per token, not per group: reinforce_pp_advantages")
-    if rewards.dim() != 2:
+    advantage = registered(GROUP_ADVANTAGES, kind, "advantage kind")
+    if kind != "reinforce_pp" and rewards.dim() != 2:
         raise ValueError(f"rewards must be (P, G), got shape {tuple(rewards.shape)}")
     r = rewards if rewards.is_floating_point() else rewards.float()  # (P, G)
-    G = r.shape[1]
     centred = r - r.mean(dim=1, keepdim=True)  # (P, G)
-    if kind == "group":
-        adv = centred / (r.std(dim=1, keepdim=True, unbiased=False) + eps)  # (P, G)
-    elif kind == "mean_only":
-        adv = centred
-    elif kind == "rloo":
-        if G < 2:
-            raise ValueError(f"rloo needs a group of at least 2 samples, got G = {G}")
-        adv = centred * (G / (G - 1))  # (P, G)
-    elif kind == "passk":
-        adv = best_only_advantages(r)  # (P, G)
-    else:
-        adv = centred / (r.std(unbiased=False) + eps)  # (P, G) one scale for the batch
+    adv = advantage(r, centred, eps)  # (P, G)
     return torch.where(mixed_groups(r)[:, None], adv, 0.0)  # (P, G)
 
 
@@ -160,13 +177,15 @@ def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str = "k3") ->
     With l = log pi_ref - log pi: k1 = -l (unbiased, can be negative), k2 = l^2 / 2 (>= 0, biased),
     k3 = e^l - l - 1 (>= 0 and unbiased, since E_pi[e^l] = 1). Schulman (2020).
     """
-    _one_of(kind, KL_ESTIMATORS, "kl_estimator")
-    l = logp_ref - logp  # (B, T)
-    if kind == "k1":
-        return -l
-    if kind == "k2":
-        return 0.5 * l.square()
-    return l.exp() - l - 1.0
+    return registered(KL_ESTIMATES, kind, "kl_estimator")(logp_ref - logp)  # (B, T)
+
+
+# Every `kl_estimator`: l = log pi_ref - log pi (B, T) -> the per-token estimate (B, T).
+KL_ESTIMATES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "k1": lambda l: -l,
+    "k2": lambda l: 0.5 * l.square(),
+    "k3": lambda l: l.exp() - l - 1.0,
+}
 
 
 def exact_kl_and_entropy(logits: torch.Tensor, ref_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -233,27 +252,44 @@ def policy_objective(
     cispo:    clip(ratio).detach() * A * logp: the weight is bounded but carries no gradient, so the
               gradient reaches every token; stats count tokens whose weight was clamped.
     """
-    _one_of(kind, RATIOS, "ratio")
+    objective = registered(RATIO_OBJECTIVES, kind, "ratio")
     live = mask > 0  # (B, T)
     log_ratio = torch.where(live, logp - logp_old, 0.0)  # (B, T) padding: exp(0) = 1, never inf
     a = adv.to(logp.dtype)
     a = a[:, None] if a.dim() == 1 else a  # (B, 1) per response, or (B, T) per token
-    if kind == "sequence":
-        if a.shape[1] != 1:
-            raise ValueError("ratio sequence clips once per response: it needs one advantage per response")
-        n_tokens = live.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
-        ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()  # (B, 1) geometric mean
-        obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, 1) x3
-        stats = _ratio_stats(low, high, ratio, live.any(dim=1, keepdim=True))
-        return torch.where(live, obj, 0.0), stats  # (B, T)
+    return objective(logp, log_ratio, a, live, clip_eps_low, clip_eps_high)
+
+
+def _token_ratio(logp, log_ratio, a, live, clip_eps_low, clip_eps_high) -> tuple[torch.Tensor, dict]:
     ratio = log_ratio.exp()  # (B, T)
-    if kind == "token":
-        obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, T) x3
-    else:
-        weight = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high).detach()  # (B, T)
-        obj = weight * a * torch.where(live, logp, 0.0)  # (B, T)
-        low, high = ratio < 1.0 - clip_eps_low, ratio > 1.0 + clip_eps_high
+    obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, T) x3
     return torch.where(live, obj, 0.0), _ratio_stats(low, high, ratio, live)
+
+
+def _sequence_ratio(logp, log_ratio, a, live, clip_eps_low, clip_eps_high) -> tuple[torch.Tensor, dict]:
+    if a.shape[1] != 1:
+        raise ValueError("ratio sequence clips once per response: it needs one advantage per response")
+    n_tokens = live.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
+    ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()  # (B, 1) geometric mean
+    obj, low, high = _clipped(ratio, a, clip_eps_low, clip_eps_high)  # (B, 1) x3
+    stats = _ratio_stats(low, high, ratio, live.any(dim=1, keepdim=True))
+    return torch.where(live, obj, 0.0), stats  # (B, T)
+
+
+def _cispo_ratio(logp, log_ratio, a, live, clip_eps_low, clip_eps_high) -> tuple[torch.Tensor, dict]:
+    ratio = log_ratio.exp()  # (B, T)
+    weight = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high).detach()  # (B, T)
+    obj = weight * a * torch.where(live, logp, 0.0)  # (B, T)
+    low, high = ratio < 1.0 - clip_eps_low, ratio > 1.0 + clip_eps_high
+    return torch.where(live, obj, 0.0), _ratio_stats(low, high, ratio, live)
+
+
+# Every `ratio`: (logp, log-ratio, advantages, live tokens, clip bounds) -> (objective (B, T), stats).
+RATIO_OBJECTIVES: dict[str, Callable[..., tuple[torch.Tensor, dict]]] = {
+    "token": _token_ratio,
+    "sequence": _sequence_ratio,
+    "cispo": _cispo_ratio,
+}
 
 
 def aggregate(
@@ -266,17 +302,28 @@ def aggregate(
     token_mean:    sum over all masked tokens / their count in the batch (DAPO; TRL's default).
     seq_sum_const: sum over masked tokens / (B * max_len), max_len a constant (Dr. GRPO): no length bias.
     """
-    _one_of(mode, AGGREGATIONS, "aggregation")
+    reduce = registered(AGGREGATES, mode, "aggregation")
     live = mask > 0  # (B, T)
-    x = torch.where(live, per_token, 0.0)  # (B, T)
-    if mode == "seq_mean":
-        per_seq = x.sum(dim=1) / live.sum(dim=1).clamp(min=1)  # (B,)
-        return per_seq.sum() / max(per_seq.shape[0], 1)
-    if mode == "token_mean":
-        return x.sum() / live.sum().clamp(min=1)
+    return reduce(torch.where(live, per_token, 0.0), live, max_len)
+
+
+def _seq_mean(x: torch.Tensor, live: torch.Tensor, max_len: int | None) -> torch.Tensor:
+    per_seq = x.sum(dim=1) / live.sum(dim=1).clamp(min=1)  # (B,)
+    return per_seq.sum() / max(per_seq.shape[0], 1)
+
+
+def _seq_sum_const(x: torch.Tensor, live: torch.Tensor, max_len: int | None) -> torch.Tensor:
     if max_len is None or max_len < 1:
         raise ValueError(f"aggregation seq_sum_const needs a constant max_len >= 1, got {max_len!r}")
     return x.sum() / (max(x.shape[0], 1) * max_len)
+
+
+# Every `aggregation`: (per-token terms, 0 on padding (B, T), live tokens (B, T), max_len) -> scalar.
+AGGREGATES: dict[str, Callable[[torch.Tensor, torch.Tensor, int | None], torch.Tensor]] = {
+    "seq_mean": _seq_mean,
+    "token_mean": lambda x, live, max_len: x.sum() / live.sum().clamp(min=1),
+    "seq_sum_const": _seq_sum_const,
+}
 
 
 def grpo_loss(

@@ -207,3 +207,15 @@ def test_the_knob_table_has_a_row_for_every_grpo_setting_and_every_choice():
     }
     assert fields | values <= named, sorted((fields | values) - named)
     assert all(line.count("|") == 5 for line in section.splitlines() if line.startswith("| `"))  # 4 columns
+
+
+def test_the_documented_diff_output_is_what_the_code_prints_on_the_committed_results():
+    """docs/comparing.md shows `rlvr diff grpo dr_grpo` on the committed results; after a pipeline
+    rerun that moves them, regenerate the block (`rlvr diff grpo dr_grpo`) with the results."""
+    text = (ROOT / "docs/comparing.md").read_text()
+    block = text.split("<!-- output of: rlvr diff grpo dr_grpo -->\n```text\n", 1)[1].split("\n```", 1)[0]
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvr", "diff", "grpo", "dr_grpo"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert (out.stdout + out.stderr).rstrip("\n") == block

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from rlvr.chain import PATH_K, controlled_start, fresh_start
 from rlvr.configs import GRPOConfig, SFTConfig
 from rlvr.controlled import accuracy_stop
 from rlvr.fields import UserError
@@ -31,16 +32,15 @@ from rlvr.optim import diverged_at
 from rlvr.pipeline.config import Params, read_yaml
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import REPORTS
-from rlvr.pipeline.seeds import draw_seed, seed_results, stream_seed
+from rlvr.pipeline.seeds import seed_results, stream_seed
 from rlvr.rollout import Sampling, sample_scored
-from rlvr.sft import encode_sft, fit_noisy
+from rlvr.sft import encode_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import digit_counts
 
 PLAN = Path("experiments/calibration.yaml")
 OUT = REPORTS / "calibration"
-PATH_K = 64  # the path's pass@k, as the grpo stage draws it
 
 
 def load_plan(path: Path = PLAN) -> dict:
@@ -72,18 +72,11 @@ def sft_start(seed: int, cfg: SFTConfig, model_cfg, data: tuple, val: list[Probl
     """Calibration chain `seed`'s start, made as the warm-up and SFT stages make a pipeline chain's:
     a fresh model under the seed, the run's clean then noisy epochs, stopped at its target on the
     validation problems, drawn again while its step cap comes first."""
-    from rlvr.pipeline.stages.sft import controlled_stop
-    from rlvr.pipeline.stages.warmup import fresh_start
-
-    tok = Tokenizer()
     tokens, mask, clean = data
-    for draw in range(cfg.redraws + 1):
-        stop = controlled_stop(cfg, val, tok)
-        with diverged_at(chain=seed):
-            model, opt, gen, _ = fresh_start(draw_seed(seed, draw), cfg, model_cfg, clean, 0.0, device)
-            fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
-        if stop is None or stop.reached:
-            break
+    with diverged_at(chain=seed):
+        first = fresh_start(seed, cfg, model_cfg, clean, 0.0, device)
+    start = controlled_start(seed, cfg, model_cfg, (tokens, mask, clean), val, first, 0.0, device)
+    model, stop, draw = start.model, start.stop, start.draws
     return {
         "state": model.state_dict(),
         "model_cfg": model_cfg,

@@ -16,7 +16,6 @@ stage process.
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import shutil
@@ -40,21 +39,7 @@ from rlvr.pipeline.paths import unit_name
 from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.tracking import Run, stage_run, with_trl_names
-
-
-def stream_seed(chain: int, purpose: str, index: int = 0) -> int:
-    """The seed of one random stream of chain `chain`: its validation checks ("validation", check
-    index) or GRPO seed `index` of a variant ("grpo"). A hash, so no stream shares a seed with the
-    chain's own (initialisation, data order) or with another stream."""
-    digest = hashlib.sha256(f"{purpose}:{chain}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1  # torch seeds take 63 bits
-
-
-def draw_seed(chain: int, draw: int) -> int:
-    """The seed a chain's start is drawn under (initialisation and data order): the chain's own for
-    its first draw, and for a redraw (`sft.<run>.redraws`: the step cap came before the target) a
-    stream of its own, so no redraw repeats another chain's start."""
-    return chain if draw == 0 else stream_seed(chain, "redraw", draw)
+from rlvr.seeding import draw_seed, stream_seed  # noqa: F401 (the stages' import of them)
 
 
 def run_name(stage: str, key: str | None) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rlvr.chain import controlled_start, fresh_start
 from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
 from rlvr.files import write_json
 from rlvr.grpo_loop import GRPOData, train_grpo
@@ -38,11 +39,11 @@ from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
-from rlvr.pipeline.seeds import draw_seed, seed_results, stream_seed
+from rlvr.pipeline.seeds import seed_results, stream_seed
 from rlvr.report import plots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import Sampling, binomial_counts
-from rlvr.sft import encode_sft, fit_noisy
+from rlvr.sft import encode_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
 
@@ -93,18 +94,12 @@ def train_chain(seed: int, cfg: SFTConfig, model_cfg, data: tuple, scoring: Scor
     initialised under the seed on the CPU, stopped at its target on the validation problems, drawn
     again while its cap comes first, as the warm-up and SFT stages train it), the SFT policy's
     correct counts (`scoring`), then the SFT weights (GRPO is trained from them in a second pass)."""
-    from rlvr.pipeline.stages.sft import controlled_stop
-    from rlvr.pipeline.stages.warmup import fresh_start
-
-    tok = Tokenizer()
     tokens, mask, clean = data
-    for draw in range(cfg.redraws + 1):  # drawn again while the step cap comes first, as `sft@` does
-        stop = controlled_stop(cfg, scoring.held, tok)
-        with diverged_at(chain=seed):
-            model, opt, gen, _ = fresh_start(draw_seed(seed, draw), cfg, model_cfg, clean, 0.0, device)
-            fit_noisy(model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop)
-        if stop is None or stop.reached:
-            break
+    with diverged_at(chain=seed):
+        first = fresh_start(seed, cfg, model_cfg, clean, 0.0, device)
+    model = controlled_start(
+        seed, cfg, model_cfg, (tokens, mask, clean), scoring.held, first, 0.0, device
+    ).model
     return {**scoring.counts(model), "state": model.state_dict(), "model_cfg": model_cfg}
 
 

@@ -276,14 +276,64 @@ def check_warnings(ma: dict, mb: dict, paired: list[int]) -> list[str]:
     return out
 
 
-def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[str, Any]:
+def config_differences(configs: dict[str, dict] | None, a: str, b: str) -> list[dict] | None:
+    """The settings in which two variants' runs differ, as their stages ran them ({variant:
+    settings}, from dvc.lock): [{"key", "a", "b"}], keys sorted; None where either is unknown."""
+    if not configs or a not in configs or b not in configs:
+        return None
+    ca, cb = configs[a], configs[b]
+    return [
+        {"key": k, "a": ca.get(k), "b": cb.get(k)}
+        for k in sorted(set(ca) | set(cb))
+        if ca.get(k) != cb.get(k)
+    ]
+
+
+HEADLINE_DIFFS = ("eval_acc_final", "pass@1", "pass@{n}")  # what `format_diff` ends with a verdict on
+
+
+def difference_word(delta: dict) -> str:
+    """A difference B - A in words, by its 95% interval: "higher" or "lower" where the interval
+    excludes 0, "no difference shown" where it holds 0, "no interval" without one."""
+    ci = delta.get("ci95")
+    if ci is None or ci[0] is None:
+        return "no interval (too few chains)"
+    if ci[0] > 0:
+        return "higher"
+    if ci[1] < 0:
+        return "lower"
+    return "no difference shown at 95%"
+
+
+def headline_verdicts(d: dict) -> list[str]:
+    """One line per headline metric: B - A, its interval, and the word for it."""
+    rows = {r["metric"]: r for r in d["metrics"]}
+    rows.update({f"pass@{r['k']}": r for r in d["passk"]})
+    top = max((r["k"] for r in d["passk"]), default=None)
+    out = []
+    for name in HEADLINE_DIFFS:
+        name = name.format(n=top) if top else name
+        if name not in rows:
+            continue
+        delta = rows[name]["delta"]
+        word = difference_word(delta)
+        subject = f"{d['b']} is {word} than {d['a']}" if word in ("higher", "lower") else word
+        out.append(f"verdict {name}: {subject} ({d['b']} - {d['a']} = {_cell(delta, True)})")
+    return out
+
+
+def diff_variants(
+    metrics_dir: Path, counts_path: Path, a: str, b: str, configs: dict[str, dict] | None = None
+) -> dict[str, Any]:
     """Compare variant B with variant A (B - A) from their metrics files and the pass@k counts.
 
     Returns a dict whose keys never depend on the variant names:
     {"a", "b", "task": {"a", "b"}, "seed_ids": {"a", "b"}, "warnings": [...],
      "metrics": [{"metric", "a": {"mean", "ci95", "seeds"}, "b": {...}, "delta": {"mean", "ci95", "paired"}}],
      "passk": [{"k", "a", "b", "delta"}] ([] without counts for both),
-     "test": {"name", "metric", "pvalue", "seeds", "t", "df"}}.
+     "test": {"name", "metric", "pvalue", "seeds", "t", "df"},
+     "settings": [{"key", "a", "b"}] (the settings the two runs differ in; None without `configs`),
+     "verdicts": [one line per headline metric]}.
     `seeds` under a and b holds the per-seed values in ascending seed order (ids in `seed_ids`). Two
     variants from the same SFT run are paired on the chains both ran (a variant trained on chains 0-3
     against one on 0-7 is compared on 0-3); otherwise the deltas are Welch's. The
@@ -323,7 +373,7 @@ def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[
             mb["per_seed"][FALLBACK_TEST_METRIC],
             paired,
         )
-    return {
+    out = {
         "a": a,
         "b": b,
         "task": {"a": ma["task"], "b": mb["task"]},
@@ -332,7 +382,10 @@ def diff_variants(metrics_dir: Path, counts_path: Path, a: str, b: str) -> dict[
         "metrics": rows,
         "passk": passk,
         "test": test,
+        "settings": config_differences(configs, a, b),
     }
+    out["verdicts"] = headline_verdicts(out)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -478,6 +531,12 @@ def format_diff(d: dict, width: int = 100) -> str:
         )
     paired = d["seed_ids"]["a"] == d["seed_ids"]["b"]
     lines = [f"warning: {w}" for w in d["warnings"]]
+    settings = d.get("settings")
+    if settings is not None:
+        lines.append(
+            "settings that differ: "
+            + ("; ".join(f"{s['key']} {s['a']!r} -> {s['b']!r}" for s in settings) or "none")
+        )
     lines += [table[0], "-" * max(map(len, table)), *table[1:]]
     lines.append(
         "mean over seeds [95% t-interval, clipped to the metric's range]; "
@@ -485,4 +544,4 @@ def format_diff(d: dict, width: int = 100) -> str:
     )
     lines += [note] if note else []
     test = _test_line(d)
-    return "\n".join(lines + ([test] if test else []))
+    return "\n".join(lines + ([test] if test else []) + d.get("verdicts", []))

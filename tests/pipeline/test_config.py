@@ -101,8 +101,8 @@ def with_grpo(raw, variant=None, **defaults):
         (lambda r: r.pop("worked"), "worked: missing required key"),
         (lambda r: r["hack"].pop("temperature"), "hack.temperature: missing required key"),
         (
-            lambda r: r["variants"]["grpo"].update(advantage="median"),
-            "variants.grpo.advantage = 'median': must be one of group, mean_only, rloo, batch_std",
+            lambda r: r["variants"]["grpo"].update(advantage="no_such_kind"),
+            "variants.grpo.advantage = 'no_such_kind': must be one of group, mean_only, rloo, batch_std",
         ),
         (
             lambda r: r["variants"]["grpo"].update(advantage="reinforce"),

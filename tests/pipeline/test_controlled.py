@@ -120,6 +120,7 @@ def _stuck_then_free(model_of_first_draw: list) -> object:
 def _sft_chain(monkeypatch, redraws: int, measure) -> dict:
     """Chain 3 of a tiny controlled run through the SFT stage's `train_seed` (warm-up state made as
     the warm-up stage makes it), with `measure` as its validation value; returns its summary."""
+    from rlvr import chain
     from rlvr.noise import sft_rows
     from rlvr.pipeline.checkpoint import WarmupState
     from rlvr.pipeline.stages import sft as stage
@@ -138,7 +139,8 @@ def _sft_chain(monkeypatch, redraws: int, measure) -> dict:
     model.load_state_dict(warm.state)
     state = WarmupState(model, warm.extra[0], warm.extra[1], warm.curve, "")
     monkeypatch.setattr(stage, "load_warmup", lambda *a, **k: state)  # as the checkpoint would load it
-    monkeypatch.setattr(stage, "controlled_stop", lambda cfg, val, tok: StopAtTarget(0.5, 1, 0.0, measure))
+    scripted = lambda target, every, near, val, tok: StopAtTarget(0.5, 1, 0.0, measure)  # noqa: E731
+    monkeypatch.setattr(chain, "accuracy_stop", scripted)  # the rule `controlled_start` builds
     warmup = {"model": model_cfg, "clean": clean, "perturbation": 0.0}
     problems = all_problems("single_digit")[:5]
     task = make(TaskConfig, heldout=0, validation=0, max_new_tokens=2)
@@ -158,8 +160,7 @@ def test_a_chain_stuck_on_every_draw_is_missed_after_its_last_redraw(monkeypatch
 
 
 def test_a_redraw_is_a_fresh_start_of_its_own_and_draw_0_is_the_chains():
-    from rlvr.pipeline.seeds import draw_seed
-    from rlvr.pipeline.stages.warmup import fresh_start
+    from rlvr.chain import draw_seed, fresh_start
 
     assert draw_seed(5, 0) == 5
     seeds = {draw_seed(c, d) for c in range(16) for d in range(1, 4)}

@@ -342,3 +342,46 @@ def test_only_differences_that_survive_holm_are_named_clear_of_zero():
     rows = {r[0]: r for r in against_rows(metrics, None)}
     assert rows["big"][-1] == "accuracy"
     assert sum(r[-1] == "accuracy" for v, r in rows.items() if v != "big") < 11
+
+
+def test_diff_names_the_settings_two_runs_differ_in_and_ends_with_a_verdict_per_headline_metric():
+    from rlvr.report.compare import config_differences, difference_word, headline_verdicts
+
+    configs = {
+        "a_no_std": {"lr": 0.004, "advantage": "mean_only", "beta": 0.04},
+        "a_grpo": {"lr": 0.003, "advantage": "group", "beta": 0.04},
+    }
+    assert config_differences(configs, "a_grpo", "a_no_std") == [
+        {"key": "advantage", "a": "group", "b": "mean_only"},
+        {"key": "lr", "a": 0.003, "b": 0.004},
+    ]
+    assert (
+        config_differences(configs, "a_grpo", "gone") is None and config_differences(None, "a", "b") is None
+    )
+    assert difference_word({"ci95": [0.01, 0.03]}) == "higher"
+    assert difference_word({"ci95": [-0.03, -0.01]}) == "lower"
+    assert difference_word({"ci95": [-0.01, 0.03]}) == "no difference shown at 95%"
+    assert difference_word({"ci95": None}).startswith("no interval")
+    d = {
+        "a": "grpo",
+        "b": "dapo",
+        "metrics": [
+            {"metric": "eval_acc_final", "delta": {"mean": 0.02, "ci95": [0.01, 0.03], "paired": True}}
+        ],
+        "passk": [
+            {"k": 1, "delta": {"mean": 0.0, "ci95": [-0.01, 0.01]}},
+            {"k": 64, "delta": {"mean": -0.02, "ci95": [-0.03, -0.01]}},
+        ],
+    }
+    lines = headline_verdicts(d)
+    assert lines[0].startswith("verdict eval_acc_final: dapo is higher than grpo (dapo - grpo = +0.02 [")
+    assert lines[1].startswith("verdict pass@1: no difference shown at 95%")
+    assert lines[2].startswith("verdict pass@64: dapo is lower than grpo")
+
+
+def test_diff_help_says_what_its_two_arguments_are():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "rlvr", "diff", "--help"], capture_output=True, text=True)
+    assert "variant A, the reference" in out.stdout and "every difference is B - A" in out.stdout

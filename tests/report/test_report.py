@@ -340,9 +340,9 @@ def test_a_perturbation_moves_the_weights_by_about_its_size():
     import torch
     from conftest import make
 
+    from rlvr.chain import perturb_
     from rlvr.configs import ModelConfig
     from rlvr.model import TinyLM
-    from rlvr.pipeline.stages.warmup import perturb_
 
     torch.manual_seed(0)
     a = TinyLM(make(ModelConfig, d_model=32, n_head=2), 20)

@@ -4,13 +4,9 @@ start's own variance and the table of variance sources can tell the start's shar
 
 from __future__ import annotations
 
-import torch
-
+from rlvr.chain import end_summary, grpo_run
 from rlvr.configs import GRPOConfig
-from rlvr.controlled import accuracy_stop
-from rlvr.fields import UserError
 from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
-from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.grpo_stats import seed_summary
 from rlvr.optim import diverged_at
 from rlvr.pipeline.curves import curve_band, split_curve
@@ -24,7 +20,6 @@ from rlvr.pipeline.seeds import (
     over_seeds,
     run_name,
     seed_results,
-    stream_seed,
     tracked,
     with_intervals,
 )
@@ -58,48 +53,17 @@ def train_seed(
     start_hash: str,
     device: str,
 ) -> SeedResult:
-    """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint, sampling
-    from GRPO seed `rep` of that chain (a stream of its own, the same in every variant, so variants
-    are paired by chain and seed). problems: (train, held-out, validation). With a target the run
-    stops at its controlled end (`end_stop`); its checks come back as the result's `extra`."""
+    """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint,
+    `rlvr.chain.grpo_run` (GRPO seed `rep` of that chain; to its controlled end where the variant
+    has a target, whose checks come back as the result's `extra`). problems: (train, held-out,
+    validation)."""
     seed, rep = units[index]
-    train, evals, val = problems
-    tok = Tokenizer()
-    policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
-    data = GRPOData(train, evals, tok, max_new_tokens)
-    gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", rep))
-    stop = end_stop(cfg, val, evals, tok)
-    with diverged_at(chain=seed):
-        curve = train_grpo(policy, cfg, data, gen, shared_prefix=True, stop=stop)
+    policy = load_start(start, seed, cfg.sft, start_hash, Tokenizer(), device)
+    curve, stop = grpo_run(policy, cfg, problems, max_new_tokens, seed, rep, device)
     summary = seed_summary(curve)
     if stop is not None:
         summary.update(end_summary(stop))
     return SeedResult(summary, curve, policy.state_dict(), None if stop is None else stop.checks)
-
-
-PATH_K = 64  # the path's pass@k: the chapter's largest k
-
-
-def end_stop(cfg: GRPOConfig, val: list[Problem], test: list[Problem], tok: Tokenizer):
-    """A variant's controlled end (None without a target): validation pass@1 against `cfg.target`,
-    each check also drawing the run's path (exact pass@1 and pass@64 on validation and test)."""
-    if cfg.target is None:
-        return None
-    if not val:
-        raise UserError(f"variants with a target need a validation split (task {cfg.task} has none)")
-    splits = {"val": val, "test": test}
-    return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok, splits, PATH_K, from_below=True)
-
-
-def end_summary(stop) -> dict:
-    """A controlled end's numbers: whether it was reached (1.0) or the cap came first (0.0), the
-    steps to it (NaN where not reached: that run has no such number) and the validation value kept."""
-    reached = stop.reached
-    return {
-        "end_reached": float(reached),
-        "end_steps": float(stop.chosen["step"]) if reached else float("nan"),
-        "end_val": stop.chosen["value"],
-    }
 
 
 def chain_metrics(per_unit: dict[tuple[int, int], dict]) -> dict:

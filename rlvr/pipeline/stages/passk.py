@@ -14,9 +14,9 @@ draws start from the same seed, so adding a temperature leaves the others' count
 
 from __future__ import annotations
 
-import torch
 from tqdm import tqdm
 
+from rlvr.chain import correct_out_of
 from rlvr.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.narrowing import greedy_summary, temperature_key
 from rlvr.passk import summarise_counts, unit_key
@@ -28,7 +28,7 @@ from rlvr.pipeline.seeds import run_name, seed_results, tracked
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import narrowing, plots
 from rlvr.report.labels import sft_run_label
-from rlvr.rollout import Sampling, binomial_counts, correct_counts
+from rlvr.rollout import Sampling, correct_counts
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
@@ -51,8 +51,7 @@ def score(
     model = checkpoint.load(path, tok, ckpt_run, ckpt_hash, device)
 
     def at(t: float) -> list[int]:
-        gen = torch.Generator(device=device).manual_seed(seed)
-        return binomial_counts(model, problems, n, Sampling(tok, max_new_tokens, t), gen).tolist()
+        return correct_out_of(model, problems, n, Sampling(tok, max_new_tokens, t), seed)
 
     out: dict = {"counts": at(temperatures[0])}
     if every:

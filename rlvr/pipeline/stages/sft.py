@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from rlvr.chain import controlled_start, start_accuracies
 from rlvr.configs import SFTConfig, TaskConfig
 from rlvr.controlled import StopAtTarget, accuracy_stop
 from rlvr.fields import UserError
@@ -21,7 +22,6 @@ from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (
     SFT_LOGGED,
     SeedResult,
-    draw_seed,
     over_seeds,
     run_name,
     seed_results,
@@ -29,9 +29,9 @@ from rlvr.pipeline.seeds import (
     with_intervals,
 )
 from rlvr.pipeline.stageparams import StageParams
-from rlvr.pipeline.stages.warmup import fresh_start, perturbation
-from rlvr.rollout import Sampling, accuracy, answer_probability, solve_probability
-from rlvr.sft import encode_sft, final_loss, fit_noisy
+from rlvr.pipeline.stages.warmup import perturbation
+from rlvr.rollout import answer_probability
+from rlvr.sft import encode_sft, final_loss
 from rlvr.stats import seed_metrics
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
@@ -58,53 +58,41 @@ def train_seed(
     evals: tuple[list[Problem], list[Problem], list[Problem]],
     device: str,
 ) -> SeedResult:
-    """Chain `seed` on `device`: its warm-up state, the run's noisy epochs on its labels (stopped at
-    the target on the validation problems, when the run has one), then its accuracy numbers. One
-    generator, on the device, continues the warm-up's data order and then samples; the validation
-    checks draw nothing, so they never move it. A chain whose step cap comes before its target is
-    drawn again (`redraw`), up to `cfg.redraws` times; the last draw is its start."""
+    """Chain `seed` on `device`: from its warm-up state, `rlvr.chain.controlled_start` (the run's
+    noisy epochs, stopped at the target on the validation problems, drawn again while the cap comes
+    first), then its accuracy numbers (`rlvr.chain.start_accuracies`)."""
     tokens, mask = data
     train, held, val = evals
     tok = Tokenizer()
     gen = torch.Generator(device=device)
     model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
     t0 = time.perf_counter()
-    for draw in range(cfg.redraws + 1):
-        if draw:
-            model, opt, gen, warm_curve = redraw(seed, draw, cfg, warmup, device)
-        stop = controlled_stop(cfg, val, tok)
-        with diverged_at(chain=seed):
-            noisy = fit_noisy(
-                model, opt, tokens, mask, cfg, gen, progress=False, shared_prefix=True, stop=stop
-            )
-        if stop is None or stop.reached:
-            break
+    start = controlled_start(
+        seed,
+        cfg,
+        warmup["model"],
+        (tokens, mask, warmup["clean"]),
+        val,
+        (model, opt, gen, warm_curve),
+        warmup["perturbation"],
+        device,
+    )
     train_seconds = time.perf_counter() - t0
-    curve = warm_curve + noisy
+    stop, n_noisy = start.stop, start.noisy_steps
     summary = {
-        "final_loss": final_loss(curve),
-        "steps": len(curve),
-        "start_steps": len(noisy),
+        "final_loss": final_loss(start.curve),
+        "steps": len(start.curve),
+        "start_steps": n_noisy,
         "train_seconds": round(train_seconds, 2),
-        "tokens_per_second": round(tokens.shape[1] * cfg.batch_size * max(1, len(noisy)) / train_seconds),
-        **accuracies(model, cfg, task, train, held, tok, gen),
+        "tokens_per_second": round(tokens.shape[1] * cfg.batch_size * max(1, n_noisy) / train_seconds),
+        **start_accuracies(start.model, task.max_new_tokens, train, held, start.gen),
     }
     if stop is not None:
-        summary.update(start_val=stop.chosen["value"], reached=float(stop.reached), redraws=draw)
+        summary.update(start_val=stop.chosen["value"], reached=float(stop.reached), redraws=start.draws)
     else:  # a run fitted to its budget: its validation value where the budget ended
-        summary["start_val"] = float(answer_probability(model, val, tok).mean())
+        summary["start_val"] = float(answer_probability(start.model, val, tok).mean())
     checks = stop.checks if stop is not None else []
-    return SeedResult(summary, curve, model.state_dict(), checks)
-
-
-def redraw(seed: int, draw: int, cfg: SFTConfig, warmup: dict, device: str) -> tuple:
-    """Chain `seed`'s start drawn anew (draw 1, 2, ...): a fresh model and data order under
-    `draw_seed(seed, draw)`, through the run's clean epochs as its warm-up stage would train them
-    (`warmup.fresh_start`, perturbed as the warm-up was). Returns model, optimiser, generator, curve."""
-    with diverged_at(chain=seed):
-        return fresh_start(
-            draw_seed(seed, draw), cfg, warmup["model"], warmup["clean"], warmup["perturbation"], device
-        )
+    return SeedResult(summary, start.curve, start.model.state_dict(), checks)
 
 
 def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopAtTarget | None:
@@ -112,38 +100,6 @@ def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopA
     if cfg.target is None:
         return None
     return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok)
-
-
-def accuracies(
-    model,
-    cfg: SFTConfig,
-    task: TaskConfig,
-    train: list[Problem],
-    held: list[Problem],
-    tok: Tokenizer,
-    gen: torch.Generator,
-) -> dict:
-    """Greedy and sampled (T = 1) accuracy on the train problems, and on the held-out ones if any.
-    The sampled one is its expectation, computed exactly from the answer probabilities
-    (`solve_probability`: no sampling noise). Their intervals are over chains (the metrics file),
-    which include the start's own variance."""
-
-    greedy = Sampling(tok, task.max_new_tokens, 0.0)
-
-    def sampled(probs: list[Problem], key: str) -> dict:
-        p = solve_probability(model, probs, Sampling(tok, task.max_new_tokens, 1.0))  # (P,)
-        return {key: float(p.double().mean())}
-
-    out = {
-        "greedy_acc_train": accuracy(model, train, 1, greedy, gen),
-        **sampled(train, "sampled_acc_train"),
-    }
-    if held:
-        out.update(
-            greedy_acc_heldout=accuracy(model, held, 1, greedy, gen),
-            **sampled(held, "sampled_acc_heldout"),
-        )
-    return out
 
 
 def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) -> dict:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import time
 
-import torch
-
+from rlvr.chain import fresh_start
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import ConfigError
 from rlvr.files import read_jsonl
 from rlvr.model import TinyLM
-from rlvr.optim import AdamW, diverged_at
+from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import WarmupPaths
@@ -33,7 +32,7 @@ from rlvr.pipeline.seeds import (
     with_intervals,
 )
 from rlvr.pipeline.stageparams import StageParams
-from rlvr.sft import encode_sft, final_loss, warm_up
+from rlvr.sft import encode_sft, final_loss
 from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer
 
@@ -53,34 +52,6 @@ def perturbation() -> float:
     if not 0 <= eps < 1e-2:
         raise ConfigError(f"{PERTURB} = {raw!r}: must be a number in [0, 0.01) (e.g. 1e-6; unset for none)")
     return eps
-
-
-def perturb_(model: TinyLM, eps: float, seed: int) -> None:
-    """Multiply every weight by (1 + eps * z), z ~ N(0, 1) from its own generator: at eps ~ 1e-6 a
-    change the size of float32 rounding, which a chaotic chain amplifies as another CPU's would."""
-    gen = torch.Generator().manual_seed(10_007 + seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(1 + eps * torch.randn(p.shape, generator=gen))
-
-
-def fresh_start(
-    init_seed: int, cfg: SFTConfig, model_cfg: ModelConfig, clean: tuple, eps: float, device: str
-) -> tuple[TinyLM, AdamW, torch.Generator, list[dict]]:
-    """A chain's start before its noisy epochs: a fresh model initialised under `init_seed` (on the
-    CPU, so every device starts from the same weights; perturbed by `eps` when asked), then the run's
-    clean epochs on `device`, in a data order drawn from a generator seeded with `init_seed`. Returns
-    the model, optimiser, generator (which the SFT stage continues) and the clean epochs' curve. The
-    warm-up stage saves it for chain s (init_seed s); the SFT stage draws a chain anew with it when
-    the chain's step cap came before its target (`seeds.draw_seed`)."""
-    torch.manual_seed(init_seed)
-    gen = torch.Generator(device=device).manual_seed(init_seed)
-    model = TinyLM(model_cfg, len(Tokenizer()))
-    if eps:
-        perturb_(model, eps, init_seed)
-    model.to(device)
-    opt, curve = warm_up(model, clean, cfg, gen, progress=False, shared_prefix=True)
-    return model, opt, gen, curve
 
 
 def train_seed(

@@ -1,0 +1,60 @@
+"""The one-file chain (experiments/chain.py) and the pipeline's stages run the same functions: on
+tiny params, chain 0 of chapter B gives the same SFT start, GRPO run and pass@k counts either way."""
+
+import importlib.util
+import json
+
+from conftest import ROOT
+
+from rlvr.pipeline.run import run_stage
+
+
+def chain_module():
+    spec = importlib.util.spec_from_file_location("chain", ROOT / "experiments/chain.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_one_chain_in_one_process_is_the_pipelines_chain(tiny_repo, capsys):
+    d, _ = tiny_repo
+    run_stage("grpo", "grpo_end", progress=False)
+    run_stage("grpo", "grpo", progress=False)  # passk scores every variant of the start
+    run_stage("grpo", "dapo", progress=False)
+    run_stage("passk", None, progress=False)
+    chain = chain_module()
+    assert chain.main(["--params", str(d / "params.yaml"), "--seed", "0"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    out = chain.run_chain(chain.arguments(["--params", str(d / "params.yaml"), "--seed", "0"]))
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # noqa: E731 (NaN too)
+    assert same(printed["sft"], out["sft"]) and same(printed["grpo"], out["grpo"])
+
+    sft = json.loads((d / "reports/metrics/sft-two_digit.json").read_text())["per_seed"]
+    for key in ("start_val", "start_steps", "sampled_acc_heldout", "greedy_acc_heldout", "sampled_acc_train"):
+        assert out["sft"][key] == sft[key][0], key
+    grpo = json.loads((d / "reports/metrics/grpo-grpo_end.json").read_text())["per_seed"]
+    for key in ("eval_acc_start", "eval_acc_final", "kl_k3_nats_max", "end_reached", "end_val"):
+        assert out["grpo"][key] == grpo[key][0], key
+    counts = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
+    assert out["counts"]["sft"] == counts["sft/seed0"] and out["counts"]["grpo"] == counts["grpo_end/seed0"]
+
+
+def test_every_knob_is_an_argument_with_its_default(capsys):
+    chain = chain_module()
+    try:
+        chain.arguments(["--help"])
+    except SystemExit:
+        pass
+    text = capsys.readouterr().out
+    for flag in (
+        "--chapter",
+        "--seed",
+        "--sft-target",
+        "--grpo-lr",
+        "--prompts",
+        "--steps",
+        "--end-target",
+        "--samples",
+    ):
+        assert flag in text
+    assert "(default: B)" in text and "(default: 100)" in text
