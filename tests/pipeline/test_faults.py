@@ -1500,8 +1500,8 @@ def test_the_sft_metrics_file_clips_its_accuracy_intervals(tmp_path, monkeypatch
     accuracy = {0: 1.0, 1: 0.2, 2: 1.0, 3: 1.0}
     monkeypatch.setattr(
         sft_stage,
-        "accuracies",
-        lambda model, cfg, task, train, held, tok, gen: {
+        "start_accuracies",
+        lambda model, max_new_tokens, train, held, gen: {
             "greedy_acc_heldout": accuracy[torch.initial_seed()],
             "sampled_acc_heldout": 0.5,
         },

@@ -68,13 +68,11 @@ def test_repro_produces_every_output_and_second_repro_runs_nothing(repo):
     assert grpo["seeds"] == [0, 1] and len(grpo["per_seed"]["eval_acc_final"]) == 2
     assert (d / "data/grpo/dapo/seed1.pt").exists() and (d / "reports/curves/grpo/a_grpo/seed0.tsv").exists()
     passk = json.loads((d / "reports/metrics/passk.json").read_text())
-    assert set(passk["variants"]) == {"grpo", "dapo"} and passk["n"] == 8  # two_digit variants only
+    assert set(passk["variants"]) == {"grpo_end", "grpo", "dapo"} and passk["n"] == 8  # two_digit only
     assert passk["variants"]["dapo"]["samples_per_problem"] == 4  # not a headline variant: n_others
     counts = json.loads((d / "reports/passk-counts.json").read_text())["counts"]
-    assert set(counts) == {f"{m}/seed{s}" for m in ("sft", "two_digit", "grpo", "dapo") for s in (0, 1)} | {
-        f"grpo/seed{s}-g1"
-        for s in (0, 1)  # the headline variant's second GRPO seed per chain
-    }
+    models = ("sft", "two_digit", "grpo_end", "grpo", "dapo")  # one GRPO seed a chain each
+    assert set(counts) == {f"{m}/seed{s}" for m in models for s in (0, 1)}
     assert passk["sft"]["seeds"] == [0, 1] and len(passk["sft"]["per_seed"]["pass_at_1"]) == 2  # over chains
     sft = json.loads((d / "reports/metrics/sft-two_digit.json").read_text())
     assert sft["seeds"] == [0, 1] and len(sft["per_seed"]["sampled_acc_heldout"]) == 2
@@ -133,7 +131,15 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     assert "params.json" in {a.path for a in client.list_artifacts(grpo.info.run_id)}
     seeds = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == grpo.info.run_id]
     units = sorted((r.data.tags["seed"], r.data.tags["grpo_seed"]) for r in seeds)
-    assert units == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]  # chains x GRPO seeds
+    assert units == [("0", "0"), ("1", "0")]  # a chain each, one GRPO seed
+    a_grpo = next(r for r in top if r.data.tags["dvc.stage"] == "grpo@a_grpo")
+    nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == a_grpo.info.run_id]
+    assert sorted((r.data.tags["seed"], r.data.tags["grpo_seed"]) for r in nested) == [
+        ("0", "0"),
+        ("0", "1"),
+        ("1", "0"),
+        ("1", "1"),
+    ]  # chains x GRPO seeds
     for r in seeds:
         assert r.data.tags["dvc.stage"] == "grpo@grpo" and len(r.data.tags["git.commit"]) >= 7
         assert r.data.tags["params.raw_hash"] == grpo.data.tags["params.raw_hash"]
@@ -147,7 +153,7 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     models = {
         r.data.tags["model"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == passk.info.run_id
     }
-    assert set(models) == {"sft", "two_digit", "grpo", "dapo"}
+    assert set(models) == {"sft", "two_digit", "grpo_end", "grpo", "dapo"}
     history = client.get_metric_history(models["sft"].info.run_id, "pass_at_k")
     assert sorted(m.step for m in history) == [1, 2, 3, 4]  # k up to max(ks) = 4
     assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
@@ -186,7 +192,7 @@ def test_dvc_plots_overlay_each_variant_without_combs(repo):
     assert views <= set(charts)
     spec = charts["grpo-accuracy-chapter-b"][0]["content"]
     rows = spec["data"]["values"]
-    assert {r["filename"] for r in rows} == {"grpo.tsv", "dapo.tsv"}
+    assert {r["filename"] for r in rows} == {"grpo_end.tsv", "grpo.tsv", "dapo.tsv"}
     assert all(r["eval_acc"] != "" and 0 <= float(r["eval_acc"]) <= 1 for r in rows)
     assert sorted(int(r["step"]) for r in rows if r["filename"] == "grpo.tsv") == [0, 1, 2]  # eval_every 1
     colours = {layer["encoding"]["color"]["field"] for layer in spec["layer"] if "color" in layer["encoding"]}

@@ -232,11 +232,11 @@ def test_passk_scores_the_start_and_headline_variants_at_every_temperature(tiny_
     counts = json.loads((d / "reports/passk-counts.json").read_text())
     assert counts["temperatures"] == [1.0, 0.6]
     at_06 = counts["by_temperature"]["0.6"]
-    headline = ["grpo_end/seed0", "grpo_end/seed1"]  # one GRPO seed a chain
+    headline = ["grpo/seed0", "grpo/seed1", "grpo_end/seed0", "grpo_end/seed1"]  # one GRPO seed a chain
     assert sorted(at_06) == sorted(counts["greedy"]) == [*headline, "sft/seed0", "sft/seed1"]
-    assert set(counts["counts"]) > set(at_06)  # grpo, dapo, the contrast: at the first temperature only
+    assert set(counts["counts"]) > set(at_06)  # dapo and the contrast: at the first temperature only
     metrics = json.loads((d / "reports/metrics/passk.json").read_text())
-    assert set(metrics["by_temperature"]) == {"0.6"} and set(metrics["greedy"]) == {"sft", "grpo_end"}
+    assert set(metrics["by_temperature"]) == {"0.6"} and set(metrics["greedy"]) == {"sft", "grpo_end", "grpo"}
     assert len(metrics["by_temperature"]["0.6"]["variants"]["grpo_end"]["crossover_per_chain"]) == 2
     assert (d / "reports/figures/passk-temperatures.png").stat().st_size > 1000
     page = markdown(build(ReportData([], [], {"passk.json": metrics}, problems=counts)), "figs")
