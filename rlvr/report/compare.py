@@ -444,12 +444,15 @@ def paired_to(base: dict, other: dict, key: str) -> dict | None:
 
 def paired_view(variants: dict[str, dict], base: str) -> list[dict]:
     """The paired view's panels: for each of PAIRED_PANELS that `base` has, every other variant of
-    its task minus `base` (`paired_to`). [{"metric", "title", "unit", "rows": [paired_to's, ...]}];
+    its task at a fixed budget minus `base` (`paired_to`). [{"metric", "title", "unit", "rows":
+    [paired_to's, ...]}];
     a panel no variant can be paired on is left out, and [] without `base`."""
     if base not in variants:
         return []
     b = variants[base]
-    others = [m for v, m in variants.items() if v != base and m["task"] == b["task"]]
+    others = [  # a run to a controlled end is not at base's recipe and steps: not in the view
+        m for v, m in variants.items() if v != base and m["task"] == b["task"] and m.get("target") is None
+    ]
     panels = []
     for keys, title, unit in PAIRED_PANELS:
         key = next((k for k in keys if k in b["per_seed"]), None)

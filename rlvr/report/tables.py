@@ -267,6 +267,7 @@ def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "gr
     """Every variant from `base`'s start against `base`, paired by chain on the chains both ran
     (`rlvr diff base variant`'s deltas): the held-out accuracy after GRPO and, from the pass@k
     counts, pass@1 and pass@k_max, each the variant minus `base` with its unadjusted 95% interval
+    (a variant with a controlled end is left out: it ran to its end, not for `base`'s steps)
     over chains; the last column names the differences that stay clear of 0 after Holm's
     adjustment over the whole table (every variant, every metric: one family). One pairing rule for
     every column: each chain's value is the mean over its GRPO seeds."""
@@ -284,7 +285,8 @@ def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "gr
         return []
     rows, tests = [], []
     for v, m in runs.items():
-        chains = paired_chains(runs[base], m) if v != base else []
+        ended = m.get("target") is not None  # a run to a controlled end: not at `base`'s steps
+        chains = paired_chains(runs[base], m) if v != base and not ended else []
         if not chains:
             continue
         a, b = on_chains(runs[base], chains), on_chains(m, chains)

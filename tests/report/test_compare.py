@@ -308,6 +308,8 @@ def test_the_reports_table_pairs_each_variant_with_grpo_on_the_chains_both_ran()
     d = [b - a for a, b in zip(grpo_acc[:4], [0.62, 0.69, 0.7, 0.55])]
     assert row[:2] == ["kl_reward", "0, 1, 2, 3"] and row[2].startswith(f"{sum(d) / 4:+.3f} [")
     assert row[3:] == ["–", "–", "none"]  # no pass@k counts; the accuracy difference not clear of 0
+    ended = {**metrics, "grpo-grpo_end.json": {**run("grpo_end", [0, 1, 2, 3], [0.8] * 4), "target": 0.83}}
+    assert [r[0] for r in against_rows(ended, None)] == ["kl_reward"]  # not at grpo's steps: left out
     assert against_rows({"grpo-kl_reward.json": metrics["grpo-kl_reward.json"]}, None) == []  # no grpo
 
 
