@@ -32,14 +32,18 @@ def _stage(args) -> dict:
 
 def _check(args) -> dict:
     from rlvr.pipeline.determinism import check_device
+    from rlvr.pipeline.probe import probe_store
+    from rlvr.pipeline.tracking import public_uri, tracking_uri
     from rlvr.tasks import check_params
 
     params = load_params(args.params)
     check_params(params)
     check_device(params.device)
+    probe_store(tracking_uri())  # the store the stages will log to, asked what they will ask
     return {
         "ok": True,
         "device": params.device,
+        "tracking_store": public_uri(tracking_uri()),
         "sft_runs": list(params.sft),
         "variants": list(params.variants),
     }
@@ -137,6 +141,12 @@ class VerifyFailed(UserError):
     """A committed result is not what the committed code produces (the lines above say which)."""
 
 
+def _restore(args) -> dict:  # noqa: ARG001
+    from rlvr.pipeline.restore import restore
+
+    return restore(Path.cwd())
+
+
 def _verify(args) -> Text:
     from rlvr.pipeline import rerun
     from rlvr.pipeline.paths import RERUNS
@@ -214,7 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("check", help="validate params.yaml and exit")
+    s = sub.add_parser(
+        "check", help="validate params.yaml and ask the MLflow store what a stage will (the guard's checks)"
+    )
     s.set_defaults(fn=_check)
     for name, (flag, text) in STAGE_HELP.items():
         s = sub.add_parser(name, help=text)
@@ -286,6 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plan", default="experiments/calibration.yaml", help="the declared calibrations")
     s.set_defaults(fn=_calibrate)
     s = sub.add_parser(
+        "restore",
+        help="put back the outputs a failed stage left missing (DVC removes them before it runs a "
+        "stage): git-tracked ones from HEAD, checkpoints from DVC's cache",
+    )
+    s.set_defaults(fn=_restore)
+    s = sub.add_parser(
         "verify",
         help="check that the committed results are what the committed code produces, and say how the "
         "workspace's results compare with HEAD's: identical, statistically the same or moved (CI runs it)",
@@ -313,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ui",
         help="the MLflow UI on this checkout's mlflow.db; prints the URL of its runs table (Ctrl-C stops)",
     )
-    s.add_argument("--port", type=int, default=5000, help="port to serve on (default: 5000)")
+    s.add_argument("--port", type=port_number, default=5000, help="port to serve on (default: 5000)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     s.set_defaults(fn=_ui)
     s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
@@ -349,6 +367,17 @@ def _root_relative(path: Path, root: Path) -> str:
     """A path the user named from a subfolder, as the project names it (from the root)."""
     resolved = path.resolve()
     return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(resolved)
+
+
+def port_number(text: str) -> int:
+    """A TCP port a server may listen on (1-65535), for argparse: anything else is its usage error."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1-65535)")
+    return port
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,6 +105,14 @@ class SFTConfig(Section):
     # initialisation and data order, up to this many times; it is reported missed only after the last.
     redraws: Annotated[int, AtLeast(0)]
 
+    def validate(self, path: str) -> None:
+        require(
+            self.target is None or 0 < self.target < 1,
+            f"{path}.target",
+            self.target,
+            "a controlled start's validation accuracy must lie strictly between 0 and 1",
+        )
+
 
 @dataclass(frozen=True)
 class GRPOConfig(Section):
@@ -148,6 +156,19 @@ class GRPOConfig(Section):
     near: Probability  # within this of the target, every step is checked
 
     def validate(self, path: str) -> None:
+        require(
+            self.eval_every <= self.steps,
+            f"{path}.eval_every",
+            self.eval_every,
+            f"must be at most {path}.steps ({self.steps}): held-out checks every this many steps",
+        )
+        require(
+            self.clip_eps_low <= 1,
+            f"{path}.clip_eps_low",
+            self.clip_eps_low,
+            "must be at most 1: the ratio's lower clip 1 - clip_eps_low is a ratio, never below 0 "
+            "(1: no lower clip)",
+        )
         require(
             self.target is None or self.check_every <= self.steps,
             f"{path}.check_every",

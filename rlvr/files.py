@@ -117,13 +117,37 @@ def os_failure(exc: BaseException) -> str | None:
     return f"{name + ': ' if name else ''}{reason}{'; ' + advice if advice else ''}"
 
 
+def secrets() -> list[str]:
+    """The secrets the environment gives MLflow's client: the password in MLFLOW_TRACKING_URI's
+    `user:password@host`, MLFLOW_TRACKING_PASSWORD and MLFLOW_TRACKING_TOKEN. Never printed."""
+    from urllib.parse import unquote, urlsplit
+
+    found = [os.environ.get(k, "") for k in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")]
+    try:
+        password = urlsplit(os.environ.get("MLFLOW_TRACKING_URI", "")).password
+    except ValueError:  # a malformed URI: its netloc after the last '@' is not a host
+        password = None
+    if password:
+        found += [password, unquote(password)]
+    return [s for s in found if s]
+
+
+def redact(text: str) -> str:
+    """`text` with every secret (`secrets`) replaced by ***."""
+    for secret in sorted(secrets(), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def error_line(exc: BaseException) -> str | None:
     """What a command prints for an error a user can cause, in one line: a UserError's message, a
     missing file, or a failed read or write (`os_failure`); None for anything else (a bug keeps its
-    traceback). The one rule both entry points (`rlvr`, `python -m rlvr.pipeline`) follow."""
+    traceback). The one rule both entry points (`rlvr`, `python -m rlvr.pipeline`) follow. No secret
+    of the tracking store's is ever in it (`redact`)."""
     if isinstance(exc, UserError | FileNotFoundError):
-        return str(exc)
-    return os_failure(exc)
+        return redact(str(exc))
+    line = os_failure(exc)
+    return None if line is None else redact(line)
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
@@ -181,6 +205,8 @@ def _parse(path: Path, text: str, line: int | None = None) -> Any:
     except json.JSONDecodeError as exc:
         where = f"line {line}" if line is not None else f"line {exc.lineno} column {exc.colno}"
         raise damaged(path, f"not valid JSON ({exc.msg} at {where})") from None
+    except RecursionError:  # a hand-made file nested deeper than Python's parser goes
+        raise damaged(path, "not a file the pipeline writes (JSON nested too deeply to read)") from None
 
 
 def _text(path: Path) -> str:

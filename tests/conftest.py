@@ -126,7 +126,7 @@ def tiny_raw() -> dict:
     raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1)
     keep = ("grpo_end", "grpo", "dapo", "a_grpo")  # both tasks, a controlled end, dynamic sampling, beta 0
     raw["variants"] = {
-        k: {**v, "seeds": [0, 1], **({"steps": 2} if "steps" in v else {})}
+        k: {**v, "seeds": [0, 1], **({"steps": 2, "eval_every": 1} if "steps" in v else {})}
         for k, v in raw["variants"].items()
         if k in keep
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -169,6 +170,13 @@ class PassKConfig(Section):
 
     def validate(self, path: str) -> None:
         low = min(self.n, self.n_others)
+        require(bool(self.ks), f"{path}.ks", self.ks, "list at least one k")
+        require(
+            all(a < b for a, b in zip(self.ks, self.ks[1:])),
+            f"{path}.ks",
+            self.ks,
+            "must be in increasing order, each k once",
+        )
         for i, k in enumerate(self.ks):
             require(k <= low, f"{path}.ks[{i}]", k, f"must satisfy 1 <= k <= min(n, n_others) ({low})")
         require(bool(self.temperatures), f"{path}.temperatures", self.temperatures, "list at least one")
@@ -274,8 +282,29 @@ TOP_KEYS = tuple(f.name for f in dataclasses.fields(Params))
 GRPO_SETTINGS = tuple(f.name for f in dataclasses.fields(GRPOConfig) if f.name not in ("task", "sft"))
 
 
+# A name (of a task, SFT run, warm-up, variant or starts run) becomes part of a DVC stage's command,
+# of output paths and of MLflow run names: letters, digits and underscores only, so that no name can
+# be read by a shell (`$(...)`, `;`), climb out of a folder (`..`, `/`) or split a command (a space).
+NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def check_name(name: Any, path: str) -> str:
+    """`name` is a safe entry name (`NAME`), else one line naming it and the rule."""
+    require(
+        isinstance(name, str) and NAME.fullmatch(name) is not None,
+        path,
+        name,
+        "is not a valid name: use letters, digits and underscores only (it becomes part of a "
+        "stage's command, its output paths and its MLflow run names)",
+    )
+    return name
+
+
 def _named(raw: Any, path: str) -> dict:
+    """A non-empty mapping of named entries, every name a safe one (`check_name`)."""
     require(isinstance(raw, dict) and raw, path, raw, "must be a non-empty mapping of named entries")
+    for name in raw:
+        check_name(name, f"{path}.{name}")
     return raw
 
 
@@ -350,6 +379,12 @@ def parse_params(raw: Any) -> Params:
         run = getattr(passk, key)
         if key == "sft" or run is not None:
             require(run in sft, f"passk.{key}", run, f"must name an sft run ({', '.join(sft)})")
+    require(
+        tasks[sft[passk.sft].task].heldout > 0,
+        "passk.sft",
+        passk.sft,
+        f"scores its run's held-out problems; tasks.{sft[passk.sft].task}.heldout is 0",
+    )
     for i, v in enumerate(passk.headline):
         require(v in variants, f"passk.headline[{i}]", v, f"must name a variant ({', '.join(variants)})")
     require(
@@ -410,7 +445,8 @@ def _starts(raw: Any, sft: dict, variants: dict) -> StartsConfig:
     run, of the task its variant trains on."""
     require(isinstance(raw, dict), "starts", raw, "must be a mapping")
     runs = {
-        name: build(SFTConfig, body, f"starts.runs.{name}") for name, body in (raw.get("runs") or {}).items()
+        check_name(name, f"starts.runs.{name}"): build(SFTConfig, body, f"starts.runs.{name}")
+        for name, body in (raw.get("runs") or {}).items()
     }
     body = {**raw, "runs": {}}
     cfg = build(StartsConfig, body, "starts")
@@ -431,6 +467,13 @@ def _starts(raw: Any, sft: dict, variants: dict) -> StartsConfig:
             f"must name an sft run or a starts.runs entry ({', '.join(known)})",
         )
         require(known[name].task == task, f"starts.candidates[{i}]", name, f"must be a run of task {task}")
+        require(
+            any(seed in variants[cfg.variant].seeds for seed in known[name].seeds),
+            f"starts.candidates[{i}]",
+            name,
+            f"shares no chain with variants.{cfg.variant}.seeds: GRPO seed s is trained from the "
+            "candidate's chain s, so its seeds must include some of the variant's",
+        )
     object.__setattr__(cfg, "runs", runs)
     return cfg
 
@@ -492,6 +535,10 @@ def read_yaml(path: str | Path) -> Any:
         data = YAML(typ="safe", pure=True).load(Path(path).read_text())
     except YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read: not a params file") from None
     return json.loads(json.dumps(data))  # YAML aliases share objects; JSON's copy does not
 
 

@@ -50,11 +50,33 @@ def preflight(outputs: list[Path]) -> None:
         folder = _nearest_existing(out.parent)
         if not folder.is_dir():
             raise OutputError(f"{out}: cannot be written: {folder} is not a folder")
+        check_kind(out)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise OutputError(f"{out}: cannot be written: no write permission on {folder}")
         if out.exists() and not os.access(out, os.W_OK):
             raise OutputError(f"{out}: cannot be written: the file is read-only")
     check_room(outputs)
+
+
+def check_kind(out: Path) -> None:
+    """An existing output is of the kind the stage writes: a file where its name has a suffix
+    (`metrics.json`, `curves.tsv`, `report.md`), a folder where it has none (`data/grpo/grpo`, the
+    checkpoints). The wrong kind (a folder where a metrics file goes) would fail the stage after its
+    work, once DVC had removed its other outputs."""
+    if out.is_symlink() and not out.exists():
+        raise OutputError(
+            f"{out}: cannot be written: it is a link to {os.readlink(out)}, which does not exist"
+        )
+    if not out.exists():
+        return
+    if out.suffix and out.is_dir():
+        raise OutputError(
+            f"{out}: cannot be written: it is a folder where the stage writes a file; move it away"
+        )
+    if not out.suffix and not out.is_dir():
+        raise OutputError(
+            f"{out}: cannot be written: it is a file where the stage writes a folder; move it away"
+        )
 
 
 HEADROOM = 16 * 2**20  # room for what a stage writes anew (metrics, curves) beside the files it replaces

@@ -13,7 +13,6 @@ No MLflow import: the guard runs on every `dvc repro`, and MLflow takes ~1.5 s t
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sqlite3
@@ -25,7 +24,15 @@ import urllib.request
 from contextlib import closing
 from pathlib import Path
 
-from rlvr.pipeline.tracking import EXPERIMENT, KIND, KIND_TAG, TrackingError, check_store
+from rlvr.pipeline.tracking import (
+    EXPERIMENT,
+    KIND,
+    KIND_TAG,
+    TrackingError,
+    check_store,
+    public_uri,
+    server_request,
+)
 
 PROBE_NAME = "rlvr-guard-probe"
 
@@ -50,26 +57,15 @@ def probe_store(uri: str) -> None:
         probe_sqlite(uri, db)
 
 
-def _headers() -> dict[str, str]:
-    """The credentials MLflow's client sends, from the same environment variables."""
-    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
-    if token:
-        return {"Authorization": f"Bearer {token}"}
-    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
-    if user and password:
-        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-    return {}
-
-
 def _call(uri: str, call: str, body: dict | None = None, query: dict | None = None) -> tuple[int, dict]:
-    """(HTTP status, parsed JSON body) of one REST call: GET with `query`, POST with `body`."""
-    url = f"{uri.rstrip('/')}/api/2.0/mlflow/{call}"
+    """(HTTP status, parsed JSON body) of one REST call: GET with `query`, POST with `body`; the
+    credentials sent as MLflow's client sends them (`server_request`)."""
+    bare, auth = server_request(uri)
+    url = f"{bare.rstrip('/')}/api/2.0/mlflow/{call}"
     if query:
         url += "?" + urllib.parse.urlencode(query)
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json", **_headers()}
-    )
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **auth})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             status, text = response.status, response.read()
@@ -77,7 +73,7 @@ def _call(uri: str, call: str, body: dict | None = None, query: dict | None = No
         status, text = exc.code, exc.read()
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise TrackingError(
-            f"MLflow tracking server {uri}: {call} failed ({getattr(exc, 'reason', exc)})"
+            f"MLflow tracking server {public_uri(uri)}: {call} failed ({getattr(exc, 'reason', exc)})"
         ) from None
     try:
         parsed = json.loads(text or b"{}")
@@ -92,7 +88,8 @@ def _ok(uri: str, call: str, answer: tuple[int, dict]) -> dict:
         what = ": ".join(str(x) for x in (body.get("error_code"), body.get("message")) if x)
         first = (what.splitlines() or [""])[0][:160]
         raise TrackingError(
-            f"MLflow tracking server {uri}: {call} failed (HTTP {status}{' ' + first if first else ''}); "
+            f"MLflow tracking server {public_uri(uri)}: {call} failed "
+            f"(HTTP {status}{' ' + first if first else ''}); "
             "it answers /health but not the MLflow API a stage uses: fix the server, or unset "
             "MLFLOW_TRACKING_URI to use the local SQLite store"
         )
@@ -117,12 +114,31 @@ def probe_server(uri: str) -> None:
         metric = {"key": "probe", "value": 1.0, "timestamp": now, "step": 0}
         batch = {"run_id": run_id, "params": [{"key": "probe", "value": "1"}], "metrics": [metric]}
         _ok(uri, "runs/log-batch", _call(uri, "runs/log-batch", batch))
+        probe_artifact(uri, run_id)
         ended = {"run_id": run_id, "status": "FINISHED", "end_time": int(time.time() * 1000)}
         _ok(uri, "runs/update", _call(uri, "runs/update", ended))
     finally:  # a failure above is the one reported; a failed delete after it would hide it
         deleted = _call(uri, "runs/delete", {"run_id": run_id})
         if sys.exc_info()[0] is None:
             _ok(uri, "runs/delete", deleted)
+
+
+def probe_artifact(uri: str, run_id: str) -> None:
+    """A small artifact written to run `run_id` by MLflow's own client, as a stage writes its run
+    records and checkpoints: through the server (proxied artifacts) or straight to the artifact store
+    the run names. The only part of the probe that imports MLflow, and only for a server."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a failing store fails at once
+    from mlflow.tracking import MlflowClient
+
+    try:
+        MlflowClient(uri).log_text(run_id, "the guard's probe; its run is deleted\n", "rlvr-guard-probe.txt")
+    except Exception as exc:  # the store's own error, however raised: one line
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise TrackingError(
+            f"MLflow tracking server {public_uri(uri)}: its artifact store refused a write ({first}); "
+            "fix the server's artifact store (`mlflow server --artifacts-destination`), or unset "
+            "MLFLOW_TRACKING_URI to use the local SQLite store"
+        ) from None
 
 
 STAGE_TABLES = ("experiments", "runs", "tags", "params", "metrics", "latest_metrics")  # what stages use
@@ -142,5 +158,51 @@ def probe_sqlite(uri: str, db: Path) -> None:
                 )
             if tables:
                 con.execute("select run_uuid from runs where status = 'RUNNING' limit 1").fetchall()
+                (revision,) = con.execute("select version_num from alembic_version").fetchone() or ("",)
     except sqlite3.Error as exc:
         raise TrackingError(f"MLflow tracking store {uri}: searching its runs failed ({exc})") from None
+    if tables:
+        check_schema(uri, db, revision)
+
+
+def schema_revisions() -> tuple[set[str], str | None]:
+    """Every schema revision the installed MLflow knows (its Alembic migrations, read as text: no
+    MLflow import) and the newest of them, the one it makes and expects."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("mlflow")
+    folder = Path(spec.origin).parent / "store" / "db_migrations" / "versions"
+    revisions, parents = set(), set()
+    for path in folder.glob("*.py"):
+        text = path.read_text(errors="replace")
+        mine = re.search(r'^revision\s*=\s*["\']([0-9A-Za-z_]+)["\']', text, re.M)
+        down = re.search(r"^down_revision\s*=\s*(.+)$", text, re.M)
+        if mine:
+            revisions.add(mine.group(1))
+        if down:
+            parents.update(re.findall(r"[\"']([0-9A-Za-z_]+)[\"']", down.group(1)))
+    heads = revisions - parents
+    return revisions, (next(iter(heads)) if len(heads) == 1 else None)
+
+
+def check_schema(uri: str, db: Path, revision: str) -> None:
+    """The store's schema is the installed MLflow's: an older one fails a stage's first write (and
+    MLflow would upgrade a store only when asked), a newer one was made by a newer MLflow."""
+    from importlib.metadata import version
+
+    known, head = schema_revisions()
+    if head is None or revision == head:
+        return
+    mlflow = version("mlflow")
+    if revision in known:
+        raise TrackingError(
+            f"MLflow tracking store {uri}: {db.name} was made by an older MLflow (schema {revision}, "
+            f"MLflow {mlflow} expects {head}); upgrade it with `mlflow db upgrade {uri}` (back it up "
+            "first), or move it away to start a new store"
+        )
+    raise TrackingError(
+        f"MLflow tracking store {uri}: {db.name} was made by a newer MLflow than the installed "
+        f"{mlflow} (schema {revision or 'unknown'}, which it does not know); install that MLflow, or "
+        "move the store away to start a new one"
+    )

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     guard.ignore_file_size_signal()
-    signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: runs marked KILLED, outputs cleaned
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # stopped like Ctrl-C: runs marked KILLED, outputs cleaned
+        signal.signal(sig, _interrupt)
     try:
         result = run_stage(args.stage, args.key, args.params, progress=not args.quiet, watch=True)
     except Exception as exc:  # a user's error or a failed write (disk full, read-only): one line

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
+from rlvr.fields import UserError
 from rlvr.files import WriteError, errno_reason, file_failure, what_to_do, write_tsv
 from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
@@ -140,6 +142,10 @@ def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R
         torch.set_num_threads(threads)
 
 
+class WorkerDied(UserError):
+    """A seed worker was killed before it returned (one line; the stage then fails)."""
+
+
 class Seeds(Iterator[R]):
     """What `seed_results` yields: the seeds' results in seed order, and when their work began (the
     stage's MLflow run starts then, not when it was opened while the workers trained)."""
@@ -151,6 +157,12 @@ class Seeds(Iterator[R]):
     def __next__(self) -> R:
         try:
             return next(self._results)
+        except BrokenProcessPool:  # a worker killed from outside (the OOM killer, kill -9)
+            raise WorkerDied(
+                "a seed worker died before returning its seed (killed from outside: out of memory? "
+                "`dmesg` says); rerun the stage (dvc repro), or set RLVR_THREADS=1 to train the seeds "
+                "in the stage process"
+            ) from None
         except (RuntimeError, OSError) as exc:  # a worker's, re-raised here: one line if it is a handoff's
             handoff = handoff_error(exc)
             if handoff is None:
@@ -217,11 +229,15 @@ def check_handoff(args: tuple) -> None:
 
 def _worker_signals(parent: int) -> None:
     """A forked worker inherits the stage's SIGTERM handler (raise KeyboardInterrupt, to mark the
-    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it. And a
+    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it, and
+    Ctrl-C or a closed terminal, which reach the whole process group, are the stage's to handle
+    (it stops its workers; a worker's own KeyboardInterrupt would print a traceback). And a
     worker dies with its stage: a stage killed with SIGKILL cannot stop its workers, which would
     finish their seed and then wait forever for work, orphaned. The kernel kills the worker when its
     parent dies (Linux's parent-death signal); elsewhere a watchdog thread notices the new parent."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for sig in (signal.SIGINT, signal.SIGHUP):  # Ctrl-C, a closed terminal: the stage stops its workers
+        signal.signal(sig, signal.SIG_IGN)
     if not _die_with_parent():
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     if os.getppid() != parent:  # the stage died before the signal was armed

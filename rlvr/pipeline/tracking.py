@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.fields import UserError, flatten
+from rlvr.files import redact
 from rlvr.gitinfo import code_version
 
 EXPERIMENT = "rlvr-repro"
@@ -63,7 +64,11 @@ def with_trl_names(metrics: dict[str, float]) -> dict[str, float]:
 
 
 class TrackingError(UserError):
-    """The configured tracking store cannot be used; raised before any training starts."""
+    """The configured tracking store cannot be used; raised before any training starts. Its message
+    never holds a secret of the store's (`rlvr.files.redact`), whoever prints it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def repo_root() -> Path:
@@ -95,23 +100,54 @@ def check_reachable(uri: str) -> None:
             raise TrackingError(f"MLflow tracking store {uri}: folder {folder} is not writable")
     if uri.startswith(("http://", "https://")):
         try:
-            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+            bare, headers = server_request(uri)
+            request = urllib.request.Request(bare.rstrip("/") + "/health", headers=headers)
+            urllib.request.urlopen(request, timeout=5).read()
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise TrackingError(
-                f"MLflow tracking server {uri} is unreachable ({reason}); "
+                f"MLflow tracking server {public_uri(uri)} is unreachable ({reason}); "
                 f"start it or unset MLFLOW_TRACKING_URI to use the local SQLite store"
             ) from None
 
 
+def _host(parts) -> str:
+    host = parts.hostname or ""
+    return f"[{host}]" if ":" in host else host
+
+
 def public_uri(uri: str) -> str:
-    """A tracking URI as a record may show it: a server's user and password left out."""
+    """A tracking URI as a record or a message may show it: a server's password masked (`***`)."""
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(uri)
     if parts.password is None and parts.username is None:
         return uri
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+    user = parts.username + (":***" if parts.password is not None else "")
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}@{_host(parts)}{port}"))
+
+
+def server_request(uri: str) -> tuple[str, dict[str, str]]:
+    """A server URI as MLflow's client sends it (its HTTP library reads `user:password@` as Basic
+    auth): the URI without the credentials, and the Authorization header they make. MLflow's own
+    variables (MLFLOW_TRACKING_TOKEN, then MLFLOW_TRACKING_USERNAME and _PASSWORD) come first."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    bare = urlunsplit(parts._replace(netloc=_host(parts) + (f":{parts.port}" if parts.port else "")))
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if not (user and password) and parts.username is not None:
+        user, password = unquote(parts.username), unquote(parts.password or "")
+    if token:
+        return bare, {"Authorization": f"Bearer {token}"}
+    if user and password:
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return bare, {"Authorization": f"Basic {pair}"}
+    return bare, {}
 
 
 def made_here(start: float | None = None) -> dict[str, Any]:
@@ -149,31 +185,57 @@ STORE_HEADROOM = 16 * 2**20  # what one stage's runs, params and curves may add 
 
 
 def check_store(uri: str) -> None:
-    """`check_reachable`, and for a local SQLite store that an existing database opens and takes a
-    write (a full disk or a read-only file would otherwise fail a stage after DVC removed its outputs).
-    No MLflow import: the guard stage runs on every `dvc repro`."""
+    """`check_reachable`, and for a local SQLite store what a stage's first write needs: the path is
+    a database file or nothing yet (not a folder, not a dangling link), its disk and its file-size
+    limit leave room to grow, and a real write succeeds (made in a transaction rolled back, so the
+    store is left as it was). Each refusal is one line naming the cause and the fix. No MLflow
+    import: the guard stage runs on every `dvc repro`."""
     check_reachable(uri)
     if not uri.startswith("sqlite:///"):
         return
     import resource
+    import shutil
     import sqlite3
 
     db = Path(uri.removeprefix("sqlite:///"))
+    store = f"MLflow tracking store {uri}"
+    if db.is_symlink() and not db.exists():
+        raise TrackingError(
+            f"{store}: {db.name} is a link to {os.readlink(db)}, which does not exist; remove the link "
+            "(a new store is made) or point MLFLOW_TRACKING_URI at the store"
+        )
+    if db.exists() and not db.is_file():
+        raise TrackingError(
+            f"{store}: {db} is a folder, not an SQLite file; move it away or point "
+            "MLFLOW_TRACKING_URI at the store"
+        )
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     size = db.stat().st_size if db.is_file() else 0
     if soft != resource.RLIM_INFINITY and size + STORE_HEADROOM > soft:
         raise TrackingError(
-            f"MLflow tracking store {uri}: the file-size limit (ulimit -f) of {soft} bytes leaves "
+            f"{store}: the file-size limit (ulimit -f) of {soft} bytes leaves "
             f"{db.name} ({size} bytes) less than {STORE_HEADROOM // 2**20} MiB to grow; raise the limit"
+        )
+    free = shutil.disk_usage(db.parent).free
+    if free < STORE_HEADROOM:
+        raise TrackingError(
+            f"{store}: {free / 2**20:.1f} MiB free on its disk, a stage needs about "
+            f"{STORE_HEADROOM // 2**20} MiB to log; free some space"
         )
     if not db.is_file():
         return  # the first stage that logs makes it
+    if not os.access(db, os.R_OK | os.W_OK):
+        raise TrackingError(
+            f"{store}: {db.name} is read-only; make it writable (chmod u+w {db}) or point "
+            "MLFLOW_TRACKING_URI at a store you can write"
+        )
     try:
         with sqlite3.connect(db, timeout=30) as con:
-            con.execute("BEGIN IMMEDIATE")  # takes the write lock: fails on a read-only or locked file
+            con.execute("BEGIN IMMEDIATE")  # the write lock: fails on a locked file
+            con.execute("CREATE TABLE rlvr_guard_probe (x)")  # a real write: fails on a read-only one
             con.execute("ROLLBACK")
     except sqlite3.Error as exc:
-        raise TrackingError(f"MLflow tracking store {uri}: {db} cannot be written ({exc})") from None
+        raise TrackingError(f"{store}: {db} cannot be written ({exc})") from None
 
 
 def param_value(v: Any) -> str:
@@ -505,7 +567,8 @@ def stage_run(
     Tags: dvc.stage, dvc.exp, the code that ran (`source_tags`: MLflow's source tags, git.commit,
     git.dirty), params.raw_hash (also under its older name params.hash), plus the caller's (task,
     seed, variant...). `run.made` is `made_here()`, for the stage's run record.
-    A body that raises leaves the run FAILED; Ctrl-C or SIGTERM (how DVC stops a stage) leaves it KILLED.
+    A body that raises leaves the run FAILED; Ctrl-C, SIGTERM (how DVC stops a stage) or SIGHUP (its
+    terminal closed) leaves it KILLED.
     """
     uri = tracking_uri()
     check_reachable(uri)
@@ -543,7 +606,8 @@ def stage_run(
     all_tags.update({PID_TAG: os.getpid(), HOST_TAG: socket.gethostname()})
     if os.environ.get("DVC_EXP_NAME"):  # only inside `dvc exp run`
         all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    stops = (signal.SIGTERM, signal.SIGHUP)  # how DVC stops a stage; a terminal closed under it
+    previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in stops}
     try:
         with _run(client, experiment_id, stage, all_tags, start_time=to_ms(start)) as run:
             run._experiment_id = experiment_id
@@ -553,4 +617,5 @@ def stage_run(
                 run.log_text(json.dumps(raw_params, indent=2, sort_keys=True) + "\n", "params.json")
             yield run
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

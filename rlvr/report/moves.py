@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlvr.files import read_json
 from rlvr.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
 from rlvr.report.evidence import judge_all, summary_counts, verdict_record
 from rlvr.report.inputs import read_metrics_dir
@@ -118,10 +119,8 @@ def differing_files(committed: Path, rerun: Path) -> list[str]:
     differ = []
     for name in names:
         a, b = committed / name, rerun / name
-        if not (a.is_file() and b.is_file()) or stable_view(json.loads(a.read_text())) != stable_view(
-            json.loads(b.read_text())
-        ):
-            differ.append(name)
+        if not (a.is_file() and b.is_file()) or stable_view(read_json(a)) != stable_view(read_json(b)):
+            differ.append(name)  # a damaged file is one InputError naming it (`read_json`)
     return differ
 
 

@@ -35,7 +35,19 @@ def load_lock(root: Path) -> dict:
     lock = root / "dvc.lock"
     if not lock.is_file():
         raise ProvenanceError(f"{lock}: not found; run `dvc repro` first")
-    return yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["stages"]
+    try:
+        data = yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = (str(exc).splitlines() or ["not YAML"])[0]
+        raise ProvenanceError(
+            f"{lock}: not a lock file DVC can read ({first}); restore it (git checkout dvc.lock) "
+            "or rerun dvc repro"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), dict):
+        raise ProvenanceError(
+            f"{lock}: no `stages` mapping: not a DVC lock file; restore it (git checkout dvc.lock)"
+        )
+    return data["stages"]
 
 
 def _entries(stage: dict) -> list[dict]:
@@ -164,8 +176,8 @@ def _json_outs(root: Path, stage: dict) -> list[dict]:
         if p.suffix == ".json" and p.is_file():
             try:
                 data = json.loads(p.read_text())
-            except json.JSONDecodeError:
-                continue
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                continue  # a damaged output holds no table to read; `rlvr verify` names it
             if isinstance(data, dict):
                 found.append(data)
     return found

@@ -31,8 +31,9 @@ class Scripted:
 
 
 def run(policy, stop=None, **overrides):
+    steps = overrides.get("steps", 6)  # held-out evaluations at the start and the last step only
     cfg = make(
-        GRPOConfig, **{"steps": 6, "prompts_per_step": 8, "group_size": 4, "eval_every": 100, **overrides}
+        GRPOConfig, **{"steps": 6, "prompts_per_step": 8, "group_size": 4, "eval_every": steps, **overrides}
     )
     return train_grpo(policy, cfg, DATA, torch.Generator().manual_seed(0), shared_prefix=True, stop=stop)
 

@@ -76,7 +76,7 @@ def run(policy, **overrides):
             "prompts_per_step": 16,
             "group_size": 8,
             "lr": 0.001,
-            "eval_every": 25,
+            "eval_every": min(25, overrides.get("steps", 25)),
             **overrides,
         },
     )

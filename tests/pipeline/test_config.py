@@ -342,3 +342,86 @@ def test_a_run_merges_the_sft_defaults_and_states_only_what_differs(tmp_path):
     assert raw["sft"]["b"] == {"lr": 0.003, "noise": {"kind": "uniform", "rate": 0.0}}
     raw["sft"]["a"]["noise"]["rate"] = 0.5
     assert raw["sft"]["b"]["noise"]["rate"] == 0.0 and raw["sft_defaults"]["noise"]["rate"] == 0.0
+
+
+UNSAFE_NAMES = ["x$(touch PWNED)", "x;touch PWNED;", "..", "a b", "x/y", "`id`", ""]
+
+
+@pytest.mark.parametrize("name", UNSAFE_NAMES)
+@pytest.mark.parametrize("section", ["variants", "sft", "warmups", "starts.runs"])
+def test_a_name_that_a_shell_or_a_path_would_read_is_refused(
+    tmp_path, capsys, tiny_raw_params, name, section
+):
+    """Entry names become stage commands, output paths and run names: anything but [A-Za-z0-9_]+ is
+    refused by `rlvr check` (and so by the check stage, before DVC runs any other command), and no
+    file is made by the name's shell text."""
+    raw = tiny_raw_params
+    if section == "variants":
+        raw["variants"][name] = dict(next(iter(raw["variants"].values())))
+    elif section == "sft":
+        raw["sft"][name] = dict(raw["sft"]["two_digit"])
+    elif section == "warmups":
+        raw["warmups"][name] = {"run": "two_digit"}
+    else:
+        raw["starts"]["runs"] = {name: dict(raw["sft"]["two_digit"])}
+    code, err = run_check(tmp_path, raw, capsys)
+    assert code == 2
+    assert "is not a valid name: use letters, digits and underscores only" in err
+    assert "\n" not in err
+    assert not (tmp_path / "PWNED").exists() and not __import__("os").path.exists("PWNED")
+
+
+def test_the_pipeline_file_is_not_written_from_unsafe_names(tmp_path, tiny_raw_params):
+    from rlvr.pipeline.dvcfile import render
+
+    tiny_raw_params["variants"]["x;touch PWNED;"] = dict(next(iter(tiny_raw_params["variants"].values())))
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_raw_params))
+    with pytest.raises(ConfigError, match="is not a valid name"):
+        render(path)
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda r: r["passk"].update(ks=[]), "passk.ks = []: list at least one k"),
+        (lambda r: r["passk"].update(ks=[4, 2]), "passk.ks = [4, 2]: must be in increasing order"),
+        (lambda r: r["passk"].update(ks=[2, 2]), "passk.ks = [2, 2]: must be in increasing order"),
+        (
+            lambda r: r["tasks"][r["sft"][r["passk"]["sft"]]["task"]].update(heldout=0),
+            "passk.sft = 'two_digit': scores its run's held-out problems; tasks.two_digit.heldout is 0",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(target=0),
+            "sft.two_digit.target = 0.0: a controlled start's validation accuracy must lie strictly",
+        ),
+        (
+            lambda r: r["sft"]["two_digit"].update(target=1),
+            "sft.two_digit.target = 1.0: a controlled start's",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].update(clip_eps_low=1.5),
+            "clip_eps_low = 1.5: must be at most 1",
+        ),
+        (
+            lambda r: r["grpo"]["defaults"].update(eval_every=r["grpo"]["defaults"]["steps"] + 1),
+            "eval_every = ",
+        ),
+    ],
+)
+def test_check_refuses_what_a_stage_would_crash_on(tmp_path, capsys, tiny_raw_params, mutate, expected):
+    mutate(tiny_raw_params)
+    code, err = run_check(tmp_path, tiny_raw_params, capsys)
+    assert code == 2
+    assert expected in err and "\n" not in err
+
+
+def test_a_starts_candidate_with_no_chain_of_the_variant_is_refused(tmp_path, capsys, tiny_raw_params):
+    """GRPO seed s is trained from a candidate's chain s: a candidate none of whose seeds the variant
+    trains would leave its GRPO side empty (`rlvr starts` crashed there after its SFT side)."""
+    name = tiny_raw_params["starts"]["candidates"][-1]
+    runs = tiny_raw_params["starts"]["runs"]
+    target = runs[name] if name in runs else tiny_raw_params["sft"][name]
+    target["seeds"] = [77]
+    code, err = run_check(tmp_path, tiny_raw_params, capsys)
+    assert code == 2 and f"starts.candidates[1] = '{name}': shares no chain with variants." in err

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -767,6 +768,7 @@ class _FakeServer:
                     return self._answer(500, broken)
                 self._answer(*server.respond(url.path.removeprefix("/api/2.0/mlflow/"), body))
 
+        self.artifacts = Path(tempfile.mkdtemp(prefix="fake-artifacts-")).as_uri()
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -784,6 +786,10 @@ class _FakeServer:
             run_id = f"run{len(self.runs)}"
             self.runs[run_id] = {"status": "RUNNING", "experiment_id": body["experiment_id"]}
             return 200, {"run": {"info": {"run_id": run_id, "experiment_id": body["experiment_id"]}}}
+        if call == "runs/get":  # MLflow's client asks where the run's artifacts go: a local folder
+            run_id = body["run_id"][0]
+            info = {"run_id": run_id, "run_uuid": run_id, "experiment_id": self.runs[run_id]["experiment_id"]}
+            return 200, {"run": {"info": {**info, "artifact_uri": self.artifacts}, "data": {}}}
         if call in ("runs/log-batch", "runs/update", "runs/delete"):
             run = self.runs[body["run_id"]]
             run.update(status=body.get("status", run["status"]), deleted=call == "runs/delete")
@@ -833,9 +839,11 @@ def test_the_guard_makes_and_deletes_a_probe_run_on_a_working_server(fake_server
         "runs/search",
         "runs/create",
         "runs/log-batch",
+        "runs/get",  # MLflow's own client, writing the probe's artifact where the run says
         "runs/update",
         "runs/delete",
     ]
+    assert (Path(server.artifacts.removeprefix("file://")) / "rlvr-guard-probe.txt").is_file()
     assert server.runs == {"run0": {"status": "FINISHED", "experiment_id": "1", "deleted": True}}
     probe_store(server.uri)  # the experiment is found now: not made again
     assert server.calls.count("experiments/create") == 1 and server.runs["run1"]["deleted"]
@@ -1550,3 +1558,162 @@ def test_a_run_record_no_stage_could_write_stops_repro_before_any_output_is_remo
     errors = [line for line in out.stderr.splitlines() if line.startswith("rlvr: error:")]
     assert len(errors) == 1 and errors[0].endswith(": cannot be written: reports/runs is not a folder")
     assert {p: _md5(work / p) for p in kept} == kept
+
+
+@pytest.mark.slow
+def test_rlvr_restore_puts_back_what_dvc_removed_before_a_stage_that_failed(small_repo, tmp_path):
+    """DVC removes a stage's outputs before it runs the stage; when the stage then fails, `rlvr
+    restore` puts back every recorded output the workspace lacks: git-tracked ones from HEAD,
+    cached ones (checkpoints) from DVC's cache; byte for byte, and nothing else is touched."""
+    src, env = small_repo
+    d = tmp_path / "repo"
+    shutil.copytree(src, d, symlinks=True)
+    env = {
+        **env,
+        "PYTHONPATH": str(d),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    subprocess.run("git add -A && git commit -qm results", shell=True, cwd=d, env=env, check=True)
+    lock = yaml.safe_load((d / "dvc.lock").read_text())["stages"]
+    outs = [o["path"] for o in lock["worked"]["outs"]]
+    cached = [o["path"] for s in lock.values() for o in s.get("outs", []) if o.get("cache", True)]
+    files = [p for p in outs if (d / p).is_file()]
+    assert files and cached
+    before = {p: _md5(d / p) for p in files + [c for c in cached if (d / c).is_file()]}
+    for p in dict.fromkeys(outs + cached):  # what DVC does before it runs the stages' commands
+        shutil.rmtree(d / p) if (d / p).is_dir() else (d / p).unlink()
+    run = subprocess.run(
+        [sys.executable, "-m", "rlvr", "restore"], cwd=d, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert set(summary["restored_from_git"]) >= set(files) - set(cached)
+    assert set(summary["restored_from_dvc_cache"]) == {
+        c for c in cached if c not in summary["restored_from_git"]
+    }
+    assert {p: _md5(d / p) for p in before} == before
+    status = subprocess.run(
+        "git status --porcelain", shell=True, cwd=d, env=env, capture_output=True, text=True
+    )
+    assert status.stdout == ""
+
+
+@pytest.mark.slow  # a child stage that opens an MLflow run and is sent a signal
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stage_stopped_by_dvc_or_a_closed_terminal_marks_its_run_killed(mlflow_store, sig):
+    script = textwrap.dedent("""
+        import time
+        from rlvr.pipeline.tracking import stage_run
+        try:
+            with stage_run("sft@x", {}, {}, "h") as run:
+                print(run.run_id, flush=True)
+                time.sleep(120)
+        except KeyboardInterrupt:
+            raise SystemExit(130)
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_store},
+    )
+    run_id = proc.stdout.readline().strip()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    from mlflow.tracking import MlflowClient
+
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert MlflowClient(mlflow_store).get_run(run_id).info.status == "KILLED"
+
+
+KILLED_WORKER = """
+import os, signal, sys, time
+from rlvr.files import error_line
+from rlvr.pipeline.seeds import seed_results
+
+def seed_fn(seed):
+    if seed == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer does
+    time.sleep(2)
+    return seed
+
+try:
+    with seed_results(seed_fn, [0, 1, 2, 3], (), workers=2) as results:
+        print(list(results))
+except Exception as exc:
+    print(f"rlvr: error: {error_line(exc)}", file=sys.stderr)
+    raise SystemExit(2)
+"""
+
+
+@pytest.mark.slow  # forked seed workers, one killed
+def test_a_seed_worker_killed_from_outside_is_one_line(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-c", KILLED_WORKER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "rlvr: error: a seed worker died before returning its seed (killed from outside: out of memory? "
+        "`dmesg` says); rerun the stage (dvc repro), or set RLVR_THREADS=1 to train the seeds in the "
+        "stage process"
+    ]
+
+
+@pytest.mark.slow  # dvc repro on a pseudo-terminal, Ctrl-C typed into it, then `rlvr restore`
+def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_outputs_back(
+    small_repo, tmp_path
+):
+    """Ctrl-C typed into the terminal reaches dvc, the stage and its workers (the foreground process
+    group): the stage says one line and no process prints a traceback; DVC had removed the stage's
+    outputs, and `rlvr restore` puts them back byte for byte."""
+    import pty
+    import select
+
+    src, env = small_repo
+    d = tmp_path / "repo"
+    shutil.copytree(src, d, symlinks=True)
+    ident = {k: "t" for k in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")}
+    env = {**env, "PYTHONPATH": str(d), **ident, "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run("git add -A && git commit -qm results", shell=True, cwd=d, env=env, check=True)
+    outs = [o["path"] for o in yaml.safe_load((d / "dvc.lock").read_text())["stages"]["worked"]["outs"]]
+    before = {p: _md5(d / p) for p in outs if (d / p).is_file()}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a shell on the terminal, as a user's
+        os.chdir(d)
+        os.execvpe("dvc", ["dvc", "repro", "-f", "worked"], env)
+    seen, deadline = b"", time.monotonic() + 120
+    sent = False
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the terminal closed: every process on it exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not sent and b"Running stage 'worked'" in seen:
+            time.sleep(1.5)  # the stage process is up, importing and training
+            os.write(fd, b"\x03")  # Ctrl-C, as typed
+            sent = True
+    _, status = os.waitpid(pid, 0)
+    text = seen.decode(errors="replace")
+    assert sent, text[-2000:]
+    assert os.waitstatus_to_exitcode(status) != 0
+    assert "Traceback" not in text, text[-3000:]
+    assert "rlvr: stage worked interrupted" in text
+    run = subprocess.run(
+        [sys.executable, "-m", "rlvr", "restore"], cwd=d, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert {p: _md5(d / p) for p in before} == before

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,16 +173,18 @@ def stop_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """A live `mlflow server` on 127.0.0.1 and a free port, stopped (whole process group) at teardown
-    even when a test or the start itself fails. Job execution (GenAI scorer workers) is switched off:
-    nothing here uses it and it would start seven more processes on two cores."""
+@contextmanager
+def running_server(folder: Path, artifacts: Path | None = None) -> Iterator[Server]:
+    """A live `mlflow server` on 127.0.0.1 and a free port, its stores in `folder` (its artifacts in
+    `artifacts`, default `folder/artifacts`), stopped (whole process group) on leaving even when a
+    test or the start itself fails. Job execution (GenAI scorer workers) is switched off: nothing
+    here uses it and it would start seven more processes on two cores."""
     if not MLFLOW.exists():
         pytest.skip(f"no `mlflow` executable beside {sys.executable}: the MLflow CLI is not installed")
-    folder = tmp_path_factory.mktemp("mlflow-server")
     port = free_port()
     command = server_command(folder, port)
+    artifacts = artifacts or folder / "artifacts"
+    command[command.index("--artifacts-destination") + 1] = str(artifacts)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = folder / "server.log"
     with log.open("w") as sink:
@@ -190,9 +194,15 @@ def mlflow_server(tmp_path_factory):
     try:
         uri = f"http://127.0.0.1:{port}"
         wait_healthy(uri, proc, log)
-        yield Server(uri, folder / "artifacts")
+        yield Server(uri, artifacts)
     finally:
         stop_group(proc)
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    with running_server(tmp_path_factory.mktemp("mlflow-server")) as server:
+        yield server
 
 
 # ---------------------------------------------------------------- clone A: the tiny repo
@@ -350,3 +360,25 @@ def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_a
     # the first training stage on the way to sft@two_digit (a dry run cannot go past it: DVC hashes
     # the deps of the next stage, and the warm-up state it would write is not there)
     assert "Running stage 'warmup@two_digit'" in sh("dvc repro --dry warmup@two_digit", b.path, b.env)
+
+
+def test_the_guard_refuses_a_server_whose_artifact_store_fails(tmp_path):
+    """A server whose API works but whose artifact store cannot be written (its destination lies
+    under a file): the guard's probe writes an artifact with MLflow's own client, so `check` refuses
+    it in one line, and its probe run is deleted, not left RUNNING."""
+    from rlvr.pipeline.probe import probe_store
+    from rlvr.pipeline.tracking import TrackingError
+
+    (tmp_path / "not-a-folder").write_text("a file where the artifacts' folder would be made")
+    with running_server(tmp_path, tmp_path / "not-a-folder" / "artifacts") as server:
+        with pytest.raises(TrackingError) as caught:
+            probe_store(server.uri)
+        line = str(caught.value)
+        assert "\n" not in line
+        assert line.startswith(f"MLflow tracking server {server.uri}: its artifact store refused")
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(server.uri)
+        experiment = client.get_experiment_by_name("rlvr-repro").experiment_id
+        runs = client.search_runs([experiment], run_view_type=3)  # 3: active and deleted
+        assert [r.info.lifecycle_stage for r in runs] == ["deleted"]

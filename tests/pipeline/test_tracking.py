@@ -163,10 +163,11 @@ def test_a_run_names_the_code_that_ran_as_mlflows_source_and_in_its_record(
     assert run.made["started_utc"].endswith("+00:00")
 
 
-def test_a_servers_credentials_stay_out_of_the_record():
+def test_a_servers_password_stays_out_of_the_record():
     from rlvr.pipeline.tracking import public_uri
 
-    assert public_uri("https://alice:s3cret@mlflow.example.org:8443/") == "https://mlflow.example.org:8443/"
+    assert public_uri("https://alice:s3cret@mlflow.example.org:8443/") == "https://alice:***@mlflow.example.org:8443/"
+    assert public_uri("https://tok@mlflow.example.org/") == "https://tok@mlflow.example.org/"
     assert public_uri("sqlite:////home/a/mlflow.db") == "sqlite:////home/a/mlflow.db"
 
 
