@@ -79,7 +79,7 @@ def measure(root: Path, rev: str) -> dict:
     kind and in total."""
     import tempfile
 
-    from rlvr.gitinfo import git_commit
+    from rlvr.io.gitinfo import git_commit
 
     with tempfile.TemporaryDirectory(prefix="rlvr-floor-") as tmp:
         clone = Path(tmp) / "fresh"
@@ -106,7 +106,7 @@ def bench(params, against: str | None = None) -> dict:  # noqa: ARG001 (every be
     """A fresh clone of HEAD against its compute floor (`measure`; target: bench/targets.yaml). With
     `against` (a commit: the previous main, say), that commit is measured the same way first, back
     to back on the same machine, so a change's cost in wall time is read off one run of the bench."""
-    from rlvr.gitinfo import git_commit
+    from rlvr.io.gitinfo import git_commit
     from rlvr.pipeline.tracking import repo_root
 
     root = repo_root()

@@ -20,7 +20,7 @@ import torch
 
 from bench import compiled, floor, grpo_step, passk, queue, sampling, scaling, seed_profile, sft
 from bench import peer as peers
-from rlvr.files import write_json
+from rlvr.io.files import write_json
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, set_determinism
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from rlvr.fields import UserError
-from rlvr.files import error_line
+from rlvr.io.files import error_line
 from rlvr.pipeline.config import load_params
 
 
@@ -62,8 +62,8 @@ def _pipeline(args):
 
 
 def _provenance(args):
+    from rlvr.pipeline.provenance import explain, format_explain
     from rlvr.pipeline.tracking import tracking_uri
-    from rlvr.report.provenance import explain, format_explain
 
     info = explain(Path.cwd(), args.path, check_stale=not args.no_status, mlflow_uri=tracking_uri())
     return info if args.json else Text(format_explain(info))
@@ -71,9 +71,9 @@ def _provenance(args):
 
 def _diff(args):
     from rlvr.pipeline import paths
+    from rlvr.pipeline.provenance import ProvenanceError, load_lock
     from rlvr.pipeline.stages.report import variant_configs
     from rlvr.report.compare import diff_variants, format_diff
-    from rlvr.report.provenance import ProvenanceError, load_lock
 
     try:  # the settings each variant's stage ran with: dvc.lock's record of them
         configs = variant_configs(load_lock(Path.cwd()))

@@ -205,7 +205,7 @@ def test_the_named_commit_is_measured_first_then_head(monkeypatch):
     monkeypatch.setattr(
         floor, "measure", lambda root, rev: order.append(rev) or {"commit": rev, "ratio": 1.0}
     )
-    monkeypatch.setattr("rlvr.gitinfo.git_commit", lambda root, path=None: "h" * 40)
+    monkeypatch.setattr("rlvr.io.gitinfo.git_commit", lambda root, path=None: "h" * 40)
     out = floor.bench(None, against="a" * 40)
     assert order == ["a" * 40, "h" * 40]  # back to back, the named commit first
     assert out["commit"] == "h" * 40 and out["against"] == {"commit": "a" * 40, "ratio": 1.0}

@@ -1,10 +1,12 @@
-"""The package is a stack: maths <- report <- pipeline <- CLI and benchmarks.
+"""The package is a stack: maths <- I/O <- report <- pipeline <- CLI and benchmarks.
 
 `a <- b`: b may import a, never the reverse. The maths is `rlvr/*.py` (the top-level modules), the
-report `rlvr/report/`, the pipeline `rlvr/pipeline/` (its stages too), the top the CLI
-(`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`bench/`). Every import of `rlvr...` or
-`bench...` is read from the source with `ast`, inside functions too (a lazy import is still an
-import). No modules import each other in a loop either, counting the imports inside functions.
+I/O floor `rlvr/io/` (files, git), the report `rlvr/report/`, the pipeline `rlvr/pipeline/` (its
+stages too), the top the CLI (`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`bench/`).
+Every import of `rlvr...` or `bench...` is read from the source with `ast`, inside functions too (a
+lazy import is still an import). No modules import each other in a loop either, counting the
+imports inside functions. The maths and the report start no process and open no store: neither
+imports `subprocess`, `mlflow` or `dvc`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 from conftest import ROOT
 
-STACK = ("maths", "report", "pipeline", "cli and benchmarks")  # bottom first
+STACK = ("maths", "I/O", "report", "pipeline", "cli and benchmarks")  # bottom first
+MACHINERY = ("subprocess", "mlflow", "dvc")  # what the maths and the report never import
 PACKAGES = ("rlvr", "bench")
 
 
@@ -26,10 +29,12 @@ def layer(module: str) -> int:
         return module == pkg or module.startswith(pkg + ".")
 
     if within("bench") or within("rlvr.cli") or within("rlvr.__main__"):
-        return 3
+        return 4
     if within("rlvr.pipeline"):
-        return 2
+        return 3
     if within("rlvr.report"):
+        return 2
+    if within("rlvr.io"):
         return 1
     return 0
 
@@ -167,6 +172,57 @@ def _loop(start: str, edges: dict[str, dict[str, Import]], component: set[str]) 
     raise AssertionError(f"no loop through {start}")  # a component always holds one
 
 
+def machinery_imports(root: Path) -> list[str]:
+    """One line per import of `MACHINERY` (subprocess, mlflow, dvc) in the maths or the report, at
+    module level or inside a function, naming file and line."""
+    out = []
+    for name, path in modules(root).items():
+        if layer(name) not in (0, 2):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            for n in names:
+                if n.split(".")[0] in MACHINERY:
+                    rel = path.relative_to(root).as_posix()
+                    out.append(
+                        f"{rel}:{node.lineno}: `{ast.unparse(node)}`: {STACK[layer(name)]} imports {n}"
+                    )
+    return out
+
+
+def test_the_maths_and_the_report_start_no_process_and_open_no_store():
+    found = machinery_imports(ROOT)
+    assert not found, "\n".join(
+        [f"{len(found)} import(s) of {', '.join(MACHINERY)} below the pipeline:", *found]
+    )
+
+
+def test_an_import_of_machinery_below_the_pipeline_is_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "rlvr/__init__.py": "",
+            "rlvr/stats.py": "def f():\n    import subprocess\n",
+            "rlvr/io/__init__.py": "",
+            "rlvr/io/gitinfo.py": "import subprocess\n",  # the I/O floor may
+            "rlvr/report/__init__.py": "",
+            "rlvr/report/plots.py": "from mlflow.tracking import MlflowClient\n",
+            "rlvr/pipeline/__init__.py": "",
+            "rlvr/pipeline/tracking.py": "import mlflow\n",  # the pipeline may
+        },
+    )
+    assert sorted(machinery_imports(root)) == [
+        "rlvr/report/plots.py:1: `from mlflow.tracking import MlflowClient`: report imports mlflow.tracking",
+        "rlvr/stats.py:2: `import subprocess`: maths imports subprocess",
+    ]
+
+
 def test_every_import_runs_down_the_stack():
     problems = against_the_stack(ROOT)
     head = f"{len(problems)} import(s) against the stack {' <- '.join(STACK)}:"
@@ -182,6 +238,7 @@ def test_every_module_stands_on_one_floor():
     """Each module of rlvr/ and bench/ is on the floor its folder says."""
     floors = {m: STACK[layer(m)] for m in modules(ROOT)}
     assert floors["rlvr.grpo"] == floors["rlvr"] == "maths"
+    assert floors["rlvr.io.files"] == floors["rlvr.io.gitinfo"] == "I/O"
     assert floors["rlvr.report.claims"] == "report"
     assert floors["rlvr.pipeline.stages.grpo"] == floors["rlvr.pipeline.__main__"] == "pipeline"
     assert floors["rlvr.cli"] == floors["rlvr.__main__"] == floors["bench.suite"] == "cli and benchmarks"

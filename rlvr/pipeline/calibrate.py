@@ -25,15 +25,16 @@ from rlvr.chain import PATH_K, controlled_start, fresh_start
 from rlvr.configs import GRPOConfig, SFTConfig
 from rlvr.controlled import accuracy_stop
 from rlvr.fields import UserError
-from rlvr.files import write_json
 from rlvr.grpo_loop import GRPOData, train_grpo
+from rlvr.io.files import write_json
 from rlvr.noise import sft_rows
 from rlvr.optim import diverged_at
 from rlvr.pipeline.config import Params, read_yaml
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import REPORTS
-from rlvr.pipeline.seeds import seed_results, stream_seed
+from rlvr.pipeline.workers import seed_results
 from rlvr.rollout import Sampling, sample_scored
+from rlvr.seeding import stream_seed
 from rlvr.sft import encode_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer

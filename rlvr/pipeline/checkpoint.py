@@ -29,7 +29,7 @@ import torch
 
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError, UserError
-from rlvr.files import atomic_write
+from rlvr.io.files import atomic_write
 from rlvr.model import TinyLM
 from rlvr.pipeline.config import build
 from rlvr.tokenizer import Tokenizer

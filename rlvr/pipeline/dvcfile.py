@@ -144,7 +144,7 @@ def render(params_path: Path = ROOT / "params.yaml") -> str:
 
 
 def write(path: Path = ROOT / "dvc.yaml") -> Path:
-    from rlvr.files import write_text
+    from rlvr.io.files import write_text
 
     return write_text(path, render())
 

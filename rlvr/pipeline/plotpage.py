@@ -95,7 +95,7 @@ def bundle() -> tuple[str, dict[str, str]]:
 
 
 def write(path: Path = PAGE) -> Path:
-    from rlvr.files import write_text
+    from rlvr.io.files import write_text
 
     js, versions = bundle()
     return write_text(path, page(js, versions))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvr.files import read_json, write_json
+from rlvr.io.files import read_json, write_json
 
 RUNS = Path("reports/runs")
 HEADLINES = Path("reports/headline")

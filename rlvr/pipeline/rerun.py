@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlvr.files import read_json, write_json
-from rlvr.gitinfo import git_commit, short_commit
+from rlvr.io.files import read_json, write_json
+from rlvr.io.gitinfo import git_commit, short_commit
 from rlvr.pipeline.determinism import cpu_model
 from rlvr.report.claims import load_claims
 from rlvr.report.moves import compare_results

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from rlvr.fields import UserError
-from rlvr.report.provenance import load_lock
+from rlvr.pipeline.provenance import load_lock
 
 
 class RestoreError(UserError):

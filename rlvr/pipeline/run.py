@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.files import error_line
+from rlvr.io.files import error_line
 from rlvr.pipeline import guard
 from rlvr.pipeline.config import load_params
 from rlvr.pipeline.determinism import check_device, thread_budget

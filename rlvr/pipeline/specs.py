@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.files import svg_beside
+from rlvr.io.files import svg_beside
 from rlvr.pipeline import paths
 from rlvr.pipeline.config import WARMUP_KEYS, Params
 from rlvr.pipeline.records import headline_path, record_path

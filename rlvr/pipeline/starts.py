@@ -29,8 +29,8 @@ import torch
 
 from rlvr.chain import controlled_start, fresh_start
 from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
-from rlvr.files import write_json
 from rlvr.grpo_loop import GRPOData, train_grpo
+from rlvr.io.files import write_json
 from rlvr.model import TinyLM
 from rlvr.narrowing import temperature_key
 from rlvr.noise import sft_rows
@@ -39,10 +39,11 @@ from rlvr.passk import pass_at_k_curve, summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
-from rlvr.pipeline.seeds import seed_results, stream_seed
+from rlvr.pipeline.workers import seed_results
 from rlvr.report import plots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import Sampling, binomial_counts
+from rlvr.seeding import stream_seed
 from rlvr.sft import encode_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
@@ -256,7 +257,7 @@ def made() -> str:
     import datetime
     import subprocess
 
-    from rlvr.gitinfo import git_commit
+    from rlvr.io.gitinfo import git_commit
     from rlvr.pipeline.determinism import cpu_model
 
     dirty = subprocess.run(

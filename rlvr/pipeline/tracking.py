@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.fields import UserError, flatten
-from rlvr.files import redact
-from rlvr.gitinfo import code_version
+from rlvr.io.files import redact
+from rlvr.io.gitinfo import code_version
 
 EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
@@ -65,7 +65,7 @@ def with_trl_names(metrics: dict[str, float]) -> dict[str, float]:
 
 class TrackingError(UserError):
     """The configured tracking store cannot be used; raised before any training starts. Its message
-    never holds a secret of the store's (`rlvr.files.redact`), whoever prints it."""
+    never holds a secret of the store's (`rlvr.io.files.redact`), whoever prints it."""
 
     def __init__(self, message: str) -> None:
         super().__init__(redact(message))

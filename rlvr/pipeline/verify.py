@@ -79,7 +79,7 @@ def stale_problems(status: dict, produced: set[str]) -> list[str]:
 
 def produced_paths(root: Path) -> set[str]:
     """Every stage output dvc.lock records."""
-    from rlvr.report.provenance import load_lock
+    from rlvr.pipeline.provenance import load_lock
 
     return {o["path"] for s in load_lock(root).values() for o in s.get("outs", [])}
 
@@ -173,7 +173,7 @@ def figure_problems(root: Path) -> list[str]:
 def provenance_problems(root: Path) -> list[str]:
     """Provenance explains every metrics file: its stage, params and input hashes, and (its run
     record) which code ran it, where and when."""
-    from rlvr.report.provenance import ProvenanceError, explain, unexplained
+    from rlvr.pipeline.provenance import ProvenanceError, explain, unexplained
 
     problems = []
     for f in sorted((root / "reports" / "metrics").glob("*.json")):

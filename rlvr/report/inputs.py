@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.files import damaged, read_json
+from rlvr.io.files import damaged, read_json
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,9 @@ The rule a rerun on another CPU (or with its starts perturbed) is held to:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from rlvr.files import read_json
-from rlvr.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
+from rlvr.io.files import read_json
 from rlvr.report.evidence import judge_all, summary_counts, verdict_record
 from rlvr.report.inputs import read_metrics_dir
 
@@ -144,32 +142,6 @@ def compare_results(committed: Path, rerun: Path, claims: list) -> dict:
         "rerun_verdicts": {cid: r["verdict"] for cid, r in new["claims"].items()},
     }
     return {"word": word(comparison), **comparison}
-
-
-def committed_report(root: Path) -> tuple[str, dict] | None:
-    """(HEAD's short commit, HEAD's report.json), or None outside git or where HEAD has none."""
-    text = committed_text(root, REPORT_JSON)
-    if text is None:
-        return None
-    try:
-        return short_commit(root), json.loads(text)
-    except json.JSONDecodeError:
-        return None
-
-
-def against_committed(root: Path, fresh: dict) -> dict | None:
-    """`fresh` (a report.json table) against HEAD's: the commit, verdict flips and moves, and the
-    numbers outside the committed intervals. None where there is nothing committed to compare with."""
-    committed = committed_report(root)
-    if committed is None:
-        return None
-    commit, old = committed
-    return {"commit": commit, **compare_tables(old, fresh)}
-
-
-def changed_code(root: Path) -> list[str] | None:
-    """Code and params paths that differ from HEAD (uncommitted), or None outside git."""
-    return uncommitted(root, CODE_PATHS)
 
 
 def moved_lines(comparison: dict) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr.files import atomic_write, svg_beside
+from rlvr.io.files import atomic_write, svg_beside
 from rlvr.report.compare import delta_bounds
 from rlvr.stats import metric_bounds
 
@@ -119,7 +119,7 @@ SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "rlvr-repro"}
 
 
 def save(fig, path: str | Path) -> Path:
-    """Write a figure as PNG and, beside it, as SVG (`rlvr.files.svg_beside`), each atomically (temp
+    """Write a figure as PNG and, beside it, as SVG (`rlvr.io.files.svg_beside`), each atomically (temp
     file, then rename); returns the PNG's path. A legend, title or label that leaves the image, or a
     legend on a panel (`layout_problems`), is an error in the figure's code, not something to ship."""
     import matplotlib

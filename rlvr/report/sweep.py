@@ -192,7 +192,7 @@ def sweep_report(show: list[dict], out: Path, feeding: set[str] | None = None) -
         ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         + ["| " + " | ".join(r) + " |" for r in rows]
     )
-    from rlvr.files import write_text
+    from rlvr.io.files import write_text
 
     note = (
         "Every experiment's pass@k results are the same: the params swept feed the passk stage, but "

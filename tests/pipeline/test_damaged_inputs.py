@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from rlvr.fields import ConfigError, UserError
-from rlvr.files import error_line, read_json
+from rlvr.io.files import error_line, read_json
 
 
 def test_json_nested_deeper_than_the_parser_goes_is_one_line(tmp_path):
@@ -30,7 +30,7 @@ def test_a_params_file_that_is_not_utf8_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("text", ["stages: [unclosed", "- a list\n", "\udcff"])
 def test_an_unreadable_lock_file_is_one_line(tmp_path, text):
-    from rlvr.report.provenance import ProvenanceError, load_lock
+    from rlvr.pipeline.provenance import ProvenanceError, load_lock
 
     lock = tmp_path / "dvc.lock"
     lock.write_bytes(text.encode("utf-8", "surrogateescape"))

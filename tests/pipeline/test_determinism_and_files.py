@@ -79,7 +79,7 @@ def test_error_line_is_one_line_for_a_users_error_and_none_for_a_bug():
     import errno
 
     from rlvr.fields import UserError
-    from rlvr.files import error_line
+    from rlvr.io.files import error_line
 
     assert error_line(UserError("sft.x.lr = -1: must be > 0")) == "sft.x.lr = -1: must be > 0"
     assert "nope.json" in error_line(FileNotFoundError(2, "No such file or directory", "nope.json"))

@@ -96,7 +96,7 @@ def test_the_stages_that_run_the_model_declare_and_log_the_device():
 
 def test_a_cuda_stage_runs_its_seeds_in_order_in_the_stage_process(deterministic_mode):
     """CUDA does not survive a fork: with device cuda there are no seed workers, whatever the budget."""
-    from rlvr.pipeline.seeds import seed_results
+    from rlvr.pipeline.workers import seed_results
 
     with seed_results(_pid, [0, 1, 2], (), workers=3, device="cuda") as results:
         assert list(results) == [os.getpid()] * 3

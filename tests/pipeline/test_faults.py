@@ -466,7 +466,7 @@ def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
 
 def test_report_json_of_a_failed_stage_is_not_left_half_written(tmp_path):
     """Every stage output goes through an atomic rename: a reader sees the old file or the new one."""
-    from rlvr.files import write_json
+    from rlvr.io.files import write_json
 
     path = tmp_path / "m.json"
     write_json(path, {"a": 1})
@@ -504,7 +504,7 @@ from rlvr.configs import ModelConfig
 from rlvr.fields import UserError
 from rlvr.model import TinyLM
 from rlvr.pipeline import checkpoint
-from rlvr.files import write_json
+from rlvr.io.files import write_json
 from rlvr.tokenizer import Tokenizer
 from conftest import make
 
@@ -570,7 +570,7 @@ def test_a_stage_runs_under_the_callers_file_size_limit_and_only_that_call(small
 ORPHAN = """
 import os, sys, time
 from pathlib import Path
-from rlvr.pipeline.seeds import seed_results
+from rlvr.pipeline.workers import seed_results
 
 def slow(seed, out):
     os.write(1, f"{os.getpid()}\\n".encode())  # one write: the two workers' lines never interleave
@@ -973,7 +973,7 @@ def test_a_stage_that_fails_part_way_removes_its_run_record_too(committed_sft, m
 
 
 def test_a_write_into_a_folder_that_cannot_be_made_names_the_file_not_a_temp_file(tmp_path):
-    from rlvr.files import WriteError, write_json
+    from rlvr.io.files import WriteError, write_json
 
     (tmp_path / "runs").write_text("in the way")
     target = tmp_path / "runs" / "x.json"
@@ -1041,7 +1041,7 @@ def test_the_guard_checks_what_every_stage_will_write(committed_sft, mlflow_stor
 HANDOFF = """
 import sys, torch
 from rlvr.fields import UserError
-from rlvr.pipeline.seeds import seed_results
+from rlvr.pipeline.workers import seed_results
 
 def echo(seed, data):
     return torch.zeros(2**21, dtype=torch.uint8) if sys.argv[1] == "back" else int(data[seed])
@@ -1213,7 +1213,7 @@ def test_damaged_training_rows_are_one_line_before_any_work(
     tmp_path, monkeypatch, mlflow_store, damage, message
 ):
     """A stage's JSON input cut short or edited by hand: one line naming it, not json's traceback."""
-    from rlvr.files import InputError
+    from rlvr.io.files import InputError
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
@@ -1266,7 +1266,7 @@ VERDICTS_DAMAGE = {
 def test_summary_and_verify_name_a_damaged_report_json(committed_reports, damage):
     """`rlvr summary` and `rlvr verify` on a report.json that is a list, empty, holds a claim of the
     wrong type or is cut short: one line naming the file and the place (they were tracebacks)."""
-    from rlvr.files import InputError
+    from rlvr.io.files import InputError
     from rlvr.pipeline.verify import claims_problems
     from rlvr.report.summary import summary
 
@@ -1286,7 +1286,7 @@ def test_summary_and_verify_name_a_damaged_report_json(committed_reports, damage
     ["reports/runs/grpo-grpo.json", "reports/metrics/grpo-grpo.json", "reports/metrics/sft-two_digit.json"],
 )
 def test_summary_names_a_damaged_metrics_file_or_run_record(committed_reports, rel):
-    from rlvr.files import InputError
+    from rlvr.io.files import InputError
     from rlvr.report.summary import summary
 
     path = committed_reports / rel
@@ -1299,7 +1299,7 @@ def test_summary_names_a_damaged_metrics_file_or_run_record(committed_reports, r
 
 
 def test_verify_names_a_damaged_metrics_file(committed_reports):
-    from rlvr.files import InputError
+    from rlvr.io.files import InputError
     from rlvr.pipeline.verify import claims_problems
 
     path = committed_reports / "reports/metrics/passk.json"
@@ -1331,7 +1331,7 @@ COUNTS_DAMAGE = {
 def test_diff_refuses_damaged_or_misshapen_pass_at_k_counts(committed_reports, damage):
     """One damaged field of passk-counts.json is one line naming it; a row cut to 10 of 300
     problems is refused (it used to be compared silently: the paired p-value moved 0.175 -> 0.717)."""
-    from rlvr.files import InputError
+    from rlvr.io.files import InputError
     from rlvr.report.compare import diff_variants
 
     d = committed_reports
@@ -1633,8 +1633,8 @@ def test_a_stage_stopped_by_dvc_or_a_closed_terminal_marks_its_run_killed(mlflow
 
 KILLED_WORKER = """
 import os, signal, sys, time
-from rlvr.files import error_line
-from rlvr.pipeline.seeds import seed_results
+from rlvr.io.files import error_line
+from rlvr.pipeline.workers import seed_results
 
 def seed_fn(seed):
     if seed == 1:

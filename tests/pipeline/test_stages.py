@@ -44,7 +44,7 @@ def _mark_started(seed: int, folder: str):
     """A seed's work that only leaves a trace that it began."""
     from pathlib import Path
 
-    from rlvr.pipeline.seeds import SeedResult
+    from rlvr.pipeline.workers import SeedResult
 
     (Path(folder) / f"seed{seed}").write_text("started")
     return SeedResult({"seed": seed}, [], {})
@@ -56,7 +56,7 @@ def test_seed_workers_start_on_entry_before_any_result_is_asked_for(tmp_path):
     must already be training by then, not wait for the first result to be consumed."""
     import time
 
-    from rlvr.pipeline.seeds import seed_results
+    from rlvr.pipeline.workers import seed_results
 
     with seed_results(_mark_started, [0, 1], (str(tmp_path),), workers=2) as results:
         deadline = time.monotonic() + 120
@@ -80,7 +80,7 @@ def test_an_error_while_seed_workers_run_stops_them(tmp_path):
     no seed finishes, and nothing waits out their training."""
     import time
 
-    from rlvr.pipeline.seeds import seed_results
+    from rlvr.pipeline.workers import seed_results
 
     with pytest.raises(RuntimeError, match="store down"):
         with seed_results(_slow_mark, [0, 1, 2], (str(tmp_path),), workers=2):
@@ -93,11 +93,11 @@ def test_an_error_while_seed_workers_run_stops_them(tmp_path):
 def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     """pass@k scores its models in the seed workers, one torch thread each: the counts of one worker
     and of two are the same, and every model gets the same draws (one checkpoint listed three times)."""
-    from rlvr.files import read_heldout
+    from rlvr.io.files import read_heldout
     from rlvr.pipeline.config import load_params
-    from rlvr.pipeline.seeds import seed_results
     from rlvr.pipeline.stageparams import config_hash
     from rlvr.pipeline.stages.passk import score
+    from rlvr.pipeline.workers import seed_results
     from rlvr.tasks import problems_of
 
     params = load_params("params.yaml")

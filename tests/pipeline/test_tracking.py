@@ -85,7 +85,7 @@ def test_unreachable_server_stops_before_work_naming_the_uri(monkeypatch):
 
 def _slow_seed(seed: int, seconds: float):
     """A seed that trains for `seconds` and reports how long it took, as the stages' seeds do."""
-    from rlvr.pipeline.seeds import SeedResult
+    from rlvr.pipeline.workers import SeedResult
 
     t0 = time.perf_counter()
     time.sleep(seconds)
@@ -97,7 +97,8 @@ def _slow_seed(seed: int, seconds: float):
 def test_a_seed_run_spans_the_seed_training_not_its_logging(mlflow_store, workers):
     """Seeds train in workers (or lazily in this process) and are logged afterwards: each seed's run
     must start when its training started and end when it ended, inside the stage's run."""
-    from rlvr.pipeline.seeds import over_seeds, seed_results
+    from rlvr.pipeline.seeds import over_seeds
+    from rlvr.pipeline.workers import seed_results
 
     with seed_results(_slow_seed, [0, 1], (0.5,), workers) as results:
         with stage_run("grpo@v", {"beta": 0.0}, {}, "h", start=results.started) as parent:
@@ -166,7 +167,10 @@ def test_a_run_names_the_code_that_ran_as_mlflows_source_and_in_its_record(
 def test_a_servers_password_stays_out_of_the_record():
     from rlvr.pipeline.tracking import public_uri
 
-    assert public_uri("https://alice:s3cret@mlflow.example.org:8443/") == "https://alice:***@mlflow.example.org:8443/"
+    assert (
+        public_uri("https://alice:s3cret@mlflow.example.org:8443/")
+        == "https://alice:***@mlflow.example.org:8443/"
+    )
     assert public_uri("https://tok@mlflow.example.org/") == "https://tok@mlflow.example.org/"
     assert public_uri("sqlite:////home/a/mlflow.db") == "sqlite:////home/a/mlflow.db"
 

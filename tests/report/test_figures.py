@@ -389,7 +389,7 @@ def _small_figure():
 def test_save_writes_an_svg_beside_the_png_with_the_same_bytes_each_time(tmp_path):
     import xml.etree.ElementTree as ET
 
-    from rlvr.files import svg_beside
+    from rlvr.io.files import svg_beside
 
     png = plots.save(_small_figure(), tmp_path / "f.png")
     first = svg_beside(png).read_bytes()
@@ -401,9 +401,9 @@ def test_save_writes_an_svg_beside_the_png_with_the_same_bytes_each_time(tmp_pat
 
 
 def test_the_report_copies_png_and_svg_with_the_same_provenance(tmp_path):
-    from rlvr.files import svg_beside
+    from rlvr.io.files import svg_beside
+    from rlvr.pipeline.provenance import embedded_provenance, metadata_texts
     from rlvr.pipeline.stages.report import figure_with_metadata
-    from rlvr.report.provenance import embedded_provenance, metadata_texts
 
     png = plots.save(_small_figure(), tmp_path / "drawn" / "f.png")
     copy = figure_with_metadata(png, tmp_path / "copies" / "f.png", INFO)
@@ -428,7 +428,7 @@ def test_a_png_without_its_svg_is_one_line_naming_the_missing_file(tmp_path):
 
 
 def test_provenance_goes_into_an_svg_without_a_metadata_element_and_not_into_other_files():
-    from rlvr.report.provenance import ProvenanceError, svg_with_provenance
+    from rlvr.pipeline.provenance import ProvenanceError, svg_with_provenance
 
     svg = svg_with_provenance('<svg xmlns="http://www.w3.org/2000/svg"><g/></svg>', {"rlvr:stage": "x"})
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"><metadata><rlvr:provenance')

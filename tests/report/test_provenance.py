@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rlvr.cli import main
-from rlvr.report.provenance import ProvenanceError, explain, footer, format_explain, unexplained
+from rlvr.pipeline.provenance import ProvenanceError, explain, footer, format_explain, unexplained
 
 FIGURE = "reports/figures/passk-curves.png"
 CKPT = "data/ckpt/x/sft.pt"  # DVC-cached (git-ignored), inside the folder passk depends on
@@ -127,7 +127,7 @@ def test_text_output_names_the_upstream_stages_and_params(repo):
 def test_cli_prints_text_by_default_and_json_on_request(repo, monkeypatch, capsys):
     monkeypatch.chdir(repo)
     monkeypatch.setattr(
-        "rlvr.report.provenance._mlflow_status", lambda uri, ids: {k: "FINISHED" for k in ids}
+        "rlvr.pipeline.provenance._mlflow_status", lambda uri, ids: {k: "FINISHED" for k in ids}
     )
     assert main(["provenance", FIGURE, "--no-status"]) == 0
     out = capsys.readouterr().out
@@ -203,7 +203,7 @@ def test_an_svg_beside_its_png_is_explained_like_the_png(repo, monkeypatch, caps
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "svg")
     monkeypatch.chdir(repo)
     monkeypatch.setattr(
-        "rlvr.report.provenance._mlflow_status", lambda uri, ids: {k: "FINISHED" for k in ids}
+        "rlvr.pipeline.provenance._mlflow_status", lambda uri, ids: {k: "FINISHED" for k in ids}
     )
     assert main(["provenance", svg, "--no-status"]) == 0
     out = capsys.readouterr().out

@@ -16,7 +16,7 @@ It logs no MLflow run: it runs on every `dvc repro`, and would add one run each 
 
 from __future__ import annotations
 
-from rlvr.files import write_text
+from rlvr.io.files import write_text
 from rlvr.pipeline import guard
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import CheckPaths

@@ -7,7 +7,7 @@ that run downstream. One MLflow run, with a child run per SFT run holding its su
 
 from __future__ import annotations
 
-from rlvr.files import write_json, write_jsonl
+from rlvr.io.files import write_json, write_jsonl
 from rlvr.noise import author_solve_rates, sft_rows
 from rlvr.pipeline.paths import AllDataPaths, DataPaths
 from rlvr.pipeline.seeds import pick, tracked

@@ -6,24 +6,16 @@ from __future__ import annotations
 
 from rlvr.chain import end_summary, grpo_run
 from rlvr.configs import GRPOConfig
-from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.grpo_stats import seed_summary
+from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.optim import diverged_at
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import GRPOPaths, SFTPaths, unit_name
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import (
-    SeedResult,
-    keep_policy,
-    load_start,
-    over_seeds,
-    run_name,
-    seed_results,
-    tracked,
-    with_intervals,
-)
+from rlvr.pipeline.seeds import keep_policy, load_start, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
+from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.stats import seed_metrics, variance_components
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer

@@ -6,23 +6,16 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
-from rlvr.files import read_jsonl, svg_beside, write_json
 from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
+from rlvr.io.files import read_jsonl, svg_beside, write_json
 from rlvr.optim import diverged_at
 from rlvr.pipeline.config import HackConfig
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import HackPaths, SFTPaths
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import (
-    SeedResult,
-    keep_policy,
-    load_start,
-    over_seeds,
-    seed_results,
-    tracked,
-    with_intervals,
-)
+from rlvr.pipeline.seeds import keep_policy, load_start, over_seeds, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
+from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.report import trainplots
 from rlvr.report.labels import sft_run_label
 from rlvr.reward_hacking import hack_metrics, hack_summary

@@ -17,15 +17,16 @@ from __future__ import annotations
 from tqdm import tqdm
 
 from rlvr.chain import correct_out_of
-from rlvr.files import read_heldout, svg_beside, write_json, write_tsv
+from rlvr.io.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.narrowing import greedy_summary, temperature_key
 from rlvr.passk import summarise_counts, unit_key
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import run_name, seed_results, tracked
+from rlvr.pipeline.seeds import run_name, tracked
 from rlvr.pipeline.stageparams import StageParams
+from rlvr.pipeline.workers import seed_results
 from rlvr.report import narrowing, plots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import Sampling, correct_counts

@@ -21,10 +21,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.files import atomic_write, svg_beside, write_text
-from rlvr.gitinfo import differs_from_commit, git_commit, short_commit
+from rlvr.io.files import atomic_write, svg_beside, write_text
+from rlvr.io.gitinfo import differs_from_commit, git_commit, short_commit
+from rlvr.pipeline.committed import against_committed, changed_code
 from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
+from rlvr.pipeline.provenance import (
+    code_line,
+    explain,
+    footer,
+    load_lock,
+    metadata_texts,
+    svg_with_provenance,
+)
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked
 from rlvr.pipeline.stageparams import StageParams
@@ -36,22 +45,13 @@ from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.inputs import checked, read_counts, read_metrics_dir
 from rlvr.report.labels import sft_mechanism
 from rlvr.report.layout import ReportData, render
-from rlvr.report.moves import against_committed, changed_code
-from rlvr.report.provenance import (
-    code_line,
-    explain,
-    footer,
-    load_lock,
-    metadata_texts,
-    svg_with_provenance,
-)
 
 CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
 
 
 def figure_with_metadata(src: Path, dst: Path, info: dict, svg: bool = True) -> Path:
     """Copy a PNG and the SVG beside it, writing the figure's provenance into the PNG's tEXt chunks
-    and the SVG's <metadata> (`rlvr.report.provenance.metadata_texts`: readable with any PNG or XML
+    and the SVG's <metadata> (`rlvr.pipeline.provenance.metadata_texts`: readable with any PNG or XML
     tool, and by `embedded_provenance`). svg=False: a figure made without one (copied alone)."""
     from PIL import Image, PngImagePlugin  # pillow ships with matplotlib
 

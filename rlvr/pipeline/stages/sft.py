@@ -12,24 +12,17 @@ from rlvr.chain import controlled_start, start_accuracies
 from rlvr.configs import SFTConfig, TaskConfig
 from rlvr.controlled import StopAtTarget, accuracy_stop
 from rlvr.fields import UserError
-from rlvr.files import read_heldout, read_jsonl, read_validation, write_tsv
+from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
 from rlvr.optim import AdamW, diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import SFTPaths, seed_file
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import (
-    SFT_LOGGED,
-    SeedResult,
-    over_seeds,
-    run_name,
-    seed_results,
-    tracked,
-    with_intervals,
-)
+from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.stages.warmup import perturbation
+from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.rollout import answer_probability
 from rlvr.sft import encode_sft, final_loss
 from rlvr.stats import seed_metrics

@@ -15,23 +15,16 @@ import time
 from rlvr.chain import fresh_start
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import ConfigError
-from rlvr.files import read_jsonl
+from rlvr.io.files import read_jsonl
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import (
-    SFT_LOGGED,
-    SeedResult,
-    over_seeds,
-    run_name,
-    seed_results,
-    tracked,
-    with_intervals,
-)
+from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
+from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.sft import encode_sft, final_loss
 from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer

@@ -3,7 +3,7 @@ the figures drawn from it."""
 
 from __future__ import annotations
 
-from rlvr.files import svg_beside
+from rlvr.io.files import svg_beside
 from rlvr.pipeline.determinism import set_determinism, thread_budget
 from rlvr.pipeline.paths import WorkedPaths
 from rlvr.pipeline.records import write_metrics

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from rlvr.fields import UserError
-from rlvr.gitinfo import differs_from_commit, git_commit
+from rlvr.io.gitinfo import differs_from_commit, git_commit
 
 CODE_PATHS = ("rlvr", "params.yaml", "dvc.yaml", "dvc.lock")  # what decides how an output is made
 

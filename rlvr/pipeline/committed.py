@@ -1,0 +1,40 @@
+"""What HEAD holds, beside what the workspace made: HEAD's report table, and the code that differs.
+
+The git half of comparing results (the comparison itself is the report's, `rlvr.report.moves`): the
+report stage says how its fresh table compares with the committed one, and names the code and
+params that differ from HEAD.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlvr.io.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
+from rlvr.report.moves import REPORT_JSON, compare_tables
+
+
+def committed_report(root: Path) -> tuple[str, dict] | None:
+    """(HEAD's short commit, HEAD's report.json), or None outside git or where HEAD has none."""
+    text = committed_text(root, REPORT_JSON)
+    if text is None:
+        return None
+    try:
+        return short_commit(root), json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def against_committed(root: Path, fresh: dict) -> dict | None:
+    """`fresh` (a report.json table) against HEAD's: the commit, verdict flips and moves, and the
+    numbers outside the committed intervals. None where there is nothing committed to compare with."""
+    committed = committed_report(root)
+    if committed is None:
+        return None
+    commit, old = committed
+    return {"commit": commit, **compare_tables(old, fresh)}
+
+
+def changed_code(root: Path) -> list[str] | None:
+    """Code and params paths that differ from HEAD (uncommitted), or None outside git."""
+    return uncommitted(root, CODE_PATHS)

@@ -1,0 +1,223 @@
+"""The seed workers: every seed of a stage trained side by side, each in a forked process.
+
+Seeds are independent runs, so a multi-seed stage trains them side by side: one worker process per
+core of the stage's thread budget (`determinism.thread_budget`: params.threads, or RLVR_THREADS), each
+training one seed at a time with one torch thread. A seed's numbers therefore never depend on how
+many workers ran: one thread, its own seed, its own generator. Workers are forked, so they start
+with torch already imported (spawned ones spent ~3 s a stage importing it again); a worker runs
+torch on one thread only, which is what makes a fork safe after the stage process used OpenMP
+(the rule torch's own DataLoader workers follow). Workers compute and return; the stage process
+writes (`rlvr.pipeline.seeds`). On a GPU (`device: cuda`) there are no workers: CUDA does not
+survive a fork, so the seeds run one after the other in the stage process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rlvr.fields import UserError
+from rlvr.io.files import WriteError, errno_reason, file_failure, what_to_do
+from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
+
+
+@dataclass
+class SeedResult:
+    """What one seed's training returns to the stage process."""
+
+    summary: dict  # the seed's numbers (its metrics-file entries)
+    curve: list[dict]  # one row per step
+    state: dict  # the trained model's state dict
+    extra: Any = None  # anything else the stage keeps (e.g. sample tables)
+    started: float | None = None  # time.time() when the seed began (set by `seed_results`)
+    ended: float | None = None  # and when it returned
+
+
+R = TypeVar("R")  # what a seed function returns
+
+
+def _seeded(fn: Callable[..., R], seed: int, args: tuple) -> R:
+    started = time.time()
+    set_determinism(seed, SEED_THREADS)
+    result = fn(seed, *args)
+    if isinstance(result, SeedResult):
+        result.started, result.ended = started, time.time()
+    return result
+
+
+def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R]:
+    """The seeds one after the other in this process, its thread count restored afterwards."""
+    import torch  # here, not at the top: stages without seeds (check, data, report) never load torch
+
+    threads = torch.get_num_threads()
+    try:
+        for seed in seeds:
+            yield _seeded(fn, seed, args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+class WorkerDied(UserError):
+    """A seed worker was killed before it returned (one line; the stage then fails)."""
+
+
+class Seeds(Iterator[R]):
+    """What `seed_results` yields: the seeds' results in seed order, and when their work began (the
+    stage's MLflow run starts then, not when it was opened while the workers trained)."""
+
+    def __init__(self, results: Iterator[R], started: float) -> None:
+        self.started = started  # time.time() when the work was submitted
+        self._results = results
+
+    def __next__(self) -> R:
+        try:
+            return next(self._results)
+        except BrokenProcessPool:  # a worker killed from outside (the OOM killer, kill -9)
+            raise WorkerDied(
+                "a seed worker died before returning its seed (killed from outside: out of memory? "
+                "`dmesg` says); rerun the stage (dvc repro), or set RLVR_THREADS=1 to train the seeds "
+                "in the stage process"
+            ) from None
+        except (RuntimeError, OSError) as exc:  # a worker's, re-raised here: one line if it is a handoff's
+            handoff = handoff_error(exc)
+            if handoff is None:
+                raise
+            raise handoff from None
+
+
+HANDOFF = (
+    "seed workers take their tensors through shared memory: {advice}, or set RLVR_THREADS=1 to "
+    "train the seeds in the stage process"
+)
+
+
+def handoff_error(exc: BaseException) -> WriteError | None:
+    """A failure to pass tensors to or from a seed worker (torch puts each in a shared-memory file,
+    which a file-size limit or a full /dev/shm stops) as one line naming the file and what to do;
+    None for any other error."""
+    failure = file_failure(exc)
+    if failure is None or not str(failure[0]).startswith("/dev/shm/"):
+        return None
+    name, code, text = failure
+    advice = what_to_do(code) or "free some space in /dev/shm"
+    return WriteError(
+        f"{name}: cannot be written ({errno_reason(code, text)}): {HANDOFF.format(advice=advice)}"
+    )
+
+
+def _tensors(obj: Any) -> Iterator:
+    """The tensors in a worker's arguments (inside tuples, lists and dicts)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            yield from _tensors(v)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v)
+
+
+def check_handoff(args: tuple) -> None:
+    """Before any worker starts: the largest tensor the workers are handed fits a shared-memory file
+    (made and dropped here, as torch makes one per tensor), and /dev/shm holds them all. Raises the
+    one line `handoff_error` gives."""
+    torch = sys.modules.get("torch")
+    if torch is None:  # no tensor exists before torch is loaded: nothing to hand over
+        return
+    sizes = [t.untyped_storage().nbytes() for t in _tensors(args)]
+    if not sizes:
+        return
+    try:
+        torch.empty(max(sizes), dtype=torch.uint8).share_memory_()
+    except (RuntimeError, OSError) as exc:
+        raise handoff_error(exc) or exc from None
+    shm = Path("/dev/shm")
+    free = shutil.disk_usage(shm).free if shm.is_dir() else None
+    if free is not None and free < sum(sizes):
+        raise WriteError(
+            f"{shm}: cannot be written ({free} bytes free, the workers' inputs take {sum(sizes)}): "
+            + HANDOFF.format(advice="free some space")
+        )
+
+
+def _worker_signals(parent: int) -> None:
+    """A forked worker inherits the stage's SIGTERM handler (raise KeyboardInterrupt, to mark the
+    MLflow run KILLED); a worker has no run: SIGTERM (how the stage stops it) just ends it, and
+    Ctrl-C or a closed terminal, which reach the whole process group, are the stage's to handle
+    (it stops its workers; a worker's own KeyboardInterrupt would print a traceback). And a
+    worker dies with its stage: a stage killed with SIGKILL cannot stop its workers, which would
+    finish their seed and then wait forever for work, orphaned. The kernel kills the worker when its
+    parent dies (Linux's parent-death signal); elsewhere a watchdog thread notices the new parent."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for sig in (signal.SIGINT, signal.SIGHUP):  # Ctrl-C, a closed terminal: the stage stops its workers
+        signal.signal(sig, signal.SIG_IGN)
+    if not _die_with_parent():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the stage died before the signal was armed
+        os._exit(1)
+
+
+def _die_with_parent() -> bool:
+    """prctl(PR_SET_PDEATHSIG, SIGKILL); False where there is no such call."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+@contextmanager
+def seed_results(
+    fn: Callable[..., R], seeds: list[int], args: tuple, workers: int, device: str = "cpu"
+) -> Iterator[Seeds[R]]:
+    """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
+    yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
+    Usually a seed's SeedResult; pass@k passes model indices and gets each model's counts.
+
+    Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
+    and train while this process imports MLflow (~3 s a stage here). An error in the block stops
+    every worker; leaving it normally waits for the seeds already running."""
+    # In this process, one seed after the other: with one worker or one seed; and on a GPU, whatever
+    # the thread budget, since CUDA does not survive a fork: there the GPU is the parallelism.
+    if workers <= 1 or len(seeds) == 1 or device == "cuda":
+        yield Seeds(_in_order(fn, seeds, args), time.time())
+        return
+    check_handoff(args)
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(seeds)),
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_signals,
+        initargs=(os.getpid(),),
+    )
+    started = time.time()
+    try:
+        results = pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted: workers start
+        yield Seeds(results, started)
+    except BaseException:
+        for proc in multiprocessing.active_children():  # the pool's workers: stop work nobody collects
+            proc.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
