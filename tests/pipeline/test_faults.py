@@ -1717,3 +1717,45 @@ def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_ou
     )
     assert run.returncode == 0, run.stderr
     assert {p: _md5(d / p) for p in before} == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("folder", "is a folder, not an SQLite file; move it away"),
+        ("dangling link", "which does not exist; remove the link"),
+        ("older schema", "was made by an older MLflow (schema"),
+        ("newer schema", "was made by a newer MLflow than the installed"),
+    ],
+)
+def test_a_store_a_stage_could_not_use_stops_repro_at_check(small_repo, tmp_path, kind, message):
+    """A param changed, and a store no stage could log to: `dvc repro` stops at `check` in one line,
+    before DVC removes any of `worked`'s committed outputs (`_repro_worked_with_store` checks them)."""
+    import sqlite3
+
+    from rlvr.pipeline.probe import schema_revisions
+
+    d, env = small_repo
+    db = tmp_path / "mlflow.db"
+    if kind == "folder":
+        db.mkdir()
+    elif kind == "dangling link":
+        db.symlink_to(tmp_path / "gone" / "mlflow.db")
+    else:  # the store `worked` logged to, its schema revision changed
+        shutil.copy(d / "mlflow.db", db)
+        known, head = schema_revisions()
+        revision = sorted(known - {head})[0] if kind == "older schema" else "f00dfeedbeef"
+        with sqlite3.connect(db) as con:
+            con.execute("update alembic_version set version_num = ?", (revision,))
+    out = _repro_worked_with_store(d, env, f"sqlite:///{db}")
+    assert f"rlvr: error: MLflow tracking store sqlite:///{db}: " in out.stderr and message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_a_password_in_the_tracking_uri_is_never_printed_by_repro(small_repo):
+    secret = "pw-8f2c1e"
+    out = _repro_worked_with_store(*small_repo, f"http://alice:{secret}@127.0.0.1:9/")
+    assert secret not in out.stdout + out.stderr
+    assert "MLflow tracking server http://alice:***@127.0.0.1:9/ is unreachable" in out.stderr
