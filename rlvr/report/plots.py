@@ -195,7 +195,7 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "starts-passk.png": (
         "B",
-        "Chapter B's candidate starts (`rlvr starts`), chain means: the share of held-out "
+        "Chapter B's candidate starts (`rlvr starts`), chain means: the share of the validation "
         "problems still unsolved after k samples, each SFT start dashed and GRPO from it solid; "
         "where a solid line ends above its dashed one, RL narrowed coverage.",
     ),
@@ -403,7 +403,7 @@ def passk_curves(
 
 
 def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str]) -> Path:
-    """`rlvr starts`: 1 - pass@k (the share of held-out problems still unsolved after k samples,
+    """`rlvr starts`: 1 - pass@k (the share of validation problems still unsolved after k samples,
     log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
     chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n; labels:
     candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`)."""
