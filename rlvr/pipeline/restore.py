@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from rlvr.fields import UserError
+from rlvr.pipeline.paths import CHECKED
 from rlvr.pipeline.provenance import load_lock
 
 
@@ -22,9 +23,11 @@ class RestoreError(UserError):
 
 
 def missing_outputs(root: Path) -> list[str]:
-    """Every output dvc.lock records that is not in the workspace, in dvc.lock's order."""
+    """Every output dvc.lock records that is not in the workspace, in dvc.lock's order; the guard's
+    marker aside (`check` runs on every `dvc repro` and writes it again: it is neither in git nor in
+    DVC's cache)."""
     outs = [o["path"] for stage in load_lock(root).values() for o in stage.get("outs", [])]
-    return [p for p in dict.fromkeys(outs) if not (root / p).exists()]
+    return [p for p in dict.fromkeys(outs) if not (root / p).exists() and Path(p) != CHECKED]
 
 
 def _git_tracked(root: Path, paths: list[str]) -> set[str]:

@@ -1576,24 +1576,27 @@ def test_rlvr_restore_puts_back_what_dvc_removed_before_a_stage_that_failed(smal
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@t",
     }
+    made = subprocess.run("dvc repro data", shell=True, cwd=d, env=env, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr[-2000:]  # a stage whose outputs live in DVC's cache
     subprocess.run("git add -A && git commit -qm results", shell=True, cwd=d, env=env, check=True)
     lock = yaml.safe_load((d / "dvc.lock").read_text())["stages"]
-    outs = [o["path"] for o in lock["worked"]["outs"]]
-    cached = [o["path"] for s in lock.values() for o in s.get("outs", []) if o.get("cache", True)]
-    files = [p for p in outs if (d / p).is_file()]
-    assert files and cached
-    before = {p: _md5(d / p) for p in files + [c for c in cached if (d / c).is_file()]}
-    for p in dict.fromkeys(outs + cached):  # what DVC does before it runs the stages' commands
+    recorded = [o["path"] for s in lock.values() for o in s.get("outs", [])]
+    # what DVC removes before it runs `worked` and the stages above it (the guard's marker aside:
+    # `check` writes it again on every repro); an earlier test of this module may have left one gone
+    removed = [p for p in dict.fromkeys(recorded) if (d / p).exists() and p != "data/params.checked"]
+    assert any(p.startswith("reports/metrics/") for p in removed)
+    assert any(p.startswith("data/") for p in removed)
+    before = {p: _md5(d / p) for p in removed if (d / p).is_file()}
+    for p in removed:
         shutil.rmtree(d / p) if (d / p).is_dir() else (d / p).unlink()
     run = subprocess.run(
         [sys.executable, "-m", "rlvr", "restore"], cwd=d, env=env, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
-    assert set(summary["restored_from_git"]) >= set(files) - set(cached)
-    assert set(summary["restored_from_dvc_cache"]) == {
-        c for c in cached if c not in summary["restored_from_git"]
-    }
+    assert set(summary["restored_from_git"]) | set(summary["restored_from_dvc_cache"]) >= set(removed)
+    assert summary["restored_from_dvc_cache"]  # the checkpoints: in DVC's cache, not in git
+    assert all((d / p).exists() for p in removed)
     assert {p: _md5(d / p) for p in before} == before
     status = subprocess.run(
         "git status --porcelain", shell=True, cwd=d, env=env, capture_output=True, text=True
