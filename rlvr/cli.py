@@ -39,11 +39,12 @@ def _check(args) -> dict:
     params = load_params(args.params)
     check_params(params)
     check_device(params.device)
-    probe_store(tracking_uri())  # the store the stages will log to, asked what they will ask
+    uri = tracking_uri()
+    probe_store(uri)  # the store the stages will log to, asked what they will ask
     return {
         "ok": True,
         "device": params.device,
-        "tracking_store": public_uri(tracking_uri()),
+        "tracking_store": public_uri(uri),
         "sft_runs": list(params.sft),
         "variants": list(params.variants),
     }

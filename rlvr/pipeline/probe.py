@@ -5,10 +5,12 @@ A server that answers `/health` can still fail every MLflow call (a broken backe
 proxy in front of the wrong service); a SQLite file can open and lock yet not be an MLflow store. So
 the guard does what a stage does, on a small scale, and names the first call that fails:
 - a server (REST API 2.0): find experiment `rlvr-repro` (made when missing, as a stage makes it),
-  search its runs (a stage looks for runs left RUNNING), create a probe run, log to it, end it, and
-  delete it;
-- a SQLite file: the tables a stage reads exist, and a search of the runs answers.
-No MLflow import: the guard runs on every `dvc repro`, and MLflow takes ~1.5 s to import.
+  search its runs (a stage looks for runs left RUNNING), create a probe run, log to it, write a
+  small artifact to it with MLflow's own client (`probe_artifact`), end it, and delete it;
+- a SQLite file: the tables a stage reads exist at the installed MLflow's schema revision, and a
+  search of the runs answers.
+MLflow is imported for a server's artifact only: the guard runs on every `dvc repro`, and MLflow
+takes ~1.5 s to import.
 """
 
 from __future__ import annotations
