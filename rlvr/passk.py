@@ -550,8 +550,9 @@ def summarise_counts(
             # each chain's first k of the chapter's grid (1, 2, 4, ..., 64) where RL falls below SFT,
             # RL ahead at k = 1 (None: it never falls below on the grid, or is not ahead at k = 1)
             crossover_grid_per_chain=on_grid,
-            # per chain as one string too: `dvc exp show --json` drops lists, and the sweep reads it
-            crossovers=", ".join(labels),
+            # the same as numbers, for DVC's metrics (which drop lists and cannot diff a string)
+            chains=len(labels),
+            chains_crossing=sum(label.isdigit() for label in labels),
         )
         entry["variance"]["never_solved_rl"] = {
             k: x * metrics["problems"] for k, x in entry["variance"]["pass_at_n_rl"].items()

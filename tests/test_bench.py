@@ -3,6 +3,7 @@ them. Timings are never asserted (benchmarks measure speed; tests check behaviou
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -539,9 +540,15 @@ def test_report_draws_the_scaling_figure_with_its_caption(tmp_path):
     assert scaling_figure({}, tmp_path / "x.png", made) is None
     fig = scaling_figure({"scaling": record}, tmp_path / "bench-scaling.png", made)
     assert fig["png"].startswith(b"\x89PNG") and fig["caption"] == plots.SCALING_CAPTION
-    assert "drawn by stage `report` (code: git 2b521db0ab, made on box at 2026-12-02" in fig["provenance"]
+    assert fig["provenance"] == (
+        "stage `report, from `rlvr bench --only scaling`` · code: git 2b521db0ab, "
+        "made on box at 2026-12-02T07:18:39+00:00"
+    )
+    record_text = json.loads((tmp_path / fig["record"]).read_text())["drawn_from"]
+    assert "drawn by stage `report` (code: git 2b521db0ab, made on box at 2026-12-02" in record_text
     bench_record = {"scaling": record, "sft": {"tokens_per_second": {"median": 1.0}}}
-    blocks = build(ReportData([], [], {}, bench=bench_record, bench_figure=fig))
+    sections = build(ReportData([], [], {}, bench=bench_record, bench_figure=fig))
+    blocks = [b for s in sections for b in getattr(s, "blocks", [s])]  # the sections' contents
     assert any(isinstance(b, Figure) and b.caption == plots.SCALING_CAPTION for b in blocks)
     table = next(b for b in blocks if isinstance(b, Table) and b.cls == "scaling")
     assert len(table.rows) == sum(len(v) for v in scaling.SCALING.values())

@@ -42,11 +42,15 @@ def committed_text(root: Path, path: str) -> str | None:
 
 
 def code_version(root: Path) -> dict:
-    """The code that runs in `root`: HEAD's commit ("unknown" outside git) and whether the code and
-    settings (CODE_PATHS) differ from it (`dirty`; None outside git). What every trail of a result
-    names: its MLflow run, its run record, its figures' captions and PNG metadata."""
+    """The code that runs in `root`: HEAD's commit ("unknown" outside git), whether the code and
+    settings (CODE_PATHS) differ from it (`dirty`; None outside git) and which files do (`changed`).
+    What every trail of a result names: its MLflow run, its run record, its figures' metadata."""
     changed = uncommitted(root, CODE_PATHS)
-    return {"commit": git_commit(root), "dirty": None if changed is None else bool(changed)}
+    return {
+        "commit": git_commit(root),
+        "dirty": None if changed is None else bool(changed),
+        "changed": changed or [],
+    }
 
 
 def short_commit(root: Path) -> str:

@@ -17,7 +17,7 @@ import yaml
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline.config import Params, parse_params, read_yaml
-from rlvr.pipeline.specs import STAGES, plot_views, template
+from rlvr.pipeline.specs import STAGES, model_artifacts, plot_views, template
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: rlvr/ is ROOT / "rlvr"
 DISPATCHER = "rlvr.pipeline.__main__"  # `python -m rlvr.pipeline <stage>`
@@ -139,7 +139,11 @@ def render(params_path: Path = ROOT / "params.yaml") -> str:
     params = parse_params(read_yaml(params_path))
     views = plot_views(params)
     check_plot_templates(views, params_path.parent / ".dvc" / "plots")
-    doc = {"stages": {name: stage_entry(name, params) for name in STAGES}, "plots": views}
+    doc = {
+        "stages": {name: stage_entry(name, params) for name in STAGES},
+        "plots": views,
+        "artifacts": model_artifacts(params),
+    }
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 
 

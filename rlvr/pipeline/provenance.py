@@ -278,6 +278,12 @@ def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _some(files: list[str], shown: int = 3) -> str:
+    """The first `shown` files, and how many more (the run record lists them all)."""
+    more = f" and {len(files) - shown} more" if len(files) > shown else ""
+    return ", ".join(files[:shown]) + more
+
+
 def code_line(info: dict) -> str:
     """The code that made it, in words: `git 2b521db0ab (uncommitted changes), made on host at
     time`, or the last commit to touch dvc.lock where no run record names the code that ran."""
@@ -287,6 +293,14 @@ def code_line(info: dict) -> str:
     if "git_commit" not in made:  # a figure of a command outside the pipeline (`rlvr starts`)
         return str(made.get("by"))
     dirty = {True: " (uncommitted changes)", False: "", None: " (outside git)"}[made.get("git_dirty")]
+    if made.get("git_dirty") and made.get("git_changed"):
+        changed = made["git_changed"]
+        deps = [f for f in changed if any(_within(f, d) for d in info.get("deps") or {})]
+        dirty = f" (uncommitted changes to {_some(changed)}; " + (
+            f"deps of this stage: {_some(deps)})"
+            if deps
+            else "none a dep of this stage: its code is the commit's)"
+        )
     return f"git {made['git_commit'][:10]}{dirty}, made on {made.get('host')} at {made.get('started_utc')}"
 
 
@@ -301,6 +315,19 @@ def footer(info: dict) -> str:
         f"stage `{info['stage']}` (`{info['cmd']}`) · params: {params} · inputs: {deps} · "
         f"MLflow runs: {runs} · code: {code_line(info)}"
     )
+
+
+def short_line(texts: dict[str, str]) -> str:
+    """A figure's provenance in one line, from the texts its file carries (`metadata_texts`): the
+    stage (or how many it was drawn from), the code that made it, and its MLflow runs' count."""
+    stage = texts["rlvr:stage"]
+    head, _, sources = stage.partition(", from ")
+    if sources.count(",") >= 3:  # a figure drawn from many stages' outputs: the record lists them
+        stage = f"{head}, from {sources.count(',') + 1} stages"
+    made = json.loads(texts["rlvr:made"] or "null")
+    info = {"made": made, "git_commit": texts["rlvr:git_commit"], "deps": json.loads(texts["rlvr:deps"])}
+    runs = len(json.loads(texts["rlvr:mlflow_runs"]))
+    return f"stage `{stage}` · code: {code_line(info)}" + (f" · {runs} MLflow run(s)" if runs else "")
 
 
 def unexplained(info: dict) -> str | None:

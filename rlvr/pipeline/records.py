@@ -55,7 +55,8 @@ def headline_path(metrics_path: str | Path) -> Path:
 def headline(results: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """The results cut to `keys`, dotted paths into their tables (`sft.pass_at_1`), nested as in the
     results, so a headline value has the results' own name. A key the results lack is left out
-    (a task without held-out problems has no held-out accuracy)."""
+    (a task without held-out problems has no held-out accuracy); one that is not a number is an error
+    (`dvc metrics diff` subtracts every value, and `dvc exp show` drops a list)."""
     out: dict[str, Any] = {}
     for key in keys:
         *tables, leaf = key.split(".")
@@ -64,11 +65,21 @@ def headline(results: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
             node = node.get(part) if isinstance(node, dict) else None
         if node is None:
             continue
+        _numbers_only(key, node)
         target = out
         for part in tables:
             target = target.setdefault(part, {})
         target[leaf] = node
     return out
+
+
+def _numbers_only(key: str, node: Any) -> None:
+    """Refuse a headline value that is not a number or a table of numbers."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _numbers_only(f"{key}.{k}", v)
+    elif isinstance(node, bool) or not isinstance(node, int | float):
+        raise TypeError(f"headline {key} = {node!r}: a metric must be a number")
 
 
 def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -17,7 +17,7 @@ from rlvr.pipeline.curves import split_curve
 from rlvr.pipeline.paths import unit_name
 from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.stageparams import StageParams
-from rlvr.pipeline.tracking import Run, stage_run, with_trl_names
+from rlvr.pipeline.tracking import Run, stage_run, trl_named
 from rlvr.pipeline.workers import SeedResult
 
 
@@ -67,10 +67,10 @@ SFT_LOGGED = ("loss", "lr")  # what an SFT curve row logs to MLflow (its epoch a
 
 def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], None]:
     """A per-step callback that logs one curve row (its `step` as MLflow's step): the fields in
-    `keys`, or every field but `step`, each also under TRL's name where it has one of its own."""
+    `keys`, or every field but `step`, each under TRL's name where it has one (`trl_named`)."""
     return lambda row: run.log_step(
         row["step"],
-        with_trl_names({k: v for k, v in row.items() if k != "step" and (keys is None or k in keys)}),
+        trl_named({k: v for k, v in row.items() if k != "step" and (keys is None or k in keys)}),
     )
 
 

@@ -410,6 +410,31 @@ def plot_views(p: Params) -> list[dict]:
     ]
 
 
+def model_artifacts(p: Params) -> dict[str, dict]:
+    """dvc.yaml's top-level `artifacts:`: every trained policy as a DVC model (`dvc.api.artifacts_show`
+    finds it by name): `sft-<run>`, the SFT starts, and `grpo-<variant>`, the policies after GRPO,
+    each a folder of one `seed<n>.pt` per chain (`rlvr.pipeline.checkpoint.load` rebuilds one)."""
+    sft = {
+        f"sft-{run}": {
+            "path": _path(paths.sft(run).checkpoints),
+            "type": "model",
+            "desc": f"SFT run {run}: each chain's start, stopped at its target on validation problems",
+            "labels": ["sft", e.task],
+        }
+        for run, e in p.sft.items()
+    }
+    grpo = {
+        f"grpo-{v}": {
+            "path": _path(paths.grpo(v, e.sft).checkpoints),
+            "type": "model",
+            "desc": f"GRPO variant {v}: each chain's policy at the end of training, from SFT run {e.sft}",
+            "labels": ["grpo", e.task],
+        }
+        for v, e in p.variants.items()
+    }
+    return {**sft, **grpo}
+
+
 def _path(p) -> str:
     return p.as_posix()
 

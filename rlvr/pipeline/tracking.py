@@ -39,7 +39,8 @@ EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
 
 # Our per-step metric -> the name TRL's trainers log the same quantity under (docs/tracking.md holds
-# the table with each one's meaning and unit). A step logs both names where they differ.
+# the table with each one's meaning and unit). MLflow gets each quantity once, under TRL's name where
+# TRL has one; the TSV curves keep ours.
 TRL_NAMES = {
     "reward_mean": "reward",
     "reward_std": "reward_std",
@@ -58,9 +59,9 @@ TRL_NAMES = {
 }
 
 
-def with_trl_names(metrics: dict[str, float]) -> dict[str, float]:
-    """A step's metrics, and each again under TRL's name where that differs from ours."""
-    return {**metrics, **{TRL_NAMES[k]: v for k, v in metrics.items() if TRL_NAMES.get(k, k) != k}}
+def trl_named(metrics: dict[str, float]) -> dict[str, float]:
+    """A step's metrics as MLflow logs them: each once, under TRL's name where TRL has one."""
+    return {TRL_NAMES.get(k, k): v for k, v in metrics.items()}
 
 
 class TrackingError(UserError):
@@ -128,6 +129,18 @@ def public_uri(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{_host(parts)}{port}"))
 
 
+def recorded_uri(uri: str) -> str:
+    """A tracking URI as a committed record keeps it: no password (`public_uri`), and a store inside
+    the checkout relative to its root (`sqlite:///mlflow.db`), so no record names this machine's
+    folders."""
+    uri = public_uri(uri)
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        if path.is_absolute() and path.resolve().is_relative_to(repo_root()):
+            return f"sqlite:///{path.resolve().relative_to(repo_root()).as_posix()}"
+    return uri
+
+
 def server_request(uri: str) -> tuple[str, dict[str, str]]:
     """A server URI as MLflow's client sends it (its HTTP library reads `user:password@` as Basic
     auth): the URI without the credentials, and the Authorization header they make. MLflow's own
@@ -160,8 +173,9 @@ def made_here(start: float | None = None) -> dict[str, Any]:
     return {
         "git_commit": code["commit"],
         "git_dirty": code["dirty"],
+        "git_changed": code["changed"],  # the files that differed from the commit (none when clean)
         "host": socket.gethostname(),
-        "tracking_uri": public_uri(tracking_uri()),
+        "tracking_uri": recorded_uri(tracking_uri()),
         "started_utc": datetime.fromtimestamp(time.time() if start is None else start, UTC).isoformat(
             timespec="seconds"
         ),

@@ -172,7 +172,7 @@ def figure_problems(root: Path) -> list[str]:
 
 def provenance_problems(root: Path) -> list[str]:
     """Provenance explains every metrics file: its stage, params and input hashes, and (its run
-    record) which code ran it, where and when."""
+    record) which code ran it, where and when: committed code, for every dep of its stage."""
     from rlvr.pipeline.provenance import ProvenanceError, explain, unexplained
 
     problems = []
@@ -186,7 +186,25 @@ def provenance_problems(root: Path) -> list[str]:
             problems.append(f"{f.relative_to(root)}: stage {info['stage']} records no inputs")
         if unexplained(info):
             problems.append(f"{f.relative_to(root)}: {unexplained(info)}")
+        elif uncommitted_deps(info):
+            problems.append(f"{f.relative_to(root)}: {uncommitted_deps(info)}")
     return problems
+
+
+def uncommitted_deps(info: dict) -> str | None:
+    """Why a result was not made by committed code: its run record says a dep of its stage differed
+    from the commit it names (or that the tree differed, without saying which files); None when
+    every dep was the commit's."""
+    made = info["made"]
+    if not made.get("git_dirty"):
+        return None
+    changed = made.get("git_changed")
+    if changed is None:
+        return f"stage {info['stage']} ran from uncommitted code its record does not name (rerun it)"
+    deps = [c for c in changed if any(c == d or c.startswith(d.rstrip("/") + "/") for d in info["deps"])]
+    return (
+        f"stage {info['stage']} ran with uncommitted changes to its deps {', '.join(deps)}" if deps else None
+    )
 
 
 def benchmark_problems(root: Path) -> list[str]:

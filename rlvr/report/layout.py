@@ -31,7 +31,18 @@ from rlvr.report.claimtext import (
     rule_text,
     verdict_word,
 )
-from rlvr.report.document import Bullets, Contents, Details, Figure, Heading, Para, Table, html_page, markdown
+from rlvr.report.document import (
+    Bullets,
+    Contents,
+    Details,
+    Figure,
+    Heading,
+    Para,
+    Table,
+    html_page,
+    markdown,
+    sections,
+)
 from rlvr.report.evidence import class_counts, summary_counts
 from rlvr.report.narrowing import narrowing_blocks
 from rlvr.report.reruns import rerun_blocks
@@ -123,7 +134,13 @@ def moved_blocks(against: dict) -> list:
 def figure_blocks(figures: list[dict]) -> list:
     return [
         Figure(
-            f["name"], f["png"], f["caption"], f["provenance"], f["name"].removesuffix(".png"), f.get("svg")
+            f["name"],
+            f["png"],
+            f["caption"],
+            f["provenance"],
+            f["name"].removesuffix(".png"),
+            f.get("svg"),
+            f.get("record"),
         )
         for f in figures
     ]
@@ -153,7 +170,7 @@ def claim_table(rows: list[Judged], cls: str) -> Table:
         cls,
         [r.verdict for r in rows],
         [_details(r) for r in rows],
-        "the chapter's words, rule, why, source",
+        "rule, source",  # the fold's handle: the chapter's words, the rule, why that tolerance, the metric
         [_anchor(r.claim.id) for r in rows],
     )
 
@@ -334,7 +351,8 @@ def chain_blocks(rows: list[Judged], metrics: dict[str, Any], targets: dict[str,
 
 
 def verdict_blocks(rows: list[Judged]) -> list:
-    """Every claim, by chapter, the claims that differ first."""
+    """Every claim, by chapter, the claims that differ first; a chapter's closed-form claims in a
+    fold of their own (exact values: their tally says all there is unless one differs)."""
     blocks: list = [
         Heading("Verdicts", 2, "verdicts"),
         Para(
@@ -356,8 +374,18 @@ def verdict_blocks(rows: list[Judged]) -> list:
                     if any(c.values())
                 )
             ),
-            claim_table(mine, f"verdicts {chapter.lower()}"),
         ]
+        worked = [r for r in mine if r.claim.category == "closed-form"]
+        rest = [r for r in mine if r.claim.category != "closed-form"]
+        blocks += [claim_table(rest, f"verdicts {chapter.lower()}")] if rest else []
+        if worked:  # exact numbers of the worked examples: one fold, its handle their tally
+            tally = ", ".join(f"{n} {v}" for v, n in class_counts(worked)["closed-form"].items() if n)
+            blocks.append(
+                Details(
+                    f"{len(worked)} closed-form claims (the worked examples, exact): {tally}",
+                    [claim_table(worked, f"verdicts {chapter.lower()} closed-form")],
+                )
+            )
     return blocks
 
 
@@ -551,8 +579,12 @@ def sample_blocks(samples: dict) -> list:
     ]
 
 
+OPENED = ("summary", "verdicts")  # the sections the page opens on; every other one starts folded
+
+
 def build(data: ReportData) -> list:
-    """The report as blocks (rlvr.report.document), section by section."""
+    """The report as blocks (rlvr.report.document), section by section: the summary and the verdicts
+    first and open, then each section of detail behind its heading (`OPENED`)."""
     rows = data.rows
     blocks: list = [
         Heading("rlvr-repro report", 1),
@@ -564,8 +596,8 @@ def build(data: ReportData) -> list:
         *(moved_blocks(data.against) if data.against is not None else []),
         Contents(3),  # a compact, three-column list
         *summary_blocks(rows),
-        *chain_blocks(rows, data.metrics, data.targets),
         *verdict_blocks(rows),
+        *chain_blocks(rows, data.metrics, data.targets),
         *variant_blocks(data.metrics, data.figures, data.configs, data.problems),
     ]
     for chapter, title in CHAPTERS.items():
@@ -586,7 +618,7 @@ def build(data: ReportData) -> list:
         blocks += rerun_blocks(data.reruns)
     if data.bench:
         blocks += bench_blocks(data.bench, figure_blocks([data.bench_figure]) if data.bench_figure else [])
-    return blocks
+    return sections(blocks, OPENED)
 
 
 def render(data: ReportData) -> tuple[str, str, dict]:

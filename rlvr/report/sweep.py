@@ -95,7 +95,7 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
         "pass@1 SFT → RL",
         "pass@64 SFT / RL",
         "never solved SFT / RL",
-        "crossover k per chain",
+        "crossover k (chains crossing)",
         "narrows?",
     ]
     rows = []
@@ -112,11 +112,19 @@ def sweep_rows(exps: list[dict], variant: str = "grpo") -> tuple[list[str], list
                 f"{sft['pass_at_1']:.3f} → {v['pass_at_1_rl']:.3f}",
                 f"{sft['pass_at_n']:.3f} / {v['pass_at_n_rl']:.3f}",
                 f"{sft['never_solved']:.3g} / {v['never_solved_rl']:.2f}",
-                v["crossovers"],  # `crossings_text` of the per-chain crossovers (exp show drops lists)
+                crossover_cell(v, max(e["params"]["passk.ks"])),
                 narrows,
             ]
         )
     return header, rows
+
+
+def crossover_cell(v: dict, k_max: int) -> str:
+    """The crossover of the variant's chain-mean curves (`rlvr.passk.mean_crossing`: 0 when RL is not
+    ahead at k = 1, k_max + 1 when it never falls below) and its chains whose own curves cross."""
+    k = v["crossover_k"]
+    where = "RL not ahead at k = 1" if k == 0 else "none" if k > k_max else f"{k:g}"
+    return f"{where} ({v['chains_crossing']}/{v['chains']})"
 
 
 def sweep_figure(exps: list[dict], path: Path, variant: str = "grpo") -> Path | None:

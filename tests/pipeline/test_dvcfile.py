@@ -212,3 +212,51 @@ def test_every_output_git_keeps_is_not_ignored_by_git():
         text=True,
     )
     assert out.stdout.split() == []
+
+
+def test_every_committed_headline_value_is_a_number():
+    """`dvc metrics diff` subtracts each metric, so a string (or a list, which `dvc exp show` drops)
+    in a committed headline would be a column nobody can compare."""
+    import json
+
+    def leaves(node, key=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from leaves(v, f"{key}.{k}" if key else k)
+        else:
+            yield key, node
+
+    files = sorted((ROOT / "reports/headline").glob("*.json"))
+    assert files
+    bad = [
+        (f.name, k, v)
+        for f in files
+        for k, v in leaves(json.loads(f.read_text()))
+        if isinstance(v, bool) or not isinstance(v, int | float)
+    ]
+    assert not bad, bad
+
+
+def test_no_committed_run_record_names_a_folder_of_the_machine_that_made_it():
+    """Run records say which store the runs went to relative to the checkout (`sqlite:///mlflow.db`),
+    never the committer's absolute path."""
+    import json
+
+    records = sorted((ROOT / "reports/runs").glob("*.json"))
+    assert records
+    uris = {r.name: json.loads(r.read_text()).get("made", {}).get("tracking_uri", "") for r in records}
+    assert not {n: u for n, u in uris.items() if u.startswith("sqlite:////")}, uris
+
+
+def test_every_trained_policy_is_a_dvc_model_artifact_that_a_stage_writes():
+    """dvc.yaml's `artifacts:` (what DVC's model registry and `Repo.artifacts.read()` list) name one
+    model per SFT run and per GRPO variant, each a folder a stage of the pipeline writes."""
+    from dvc.repo import Repo
+
+    params = read_yaml(ROOT / "params.yaml")
+    with Repo(str(ROOT)) as repo:
+        (declared,) = repo.artifacts.read().values()
+    assert set(declared) == {f"sft-{r}" for r in params["sft"]} | {f"grpo-{v}" for v in params["variants"]}
+    outs = {o for e in stage_graph(committed(), params).values() for o in e["outs"]}
+    for name, artifact in declared.items():
+        assert artifact.type == "model" and artifact.path in outs, name

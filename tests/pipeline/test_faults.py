@@ -700,7 +700,7 @@ def test_an_empty_sweep_is_refused_and_the_committed_sweep_kept(tmp_path, monkey
     (sweep / "sweep.md").write_text("the committed sweep\n")
     (sweep / "sweep.png").write_bytes(b"png")
     data = {"params": {"params.yaml": {"data": {"variants": {"grpo": {}}}}}}
-    passk = {"sft": {"pass_at_1": 0.5}, "variants": {"grpo": {"pass_at_1_rl": 0.8, "crossovers": "none"}}}
+    passk = {"sft": {"pass_at_1": 0.5}, "variants": {"grpo": {"pass_at_1_rl": 0.8, "crossover_k": 65}}}
     data["metrics"] = {"reports/headline/passk.json": {"data": passk}}  # DVC's metrics of passk
     shown = json.dumps([{"rev": "workspace", "data": data}, {"rev": "abc1234", "name": "main", "data": data}])
     real_run = subprocess.run
@@ -1365,7 +1365,15 @@ def _sweep_show(param: str = "beta", passk_moves: bool = True) -> list[dict]:
 
     def entry(rev, name, value, pass1):
         params = {"variants": {"grpo": {"task": "two_digit", param: value}}, "hack": {"steps": value}}
-        variant = {"pass_at_1_rl": pass1, "pass_at_n_rl": 0.98, "never_solved_rl": 4.0, "crossovers": "none"}
+        params["passk"] = {"ks": [1, 64]}
+        variant = {
+            "pass_at_1_rl": pass1,
+            "pass_at_n_rl": 0.98,
+            "never_solved_rl": 4.0,
+            "crossover_k": 65,
+            "chains": 2,
+            "chains_crossing": 0,
+        }
         passk = {
             "sft": {"pass_at_1": 0.5, "pass_at_n": 0.99, "never_solved": 4},
             "variants": {"grpo": variant},

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from rlvr.pipeline.records import (
     headline,
     headline_path,
@@ -66,14 +68,17 @@ def test_a_headline_is_the_results_cut_to_its_keys_under_their_own_names(tmp_pat
         "eval_acc_final": 0.6,
         "ci95": {"eval_acc_final": [0.5, 0.7]},
         "sft": {"pass_at_1": 0.52, "per_seed": {"pass_at_1": [0.5, 0.54]}},
-        "variants": {"grpo": {"pass_at_1_rl": 0.85, "crossovers": "16, none"}, "dapo": {"pass_at_1_rl": 0.8}},
+        "variants": {"grpo": {"pass_at_1_rl": 0.85, "chains_crossing": 3}, "dapo": {"pass_at_1_rl": 0.8}},
     }
-    keys = ("eval_acc_final", "sft.pass_at_1", "variants.grpo.pass_at_1_rl", "variants.grpo.crossovers")
+    keys = ("eval_acc_final", "sft.pass_at_1", "variants.grpo.pass_at_1_rl", "variants.grpo.chains_crossing")
     assert headline(results, (*keys, "sampled_acc_heldout", "variants.rloo.pass_at_1_rl")) == {
         "eval_acc_final": 0.6,
         "sft": {"pass_at_1": 0.52},
-        "variants": {"grpo": {"pass_at_1_rl": 0.85, "crossovers": "16, none"}},
+        "variants": {"grpo": {"pass_at_1_rl": 0.85, "chains_crossing": 3}},
     }  # keys the results lack are left out
+    for bad in ("16, none", [16, 20], True):  # what `dvc metrics diff` cannot subtract
+        with pytest.raises(TypeError, match="a metric must be a number"):
+            headline({"x": {"y": bad}}, ("x.y",))
     m, r = write_metrics(tmp_path / "reports/metrics/passk.json", {**results, "mlflow_run_id": "x"}, keys)
     h = headline_path(m)
     assert h == tmp_path / "reports/headline/passk.json" and str(headline_path("reports/report.json")) == (

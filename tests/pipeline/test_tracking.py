@@ -177,17 +177,16 @@ def test_a_servers_password_stays_out_of_the_record():
 
 def test_the_alias_table_in_the_docs_is_the_one_the_runs_log():
     """docs/tracking.md's table pairs each of our per-step metrics with TRL's name: the pairs are
-    TRL_NAMES, and a step logs a metric under both names where they differ (once where equal)."""
+    TRL_NAMES, and a step logs each metric once, under TRL's name where TRL has one."""
     import re
 
     from conftest import ROOT
 
-    from rlvr.pipeline.tracking import TRL_NAMES, with_trl_names
+    from rlvr.pipeline.tracking import TRL_NAMES, trl_named
 
     rows = re.findall(r"^\| `([^`]+)` \| (`[^`]+`|—) \|", (ROOT / "docs/tracking.md").read_text(), re.M)
     assert {ours: trl.strip("`") for ours, trl in rows if trl != "—"} == TRL_NAMES
-    assert with_trl_names({"reward_mean": 0.5, "grad_norm": 2.0, "accuracy": 0.4}) == {
-        "reward_mean": 0.5,
+    assert trl_named({"reward_mean": 0.5, "grad_norm": 2.0, "accuracy": 0.4}) == {
         "reward": 0.5,
         "grad_norm": 2.0,
         "accuracy": 0.4,
@@ -221,10 +220,16 @@ def test_a_grpo_stage_run_has_trl_names_its_source_intervals_and_datasets(tiny_r
     assert stage.data.tags["mlflow.source.name"] == "python -m rlvr.pipeline grpo a_grpo"
     assert stage.data.tags["git.dirty"] == "false" and seeds[0].data.tags["mlflow.source.git.commit"] == head
     logged = set(seeds[0].data.metrics)
-    assert set(TRL_NAMES.values()) <= logged and set(TRL_NAMES) <= logged  # both names, every one
-    ours = client.get_metric_history(seeds[0].info.run_id, "reward_mean")
+    assert set(TRL_NAMES.values()) <= logged  # TRL's name for every quantity it names
+    assert not (set(TRL_NAMES) - set(TRL_NAMES.values())) & logged  # and never ours beside it
+    from rlvr.pipeline.paths import GRPO_CURVES
+    from rlvr.report.plots import read_tsv
+
+    unit = seeds[0].info.run_name.rsplit("/", 1)[1]  # seed3 or seed3-g1: its curve's file name
+    curve = read_tsv(d / GRPO_CURVES / "a_grpo" / f"{unit}.tsv")
     theirs = client.get_metric_history(seeds[0].info.run_id, "reward")
-    assert [(m.step, m.value) for m in ours] == [(m.step, m.value) for m in theirs] and len(ours) == 2
+    logged_rows = sorted((m.step, m.value) for m in theirs)
+    assert logged_rows == [(int(r["step"]), float(r["reward_mean"])) for r in curve] and len(theirs) == 2
     m = stage.data.metrics
     assert m["eval_acc_final_ci95_lo"] <= m["eval_acc_final"] <= m["eval_acc_final_ci95_hi"]
     inputs = {i.dataset.name: i for i in client.get_run(stage.info.run_id).inputs.dataset_inputs}

@@ -143,3 +143,21 @@ def test_a_figure_copy_the_report_stage_writes_says_where_and_when_and_an_older_
     assert verify.figure_problems(tmp_path) == [
         "reports/report-figures/old.png: its PNG metadata does not say where or when made"
     ]
+
+
+def test_a_result_made_from_uncommitted_deps_fails_verify_and_other_changes_do_not():
+    """`rlvr verify` holds a result to committed code: a run record whose changed files include a
+    dep of its stage (or that says the tree differed without naming files) is a problem; changes
+    to files the stage does not read are not."""
+    from rlvr.pipeline.verify import uncommitted_deps
+
+    info = {"stage": "passk", "deps": {"rlvr/passk.py": "a", "data/grpo": "b"}}
+    clean = {"git_dirty": False, "git_changed": []}
+    assert uncommitted_deps({**info, "made": clean}) is None
+    docs_only = {"git_dirty": True, "git_changed": ["docs/x.md"]}
+    assert uncommitted_deps({**info, "made": docs_only}) is None
+    code = {"git_dirty": True, "git_changed": ["docs/x.md", "rlvr/passk.py", "data/grpo/v/seed1.pt"]}
+    assert uncommitted_deps({**info, "made": code}) == (
+        "stage passk ran with uncommitted changes to its deps rlvr/passk.py, data/grpo/v/seed1.pt"
+    )
+    assert "does not name" in uncommitted_deps({**info, "made": {"git_dirty": True}})

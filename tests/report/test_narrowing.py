@@ -255,7 +255,11 @@ def test_the_report_stage_draws_the_map_with_its_provenance_or_nothing_before_te
     made = {"git_commit": "2b521db0ab", "git_dirty": False, "host": "box", "started_utc": "2026-12-02T07:18"}
     fig = narrowing_figure(record, counts, where, made)
     assert fig["name"] == "narrowing-map.png" and fig["caption"].startswith("The narrowing map")
-    assert "`rlvr starts` at commit abc" in fig["provenance"]
+    assert fig["provenance"].startswith(
+        "stage `report, from `rlvr starts` and stage passk` · code: git 2b521db0ab"
+    )
+    full = json.loads((tmp_path / fig["record"]).read_text())  # the one-line provenance's full record
+    assert "`rlvr starts` at commit abc" in full["drawn_from"] and full["made"] == made
     with Image.open(tmp_path / "narrowing-map.png") as im:
         deps = json.loads(im.text["rlvr:deps"])
         assert json.loads(im.text["rlvr:made"]) == made  # drawn here: the report's own run

@@ -208,3 +208,33 @@ def test_an_svg_beside_its_png_is_explained_like_the_png(repo, monkeypatch, caps
     assert main(["provenance", svg, "--no-status"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"path      {svg}") and "stage     passk" in out and "file: as committed" in out
+
+
+def test_uncommitted_changes_are_named_and_the_deps_among_them_said():
+    """A record made from a changed tree names the changed files and whether any is a dep of the
+    stage: "none a dep" says the stage's code is the commit's, computed from the stage's deps."""
+    from rlvr.pipeline.provenance import code_line
+
+    made = {**MADE, "git_dirty": True, "git_changed": ["docs/x.md", "rlvr/report/plots.py"]}
+    info = {"made": made, "deps": {"rlvr/grpo.py": "a", "rlvr/report": "b"}}
+    assert (
+        "uncommitted changes to docs/x.md, rlvr/report/plots.py; deps of this stage: rlvr/report/plots.py"
+        in (code_line(info))
+    )
+    info["deps"] = {"rlvr/grpo.py": "a"}
+    assert "none a dep of this stage: its code is the commit's" in code_line(info)
+    assert "uncommitted" not in code_line(
+        {"made": {**made, "git_dirty": False, "git_changed": []}, "deps": {}}
+    )
+
+
+def test_a_store_inside_the_checkout_is_recorded_relative_to_it(tmp_path, monkeypatch):
+    """Run records name the default store as `sqlite:///mlflow.db`, never this machine's folders; a
+    store elsewhere keeps its path, and a server its URI with the password masked."""
+    from rlvr.pipeline.tracking import recorded_uri
+
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    assert recorded_uri(f"sqlite:///{tmp_path}/mlflow.db") == "sqlite:///mlflow.db"
+    assert recorded_uri(f"sqlite:///{tmp_path}/runs/x.db") == "sqlite:///runs/x.db"
+    assert recorded_uri("sqlite:////elsewhere/x.db") == "sqlite:////elsewhere/x.db"
+    assert recorded_uri("http://u:secret@host:5000") == "http://u:***@host:5000"

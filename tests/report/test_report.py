@@ -120,18 +120,25 @@ def test_malformed_claims_are_rejected_with_the_field_named(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it)")
 def test_report_html_renders_in_headless_chromium(tmp_path):
-    """At 1280 px the page loads with no console errors and no horizontal overflow; the table of
-    contents is visible and the summary comes before the first table; every image decodes and every
-    figure has a caption; one verdict row per claim.
+    """At 1280 px the page loads with no console errors and no horizontal overflow, at most ten
+    screens tall with its sections of detail folded; the table of contents is visible and the
+    summary comes before the first table; every image decodes and every figure has a caption; one
+    verdict row per claim.
 
     A copy of the page gets a probe script that writes what it finds into the DOM, which chromium
     dumps once loading (and virtual time) has settled."""
-    script = """<script>window.addEventListener('load', () => {
+    script = """<script>window.addEventListener('load', async () => {
+      const folds = [...document.querySelectorAll('details.section')];
+      const closed = {height: document.documentElement.scrollHeight,
+                      folded: folds.filter(d => !d.open).length};
+      document.querySelectorAll('details').forEach(d => d.open = true);  // then every fold opened
       const imgs = [...document.images];
+      const ok = await Promise.all(imgs.map(i => i.decode().then(() => i.naturalWidth > 0, () => false)));
+      const decoded = ok.filter(Boolean).length;
       const top = el => el ? el.getBoundingClientRect().top : null;
       const toc = document.querySelector('nav.toc');
       const figs = [...document.querySelectorAll('figure')];
-      const r = {images: imgs.length, decoded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+      const r = {...closed, images: imgs.length, decoded,
                  rows: document.querySelectorAll('table.verdicts tbody tr').length,
                  width: document.documentElement.scrollWidth, viewport: window.innerWidth,
                  toc: toc ? toc.querySelectorAll('a').length : 0, toc_height: toc ? toc.offsetHeight : 0,
@@ -153,6 +160,8 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     assert result["summary_top"] < result["table_top"]
     assert result["figures"] == result["images"] and result["captioned"] == result["figures"]
     assert not console, console
+    assert result["height"] <= 10 * 900, result  # ten screens at 1280 px, before any fold is opened
+    assert result["folded"] >= 8  # every section of detail starts folded
 
 
 def test_benchmark_table_states_each_target_and_whether_it_is_met():

@@ -7,7 +7,11 @@ from rlvr.report.sweep import PASSK, experiments, sweep_report, sweep_rows, vari
 
 
 def _exp(name, beta, steps, pass1, pass64, never, cross):
-    params = {"variants": {"grpo": {"task": "two_digit", "beta": beta, "steps": steps}}, "seed": 0}
+    params = {
+        "variants": {"grpo": {"task": "two_digit", "beta": beta, "steps": steps}},
+        "seed": 0,
+        "passk": {"ks": [1, 64]},
+    }
     passk = {
         "sft": {"pass_at_1": 0.52, "pass_at_n": 0.987, "never_solved": 4},
         "variants": {
@@ -15,8 +19,9 @@ def _exp(name, beta, steps, pass1, pass64, never, cross):
                 "pass_at_1_rl": pass1,
                 "pass_at_n_rl": pass64,
                 "never_solved_rl": never,
-                "crossover_k": None if all(k is None for k in cross) else 0,
-                "crossovers": ", ".join("none" if k is None else str(k) for k in cross),
+                "crossover_k": 65 if all(k is None for k in cross) else min(k for k in cross if k),
+                "chains": len(cross),
+                "chains_crossing": sum(k is not None for k in cross),
             }
         },
     }
@@ -53,8 +58,9 @@ def test_rows_say_where_rl_narrows():
     header, rows = sweep_rows(experiments(show()))
     assert header[1:3] == ["variants.grpo.beta", "variants.grpo.steps"]
     by_name = {r[0]: r for r in rows}
-    assert by_name["sweep-b0"][3:] == ["0.520 → 0.850", "0.987 / 0.981", "4 / 5.75", "20, 24", "yes"]
-    assert by_name["sweep-b1"][-2:] == ["none, none", "no"]
+    assert by_name["sweep-b0"][3:] == ["0.520 → 0.850", "0.987 / 0.981", "4 / 5.75", "20 (2/2)", "yes"]
+    assert by_name["sweep-b1"][-2:] == ["none (0/2)", "no"]
+    assert by_name["abc1234"][-2] == "16 (1/2)"
 
 
 def test_report_writes_table_and_figure_and_needs_two_experiments(tmp_path):

@@ -49,7 +49,14 @@ def test_one_document_two_outputs_with_contents_captions_and_collapsed_details()
         '<td class="verdict">differs</td><td><details><summary>rule</summary>rule: x &lt;= 1</details></td>'
         in page
     )
-    assert "<figcaption>What it shows.<details><summary>provenance</summary>stage <code>x</code>" in page
+    assert '<figcaption>What it shows.<span class="prov">provenance: stage <code>x</code></span>' in page
+    linked = html_page(
+        [Figure("f.png", b"\x89PNG", "c", "stage `x`", record="f.provenance.json")], "t", "figs"
+    )
+    assert (
+        '<span class="prov">provenance: stage <code>x</code> · '
+        '<a href="figs/f.provenance.json">full record</a>' in linked
+    )
     assert page.index('id="summary"') < page.index("<table")
 
 
@@ -394,3 +401,28 @@ def test_summary_leads_with_measured_claims_and_fits_100_columns(tmp_path, monke
     out = capsys.readouterr().out
     assert out.startswith("Measured claims: 8 reproduced, 1 differ, 7 inconclusive (of 16)")
     assert max(map(len, out.splitlines())) <= 100
+
+
+def test_sections_fold_all_but_the_opened_and_the_contents_still_reach_into_them():
+    from rlvr.report.document import Section, sections
+
+    blocks = [
+        Heading("Report", 1),
+        Contents(3),
+        Heading("Summary", 2, "summary"),
+        Para("first"),
+        Heading("Detail", 2, "detail"),
+        Heading("Deeper", 3, "deeper"),
+        Para("later"),
+    ]
+    folded = sections(blocks, ("summary",))
+    assert [type(b).__name__ for b in folded] == ["Heading", "Contents", "Section", "Section"]
+    assert folded[2].open and not folded[3].open and folded[3].blocks[0].anchor == "deeper"
+    page, md = html_page(folded, "t"), markdown(folded, "figs")
+    assert (
+        '<details class="section" open><summary><h2 id="summary">Summary</h2></summary><p>first</p></details>'
+        in page
+    )
+    assert '<details class="section"><summary><h2 id="detail">Detail</h2></summary><h3 id="deeper">' in page
+    assert '<a href="#deeper">Deeper</a>' in page  # a link into a fold (the page's script opens it)
+    assert "## Detail\n\n### Deeper\n\nlater" in md and isinstance(folded[3], Section)

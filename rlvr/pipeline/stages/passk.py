@@ -72,7 +72,8 @@ TEMPERATURE_KEYS = {
         "crossover_k",
         "crossover_k_ci95",
         "crossover_per_chain",
-        "crossovers",
+        "chains",
+        "chains_crossing",
     ),
 }  # what passk.json keeps of each extra temperature's summary: the table's and the figure's numbers
 
@@ -131,9 +132,10 @@ def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
 def headline_keys(variants: list[str]) -> tuple[str, ...]:
     """What DVC shows of pass@k (`dvc exp show`, and `rlvr sweep-report` reads): the SFT start's
     pass@1, pass@n and problems never solved, and the same of `variants` (passk.headline, the
-    claims' own) with their per-chain crossovers, at their keys in the results."""
+    claims' own) with the crossover of their chain-mean curves and how many of their chains cross,
+    at their keys in the results: numbers only, so `dvc metrics diff` can subtract each."""
     start = ("sft.pass_at_1", "sft.pass_at_n", "sft.never_solved")
-    rl = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossovers")
+    rl = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "chains_crossing", "chains")
     return (*start, *(f"variants.{v}.{k}" for v in variants for k in rl))
 
 

@@ -28,10 +28,12 @@ from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.provenance import (
     code_line,
+    embedded_provenance,
     explain,
     footer,
     load_lock,
     metadata_texts,
+    short_line,
     svg_with_provenance,
 )
 from rlvr.pipeline.records import write_metrics
@@ -69,17 +71,35 @@ def figure_with_metadata(src: Path, dst: Path, info: dict, svg: bool = True) -> 
 
 
 def figure_entry(name: str, png: Path, text: str, provenance: str, **more) -> dict:
-    """A figure entry of the report: its PNG's bytes, caption and provenance, and the name of the SVG
-    beside it in the report's figure folder (None without one)."""
+    """A figure entry of the report: its PNG's bytes, caption, provenance in one line (`short_line`
+    of what the PNG carries) and the names, in the report's figure folder, of the SVG beside it (None
+    without one) and of its full record, written here: `<stem>.provenance.json`, the PNG's
+    provenance whole with `provenance` (what it was drawn from, in words) as its `drawn_from`."""
     svg = svg_beside(png)
+    texts = embedded_provenance(png)
+    record = png.with_name(png.stem + ".provenance.json")
+    full = {k.removeprefix("rlvr:"): _decoded(v) for k, v in texts.items()}
+    write_text(
+        record,
+        json.dumps({"figure": name, "drawn_from": provenance, **full}, indent=1, sort_keys=True) + "\n",
+    )
     return {
         "name": name,
         "png": png.read_bytes(),
         "svg": svg.name if svg.is_file() else None,
+        "record": record.name,
         "caption": text,
-        "provenance": provenance,
+        "provenance": short_line(texts),
         **more,
     }
+
+
+def _decoded(text: str):
+    """A metadata text as the value it was written from (`metadata_texts` JSON-encodes all but strings)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def merged_info(infos: list[dict], made: dict) -> dict:
@@ -433,7 +453,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
             },
             ("counts",),  # its headline: claims per verdict
         )
-        mlrun.log_metrics({f"claims_{k}": v for k, v in counts.items()})
+        mlrun.log_metrics({"claims_" + k.replace(" ", "_"): v for k, v in counts.items()})  # a name, no space
         for path in (paths.markdown, paths.html, paths.verdicts):
             mlrun.log_artifact(path)
     return counts
