@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from bench import compiled, floor, grpo_step, passk, queue, sampling, scaling, seed_profile, sft
+from bench import bootstrap, compiled, floor, grpo_step, passk, queue, sampling, scaling, seed_profile, sft
 from bench import peer as peers
 from rlvr.io.files import write_json
 from rlvr.pipeline.config import Params
@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, Callable[..., dict]] = {  # in the order they run
     "sft": sft.bench,
     "grpo_step": grpo_step.bench,
     "passk_model": passk.bench,
+    "bootstrap": bootstrap.bench,
     "pipeline": floor.bench,
     "queue": queue.bench,
     "scaling": scaling.bench,

@@ -80,12 +80,30 @@ def _diff(args):
         configs = variant_configs(load_lock(Path.cwd()))
     except ProvenanceError:
         configs = None  # no dvc.lock: the table says nothing of settings
-    d = diff_variants(paths.METRICS, paths.PASSK_COUNTS, args.a, args.b, configs)
+    d = diff_variants(
+        paths.METRICS, paths.PASSK_COUNTS, args.a, args.b, configs, variant_machines(args.a, args.b)
+    )
     if not args.json:
         return Text(format_diff(d))  # warnings are its first lines
     for w in d["warnings"]:
         print(f"rlvr: warning: {w}", file=sys.stderr)
     return d
+
+
+def variant_machines(*variants: str) -> dict[str, str | None]:
+    """The CPU each variant's GRPO stage ran on, from its run record (None where it does not say or
+    there is none; a damaged record is the one-line error of `read_json`)."""
+    from rlvr.io.files import read_json
+    from rlvr.pipeline import paths
+    from rlvr.pipeline.records import record_path
+
+    out = {}
+    for v in variants:
+        path = record_path(paths.METRICS / f"grpo-{v}.json")
+        record = read_json(path) if path.is_file() else {}
+        made = record.get("made") if isinstance(record, dict) else None
+        out[v] = made.get("cpu") if isinstance(made, dict) else None
+    return out
 
 
 def _summary(args):

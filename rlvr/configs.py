@@ -155,6 +155,12 @@ class GRPOConfig(Section):
     check_every: Count  # steps between validation checks far from the target
     near: Probability  # within this of the target, every step is checked
 
+    @property
+    def penalises_kl(self) -> bool:
+        """Whether the KL to the reference model enters training (as a loss term or in the reward):
+        beta > 0. With beta = 0 the reference's log-probs are never computed during training."""
+        return self.beta > 0
+
     def validate(self, path: str) -> None:
         require(
             self.eval_every <= self.steps,
@@ -182,7 +188,7 @@ class GRPOConfig(Section):
             "a controlled end's validation accuracy must lie strictly between 0 and 1",
         )
         require(
-            not (self.kl_in_reward and self.beta == 0),
+            not (self.kl_in_reward and not self.penalises_kl),
             f"{path}.kl_in_reward",
             self.kl_in_reward,
             f"puts beta * KL in the reward, so it needs {path}.beta > 0 (it is 0)",

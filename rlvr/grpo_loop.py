@@ -60,14 +60,14 @@ def rollout_groups(
         )
     P, G = len(problems), cfg.group_size
     return Groups(
-        roll.tokens,
-        mask,
-        roll.prompt_len,
-        rewards.view(P, G),
-        correct.view(P, G),
-        int(mask.sum()),
-        P * G,
-        answers,
+        tokens=roll.tokens,
+        mask=mask,
+        prompt_len=roll.prompt_len,
+        rewards=rewards.view(P, G),
+        correct=correct.view(P, G),
+        generated_tokens=int(mask.sum()),
+        samples=P * G,
+        answers=answers,
     )
 
 
@@ -83,35 +83,39 @@ def dynamic_groups(draw_batch: Callable[[], Groups], P: int, max_rounds: int) ->
         if len(keep):
             G = b.rewards.shape[1]
             rows = (keep[:, None] * G + torch.arange(G, device=keep.device)).reshape(-1)  # (k*G,)
-            kept.append(
-                Groups(
-                    b.tokens[rows],
-                    b.mask[rows],
-                    b.prompt_len,
-                    b.rewards[keep],
-                    b.correct[keep],
-                    0,
-                    0,
-                    [b.answers[i] for i in keep.tolist()],
-                )
-            )
+            kept.append(kept_rows(b, keep, rows))
             have += len(keep)
         if have >= P:
             break
     if not kept:  # nothing mixed in any round: an empty batch, no update this step
-        kept.append(Groups(b.tokens[:0], b.mask[:0], b.prompt_len, b.rewards[:0], b.correct[:0], 0, 0, []))
+        kept.append(kept_rows(b, keep[:0], keep[:0]))
     width = max(k.mask.shape[1] for k in kept)  # batches may have stopped at different lengths
     tokens = torch.cat([F.pad(k.tokens, (0, width - k.mask.shape[1]), value=0) for k in kept])  # pad id 0
     mask = torch.cat([F.pad(k.mask, (0, width - k.mask.shape[1]), value=0.0) for k in kept])
     return Groups(
-        tokens,
-        mask,
-        kept[0].prompt_len,
-        torch.cat([k.rewards for k in kept]),
-        torch.cat([k.correct for k in kept]),
-        gen_tokens,
-        samples,
-        [a for k in kept for a in k.answers],
+        tokens=tokens,
+        mask=mask,
+        prompt_len=kept[0].prompt_len,
+        rewards=torch.cat([k.rewards for k in kept]),
+        correct=torch.cat([k.correct for k in kept]),
+        generated_tokens=gen_tokens,
+        samples=samples,
+        answers=[a for k in kept for a in k.answers],
+    )
+
+
+def kept_rows(b: Groups, keep: torch.Tensor, rows: torch.Tensor) -> Groups:
+    """The groups `keep` (k,) of a batch, whose rows are `rows` (k*G,); their samples are counted
+    by the caller, once per drawn batch."""
+    return Groups(
+        tokens=b.tokens[rows],
+        mask=b.mask[rows],
+        prompt_len=b.prompt_len,
+        rewards=b.rewards[keep],
+        correct=b.correct[keep],
+        generated_tokens=0,
+        samples=0,
+        answers=[b.answers[i] for i in keep.tolist()],
     )
 
 
@@ -171,7 +175,7 @@ def grpo_update(
         return response_logits(model, batch.tokens, batch.prompt_len, G, cfg.temperature, shared_prefix)
 
     ref_logits = None
-    if ref is not None and (cfg.beta > 0):
+    if ref is not None and cfg.penalises_kl:
         with torch.no_grad():
             ref_logits = forward(ref)  # (B, T, V)
     logp_ref = None if ref_logits is None else gather_logp(ref_logits, targets)  # (B, T)
@@ -373,7 +377,7 @@ def train_grpo(
         has_groups = batch.rewards.numel() > 0
         with diverged_at(step=step):
             stats = (
-                grpo_update(policy, ref if cfg.beta > 0 else None, opt, batch, cfg, n_new, shared_prefix)
+                grpo_update(policy, ref, opt, batch, cfg, n_new, shared_prefix)
                 if has_groups
                 else {"grad_tokens": 0}
             )

@@ -69,9 +69,10 @@ def step_metrics(batch: Groups, stats: dict, eos_id: int, tokens_before: int = 0
     """One step's curve columns: the batch's reward (mean and spread) and accuracy, how much of it
     carried gradient, its responses' length and truncation, the tokens sampled so far
     (`tokens_before` plus this step's), and `grpo_update`'s diagnostics (`stats`; an empty batch
-    has only grad_tokens = 0)."""
+    has only grad_tokens = 0). `stats` is left as it was."""
     has_groups = batch.rewards.numel() > 0
-    grad_tokens = stats.pop("grad_tokens")
+    grad_tokens = stats["grad_tokens"]
+    diagnostics = {k: v for k, v in stats.items() if k != "grad_tokens"}  # a count, not a curve column
     return {
         "reward_mean": float(batch.rewards.mean()) if has_groups else float("nan"),
         "reward_std": reward_std(batch.rewards),
@@ -83,7 +84,7 @@ def step_metrics(batch: Groups, stats: dict, eos_id: int, tokens_before: int = 0
         "frac_batch_tokens_with_grad": grad_tokens / max(int(batch.mask.sum()), 1),  # of the update batch
         "samples_generated": batch.samples,
         "num_tokens": tokens_before + step_tokens(batch),
-        **stats,
+        **diagnostics,
     }
 
 

@@ -656,3 +656,18 @@ def test_passk_benchmark_times_the_stages_counts_and_the_sampling_they_replaced(
     assert out["samples_per_problem"] == params.passk.n and out["model"] == "untrained"
     assert out["seconds_per_model"]["runs"] == out["sampled_seconds_per_model"]["runs"] == 1
     assert out["target_seconds"] > 0
+
+
+def test_bootstrap_benchmark_finds_scipys_band_and_states_both_memories():
+    """The pass@k band's resampler against scipy's percentile bootstrap on the stage's sizes: the
+    same band (to rounding), and scipy's (R, P, K) tensor costs it more memory than our weights."""
+    from conftest import ROOT
+
+    from bench import bootstrap
+
+    params = load_params(ROOT / "params.yaml")
+    out = bootstrap.bench(params, repeats=1)
+    assert (out["problems"], out["ks"], out["resamples"]) == (300, 64, params.passk.bootstrap)
+    assert out["max_abs_difference"] <= out["target_max_abs_difference"] == 1e-12
+    assert out["scipy_peak_mib"] > 5 * out["ours_peak_mib"] > 0  # R*P*K floats against R*P counts
+    assert out["ours_seconds"]["runs"] == out["scipy_seconds"]["runs"] == 1

@@ -38,11 +38,13 @@ RUN: dict[str, str | None] = {
     "rlvr starts": None,
     "rlvr plan": None,
     "dvc metrics show": None,
+    "dvc dag grpo@dapo": None,
+    "dvc dag --mermaid": None,
     "dvc metrics diff": None,
     "dvc exp run --dry --allow-missing": None,
     "dvc exp run -S sft.single_digit.epochs=100": "dvc exp run -S sft.single_digit.epochs=2",
     "dvc exp diff": None,
-    "dvc exp show --only-changed": None,
+    r"dvc exp show --only-changed --drop '^[^:]*/[^:]*$|^params\.yaml$'": None,
     "dvc exp run -S '++variants.grpo.lr=4e-4'": None,
     "dvc exp show --drop '.*' --keep 'Experiment|rev|.*grpo-(grpo|dr_grpo).json:eval_acc_final$|"
     "variants.grpo.lr' --csv | column -s, -t": "dvc exp show --drop '.*' --keep "

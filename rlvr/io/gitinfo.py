@@ -62,3 +62,32 @@ def uncommitted(root: Path, paths: tuple[str, ...]) -> list[str] | None:
     out = _git(root, "status", "--porcelain", "--", *paths)
     # "XY path" per line; _git strips the first line's leading space, so split rather than slice
     return None if out is None else [line.split(None, 1)[1] for line in out.splitlines() if line.strip()]
+
+
+def committed_md5s(root: Path, commit: str, paths: list[str]) -> dict[str, str | None] | None:
+    """The md5 of each file as `commit` holds it (what DVC records for a dep: the bytes' md5), None
+    for a path the commit lacks; None outside git. One `git cat-file --batch` for all of them."""
+    import hashlib
+
+    query = "".join(f"{commit}:{p}\n" for p in paths).encode()
+    try:
+        out = subprocess.run(
+            ["git", "cat-file", "--batch"], cwd=root, input=query, capture_output=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    found: dict[str, str | None] = {}
+    data, at = out.stdout, 0
+    for path in paths:  # per object: "<sha> blob <size>\n<bytes>\n", or "<name> missing\n"
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            found[path] = hashlib.md5(data[end + 1 : end + 1 + size]).hexdigest()
+            at = end + 1 + size + 1
+        else:
+            found[path] = None
+            at = end + 1
+    return found

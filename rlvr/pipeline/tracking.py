@@ -34,6 +34,7 @@ from typing import Any
 from rlvr.fields import UserError, flatten
 from rlvr.io.files import redact
 from rlvr.io.gitinfo import code_version
+from rlvr.pipeline.determinism import cpu_model
 
 EXPERIMENT = "rlvr-repro"
 _BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
@@ -165,7 +166,8 @@ def server_request(uri: str) -> tuple[str, dict[str, str]]:
 
 def made_here(start: float | None = None) -> dict[str, Any]:
     """Where and when a stage ran, and with which code: the commit (HEAD) and whether the code and
-    settings differed from it, the host, the tracking store (no credentials) and the start (UTC).
+    settings differed from it, the host and its CPU (which decides the floats, so a diff of two runs
+    can say whether they are comparable), the tracking store (no credentials) and the start (UTC).
     Its MLflow run's tags say the same; the stage keeps it in its run record (`made`)."""
     from datetime import UTC, datetime
 
@@ -175,6 +177,7 @@ def made_here(start: float | None = None) -> dict[str, Any]:
         "git_dirty": code["dirty"],
         "git_changed": code["changed"],  # the files that differed from the commit (none when clean)
         "host": socket.gethostname(),
+        "cpu": cpu_model(),
         "tracking_uri": recorded_uri(tracking_uri()),
         "started_utc": datetime.fromtimestamp(time.time() if start is None else start, UTC).isoformat(
             timespec="seconds"
@@ -533,7 +536,7 @@ def _store_lock(uri: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-PID_TAG, HOST_TAG = "rlvr.pid", "rlvr.host"
+PID_TAG, HOST_TAG, CPU_TAG = "rlvr.pid", "rlvr.host", "rlvr.cpu"
 RAW_HASH_TAG = "params.raw_hash"  # hash of the raw params.yaml keys a stage depends on (params.json)
 
 
@@ -617,7 +620,7 @@ def stage_run(
         **tags,
     }
     close_dead_runs(client, experiment_id, all_tags["dvc.stage"])
-    all_tags.update({PID_TAG: os.getpid(), HOST_TAG: socket.gethostname()})
+    all_tags.update({PID_TAG: os.getpid(), HOST_TAG: socket.gethostname(), CPU_TAG: made["cpu"]})
     if os.environ.get("DVC_EXP_NAME"):  # only inside `dvc exp run`
         all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
     stops = (signal.SIGTERM, signal.SIGHUP)  # how DVC stops a stage; a terminal closed under it

@@ -13,6 +13,9 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
   that ran it, where and when), and provenance can explain the report's inputs, each stage's run
   record naming the code that ran it, where and when (what `rlvr provenance` prints, with or
   without the MLflow store);
+- one commit answers "which code made this": the commit each stage's run record names holds the
+  bytes dvc.lock hashed for every code dep, each figure's embedded record is its stage's run
+  record, and (where this checkout's MLflow store holds the run) the run's `git.commit` tag agrees;
 - reports/benchmarks.json names its machine.
 
 Each check returns its problems, one line each; none means it holds. Beside the checks, `rlvr
@@ -207,6 +210,95 @@ def uncommitted_deps(info: dict) -> str | None:
     )
 
 
+def commit_problems(root: Path) -> list[str]:
+    """One answer to "which code made this": for every stage, the commit its run record names holds,
+    for every code dep, the bytes dvc.lock hashed (or the record names the file as changed, which
+    `uncommitted_deps` judges); every figure's embedded record is its stage's run record; and where
+    this checkout's MLflow store holds the stage's run, its `git.commit` tag is that commit too."""
+    from rlvr.io.gitinfo import committed_md5s
+    from rlvr.pipeline.provenance import ProvenanceError, load_lock, made_by, mlflow_run_ids, producers
+
+    try:
+        lock = load_lock(root)
+    except ProvenanceError as exc:
+        return [str(exc)]
+    problems, commits = [], {}
+    for name, stage in lock.items():
+        made = made_by(root, stage)
+        if not made or not made.get("git_commit") or made["git_commit"] == "unknown":
+            continue  # provenance_problems names a stage whose record cannot say
+        commits[name] = made["git_commit"]
+        code = {
+            d["path"]: d["md5"]
+            for d in stage.get("deps", [])
+            if d.get("md5") and not d["md5"].endswith(".dir") and not producers(lock, d["path"])
+        }
+        held = committed_md5s(root, made["git_commit"], sorted(code))
+        if held is None:
+            problems.append(
+                f"stage {name}: git cannot read commit {made['git_commit'][:10]} (a shallow clone?)"
+            )
+            continue
+        changed = set(made.get("git_changed") or [])
+        for path, md5 in sorted(code.items()):
+            if held[path] != md5 and path not in changed:
+                at = "lacks it" if held[path] is None else "holds other bytes"
+                problems.append(
+                    f"stage {name}: dvc.lock hashed {path}, but {made['git_commit'][:10]} (its run "
+                    f"record's commit) {at}: rerun the stage from committed code"
+                )
+    problems += _figure_record_problems(root, lock, made_by)
+    problems += _mlflow_commit_problems(root, lock, commits, mlflow_run_ids)
+    return problems
+
+
+def _figure_record_problems(root: Path, lock: dict, made_by) -> list[str]:
+    """Every figure whose metadata says where it was made says what the run record of the stage that
+    drew it does: `rlvr:stage` names it ("passk"; "report, from grpo@...": the report drew it). A
+    figure drawn by an on-demand command (`rlvr starts`) has its own record, not a stage's."""
+    from PIL import Image
+
+    problems = []
+    for png in sorted((root / "reports").rglob("*.png")):
+        with Image.open(png) as im:
+            text = getattr(im, "text", {})
+        embedded = json.loads(text.get("rlvr:made") or "null")
+        drawn_by = (text.get("rlvr:stage") or "").split(",")[0]
+        if embedded is None or drawn_by not in lock:
+            continue  # figure_problems names a report figure without a record
+        if embedded != made_by(root, lock[drawn_by]):
+            rel = png.relative_to(root).as_posix()
+            problems.append(f"{rel}: its embedded record is not stage {drawn_by}'s run record (rerun it)")
+    return problems
+
+
+def _mlflow_commit_problems(root: Path, lock: dict, commits: dict[str, str], run_ids) -> list[str]:
+    """Where the MLflow store is this checkout's SQLite file and holds a stage's run, the run's
+    `git.commit` tag is the run record's commit. A clone without the store has nothing to compare."""
+    import os
+
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"  # the checkout's own by default
+    store = root / uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if store is None or not store.is_file():  # a server is not this checkout's store
+        return []
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client, problems = MlflowClient(f"sqlite:///{store}"), []
+    for name, commit in sorted(commits.items()):
+        run_id = run_ids(root, lock[name]).get("stage")
+        try:
+            tags = client.get_run(run_id).data.tags if run_id else None
+        except MlflowException:
+            continue  # logged to another store (the record says which): not this one's to judge
+        if tags is not None and tags.get("git.commit") != commit:
+            problems.append(
+                f"stage {name}: MLflow run {run_id} says commit {str(tags.get('git.commit'))[:10]}, "
+                f"its run record {commit[:10]}"
+            )
+    return problems
+
+
 def benchmark_problems(root: Path) -> list[str]:
     try:
         data = json.loads((root / "reports" / "benchmarks.json").read_text())
@@ -222,6 +314,7 @@ CHECKS: dict[str, Callable[[Path], list[str]]] = {
     "claims and verdicts": claims_problems,
     "figure provenance": figure_problems,
     "metrics provenance": provenance_problems,
+    "one commit": commit_problems,
     "benchmarks": benchmark_problems,
 }
 

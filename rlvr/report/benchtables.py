@@ -162,6 +162,20 @@ def bench_rows(bench: dict) -> list[list]:
             get("passk_model", "target_seconds"),
             "<=",
         ),
+        (
+            "pass@k bands' bootstrap (1000 x 300 problems x 64 k): largest difference from scipy's",
+            get("bootstrap", "max_abs_difference"),
+            "",
+            get("bootstrap", "target_max_abs_difference"),
+            "<=",
+        ),
+        (
+            "the same bootstrap: peak memory, ours (scipy.stats.bootstrap's beside it in benchmarks.json)",
+            get("bootstrap", "ours_peak_mib"),
+            "MiB",
+            get("bootstrap", "scipy_peak_mib"),
+            "<=",
+        ),
         ("SFT throughput", get("sft", "tokens_per_second", "median"), "tokens/s", None, ">="),
         (
             "two experiments back to back (`dvc exp run`, threads from params)",

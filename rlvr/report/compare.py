@@ -276,6 +276,24 @@ def check_warnings(ma: dict, mb: dict, paired: list[int]) -> list[str]:
     return out
 
 
+def machine_warning(a: str, b: str, machines: dict[str, str | None] | None) -> str | None:
+    """A warning when the two variants' stages ran on different CPUs ({variant: CPU or None}, from
+    their run records): the floats of a whole chain differ between CPUs, so B - A then mixes the
+    change with the machine's drift. None when both ran on one CPU, or nothing is known."""
+    if not machines:
+        return None
+    ca, cb = machines.get(a), machines.get(b)
+    if ca and cb and ca != cb:
+        return (
+            f"made on different CPUs ({a}: {ca}; {b}: {cb}): the difference includes the machines' "
+            "float drift; rerun both on one machine (docs/comparing.md: a baseline first)"
+        )
+    if a != b and (ca or cb) and not (ca and cb):
+        unknown = a if not ca else b
+        return f"{unknown}'s run record does not name its CPU: whether both ran on one machine is unknown"
+    return None
+
+
 def config_differences(configs: dict[str, dict] | None, a: str, b: str) -> list[dict] | None:
     """The settings in which two variants' runs differ, as their stages ran them ({variant:
     settings}, from dvc.lock): [{"key", "a", "b"}], keys sorted; None where either is unknown."""
@@ -323,7 +341,12 @@ def headline_verdicts(d: dict) -> list[str]:
 
 
 def diff_variants(
-    metrics_dir: Path, counts_path: Path, a: str, b: str, configs: dict[str, dict] | None = None
+    metrics_dir: Path,
+    counts_path: Path,
+    a: str,
+    b: str,
+    configs: dict[str, dict] | None = None,
+    machines: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Compare variant B with variant A (B - A) from their metrics files and the pass@k counts.
 
@@ -334,6 +357,7 @@ def diff_variants(
      "test": {"name", "metric", "pvalue", "seeds", "t", "df"},
      "settings": [{"key", "a", "b"}] (the settings the two runs differ in; None without `configs`),
      "verdicts": [one line per headline metric]}.
+    `machines` ({variant: CPU}, from the run records) adds a first warning when they differ.
     `seeds` under a and b holds the per-seed values in ascending seed order (ids in `seed_ids`). Two
     variants from the same SFT run are paired on the chains both ran (a variant trained on chains 0-3
     against one on 0-7 is compared on 0-3); otherwise the deltas are Welch's. The
@@ -346,6 +370,9 @@ def diff_variants(
         ma, mb = on_chains(ma, chains), on_chains(mb, chains)
     if a == b:
         warnings.insert(0, f"both sides are {a}: every difference is 0 by construction; name two variants")
+    machine = machine_warning(a, b, machines)
+    if machine:
+        warnings.insert(0, machine)
     rows, skipped = [], []
     for k in _metric_keys(ma, mb):
         va, vb = ma["per_seed"][k], mb["per_seed"][k]

@@ -1,6 +1,7 @@
 """Behaviour of the GRPO loop on a real (tiny, quickly trained) policy."""
 
 import copy
+import dataclasses
 import statistics
 
 import pytest
@@ -165,6 +166,19 @@ def test_dynamic_sampling_returns_only_mixed_groups_and_counts_every_sample(sft_
     assert batch.tokens.shape[0] == 64
 
 
+def test_dynamic_sampling_with_no_mixed_group_gives_an_empty_batch_that_counts_its_samples(sft_policy):
+    cfg = make(GRPOConfig, prompts_per_step=4, group_size=4, max_gen_rounds=3)
+    gen = torch.Generator().manual_seed(0)
+
+    def draw() -> Groups:  # every group solved by all its samples: none carries gradient
+        b = rollout_groups(sft_policy, PROBLEMS[:4], cfg, MAX_NEW, TOK, gen)
+        return dataclasses.replace(b, rewards=torch.ones_like(b.rewards))
+
+    batch = dynamic_groups(draw, 4, 3)
+    assert batch.rewards.shape == (0, 4) and batch.tokens.shape[0] == 0 and batch.answers == []
+    assert batch.samples == 3 * 16 and batch.generated_tokens > 0  # all three rounds were sampled
+
+
 def test_beta_zero_skips_the_reference_forward(sft_policy):
     def boom(*_args, **_kw):
         raise AssertionError("reference model was run")
@@ -176,8 +190,10 @@ def test_beta_zero_skips_the_reference_forward(sft_policy):
     gen = torch.Generator().manual_seed(0)
     batch = rollout_groups(policy, PROBLEMS[:4], cfg, MAX_NEW, TOK, gen)
     opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
-    stats = grpo_update(policy, None, opt, batch, cfg, MAX_NEW)
-    assert "kl_k3_nats" not in stats
+    assert not cfg.penalises_kl and make(GRPOConfig, beta=0.04).penalises_kl
+    for reference in (None, ref):  # the loop always hands the reference over: beta decides, once
+        stats = grpo_update(policy, reference, opt, batch, cfg, MAX_NEW)
+        assert "kl_k3_nats" not in stats
     with pytest.raises(AssertionError, match="reference model was run"):
         grpo_update(policy, ref, opt, batch, make(GRPOConfig, beta=0.04), MAX_NEW)
 

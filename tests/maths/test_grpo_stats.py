@@ -42,7 +42,14 @@ def _groups(responses: list[list[int]], prompt_len: int = 2, samples: int | None
     rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0]])[: len(responses) // 2]
     n = len(responses) if samples is None else samples
     return Groups(
-        tokens, mask, prompt_len, rewards, rewards, int(mask.sum()), n, ["1"] * (len(responses) // 2)
+        tokens=tokens,
+        mask=mask,
+        prompt_len=prompt_len,
+        rewards=rewards,
+        correct=rewards,
+        generated_tokens=int(mask.sum()),
+        samples=n,
+        answers=["1"] * (len(responses) // 2),
     )
 
 
@@ -57,14 +64,25 @@ def test_truncated_responses_are_those_without_eos_under_the_mask():
 def _empty() -> Groups:
     """A step whose groups were all dropped (dynamic sampling): 8 responses sampled, none kept."""
     z = torch.zeros(0, 3)
-    return Groups(z.long(), z, 2, torch.zeros(0, 2), torch.zeros(0, 2), 0, 8, [])
+    return Groups(
+        tokens=z.long(),
+        mask=z,
+        prompt_len=2,
+        rewards=torch.zeros(0, 2),
+        correct=torch.zeros(0, 2),
+        generated_tokens=0,
+        samples=8,
+        answers=[],
+    )
 
 
 def test_num_tokens_counts_every_prompt_and_response_token_sampled_so_far():
     d1 = TOK.ids["3"]
     batch = _groups([[d1, E], [d1, d1, E], [E], [d1, d1, d1]], prompt_len=5, samples=4)
     assert step_tokens(batch) == (2 + 3 + 1 + 3) + 4 * 5
-    row = step_metrics(batch, {"grad_tokens": 0}, E, tokens_before=100)
+    stats = {"grad_tokens": 0, "loss": 0.5}
+    row = step_metrics(batch, stats, E, tokens_before=100)
+    assert stats == {"grad_tokens": 0, "loss": 0.5} and row["loss"] == 0.5 and "grad_tokens" not in row
     assert row["num_tokens"] == 100 + 29 and row["reward_std"] == pytest.approx(
         statistics.fmean([statistics.stdev([1.0, 0.0]), 0.0])
     )

@@ -124,6 +124,29 @@ def test_bootstrap_band_contains_point_estimate_and_is_seeded():
     assert not np.array_equal(lo, lo3)
 
 
+def test_bootstrap_band_is_scipys_percentile_bootstrap_without_its_memory():
+    """The band is `scipy.stats.bootstrap`'s percentile interval of the mean over problems, from
+    the same seed (both draw the same problem indices); only the way the means are summed differs."""
+    from scipy.stats import bootstrap
+
+    n, ks = 16, [1, 2, 4, 8, 16]
+    c = random_counts(n, problems=80, seed=5)
+    lo, hi = bootstrap_band(c, n, ks, resamples=300, seed=7, level=0.9)
+    table = np.stack([pass_at_k(c, n, k) for k in ks], axis=1)  # (P, K)
+    res = bootstrap(
+        (table,),
+        np.mean,
+        axis=0,
+        vectorized=True,
+        n_resamples=300,
+        method="percentile",
+        confidence_level=0.9,
+        random_state=np.random.default_rng(7),
+    )
+    assert np.allclose(lo, res.confidence_interval.low, rtol=0, atol=1e-12)
+    assert np.allclose(hi, res.confidence_interval.high, rtol=0, atol=1e-12)
+
+
 def test_bootstrap_band_narrows_as_level_falls():
     c, n = random_counts(8, problems=50, seed=2), 8
     lo95, hi95 = bootstrap_band(c, n, [1, 8], resamples=400, seed=0, level=0.95)

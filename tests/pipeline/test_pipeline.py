@@ -159,7 +159,7 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
 
 
-def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo):
+def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo, monkeypatch):
     """Every stage's MLflow run (MLflow's source tags and ours), its run record and the report's
     figure copies of its outputs name the same commit: the code that ran, HEAD then."""
     from PIL import Image
@@ -167,7 +167,7 @@ def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo):
     d, env = repo
     sh("dvc repro", d, env)
     head = sh("git rev-parse HEAD", d, env).strip()
-    _, _, runs = _mlflow_runs(d)
+    client, _, runs = _mlflow_runs(d)
     for record in sorted((d / "reports/runs").glob("*.json")):
         made = json.loads(record.read_text())["made"]
         run = next(r for r in runs if r.info.run_id == json.loads(record.read_text())["mlflow_run_id"])
@@ -181,6 +181,18 @@ def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo):
     with Image.open(d / "reports/report-figures/passk-curves.png") as im:
         assert im.text["rlvr:git_commit"] == head and json.loads(im.text["rlvr:made"]) == passk
     assert f"code: git {head[:10]}, made on {passk['host']}" in (d / "reports/report.md").read_text()
+    from rlvr.pipeline import verify
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the repo's own store, as a user's
+    assert verify.commit_problems(d) == []  # dvc.lock, run records, figures and MLflow: one commit
+    run_id = json.loads((d / "reports/runs/passk.json").read_text())["mlflow_run_id"]
+    client.set_tag(run_id, "git.commit", "0" * 40)
+    try:
+        assert verify.commit_problems(d) == [
+            f"stage passk: MLflow run {run_id} says commit 0000000000, its run record {head[:10]}"
+        ]
+    finally:
+        client.set_tag(run_id, "git.commit", head)
 
 
 def test_dvc_plots_overlay_each_variant_without_combs(repo):

@@ -3,6 +3,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
+from rlvr.pipeline.determinism import cpu_model
 from rlvr.pipeline.tracking import EXPERIMENT, TrackingError, stage_run
 
 
@@ -161,6 +162,7 @@ def test_a_run_names_the_code_that_ran_as_mlflows_source_and_in_its_record(
     assert seed.data.tags["mlflow.source.git.commit"] == head and seed.data.tags["git.dirty"] == "false"
     assert by_id[edited.run_id].data.tags["git.dirty"] == "true" and edited.made["git_dirty"] is True
     assert run.made["host"] == tags["rlvr.host"] and run.made["tracking_uri"] == mlflow_store
+    assert run.made["cpu"] == tags["rlvr.cpu"] == cpu_model() and run.made["cpu"]
     assert run.made["started_utc"].endswith("+00:00")
 
 

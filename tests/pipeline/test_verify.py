@@ -161,3 +161,62 @@ def test_a_result_made_from_uncommitted_deps_fails_verify_and_other_changes_do_n
         "stage passk ran with uncommitted changes to its deps rlvr/passk.py, data/grpo/v/seed1.pt"
     )
     assert "does not name" in uncommitted_deps({**info, "made": {"git_dirty": True}})
+
+
+def test_the_committed_results_name_one_commit_in_dvc_lock_records_figures_and_mlflow():
+    """On the committed results: the commit each stage's run record names holds every code dep's
+    bytes as dvc.lock hashed them, every figure's embedded record is its stage's run record, and
+    (where this checkout has the MLflow store) each stage's run is tagged with that commit."""
+    assert verify.commit_problems(ROOT) == []
+
+
+def test_a_lock_hash_the_records_commit_does_not_hold_and_a_figure_from_another_run_are_found(
+    tmp_path, monkeypatch
+):
+    import hashlib
+    import subprocess
+
+    from PIL import Image, PngImagePlugin
+
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True, text=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "rlvr").mkdir()
+    (tmp_path / "rlvr/passk.py").write_text("# passk\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    commit = git("rev-parse", "HEAD").stdout.strip()
+    made = {"git_commit": commit, "git_dirty": False, "git_changed": [], "host": "box"}
+    (tmp_path / "reports/runs").mkdir(parents=True)
+    (tmp_path / "reports/runs/passk.json").write_text(json.dumps({"made": made}))
+    figure = tmp_path / "reports/figures/passk-curves.png"
+    figure.parent.mkdir()
+    info = PngImagePlugin.PngInfo()
+    info.add_text("rlvr:stage", "passk")
+    info.add_text("rlvr:made", json.dumps({**made, "host": "elsewhere"}))
+    Image.new("RGB", (4, 4)).save(figure, pnginfo=info)
+    md5 = lambda text: hashlib.md5(text.encode()).hexdigest()  # noqa: E731
+    lock = {
+        "schema": "2.0",
+        "stages": {
+            "passk": {
+                "cmd": "python -m rlvr.pipeline passk",
+                "deps": [{"path": "rlvr/passk.py", "hash": "md5", "md5": md5("# passk, edited\n")}],
+                "outs": [
+                    {"path": "reports/runs/passk.json", "hash": "md5", "md5": "0" * 32},
+                    {"path": "reports/figures/passk-curves.png", "hash": "md5", "md5": "1" * 32},
+                ],
+            }
+        },
+    }
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert verify.commit_problems(tmp_path) == [
+        f"stage passk: dvc.lock hashed rlvr/passk.py, but {commit[:10]} (its run record's commit) holds "
+        "other bytes: rerun the stage from committed code",
+        "reports/figures/passk-curves.png: its embedded record is not stage passk's run record (rerun it)",
+    ]
+    lock["stages"]["passk"]["deps"][0]["md5"] = md5("# passk\n")
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    Image.new("RGB", (4, 4)).save(figure, pnginfo=PngImagePlugin.PngInfo())  # no record: not this check's
+    assert verify.commit_problems(tmp_path) == []

@@ -387,3 +387,39 @@ def test_diff_help_says_what_its_two_arguments_are():
 
     out = subprocess.run([sys.executable, "-m", "rlvr", "diff", "--help"], capture_output=True, text=True)
     assert "variant A, the reference" in out.stdout and "every difference is B - A" in out.stdout
+
+
+def test_a_diff_of_runs_made_on_different_cpus_says_so_first(tmp_path, monkeypatch):
+    """The run records name each stage's CPU; B - A across two CPUs mixes the change with the
+    machines' float drift, so the diff's first warning says so (one CPU, or none known: no warning)."""
+    from rlvr.cli import variant_machines
+
+    metrics = tmp_path / "reports/metrics"
+    write_variant(metrics, "grpo", {"eval_acc_final": [0.5, 0.6, 0.55, 0.52]})
+    write_variant(metrics, "dapo", {"eval_acc_final": [0.6, 0.6, 0.58, 0.57]})
+    runs = tmp_path / "reports/runs"
+    runs.mkdir()
+    (runs / "grpo-grpo.json").write_text(json.dumps({"made": {"cpu": "Intel Xeon (family 6, model 143)"}}))
+    (runs / "grpo-dapo.json").write_text(json.dumps({"made": {"cpu": "AMD EPYC (family 25, model 17)"}}))
+    monkeypatch.chdir(tmp_path)
+    machines = variant_machines("grpo", "dapo")
+    assert machines == {"grpo": "Intel Xeon (family 6, model 143)", "dapo": "AMD EPYC (family 25, model 17)"}
+    d = diff_variants(metrics, tmp_path / "none.json", "grpo", "dapo", machines=machines)
+    assert d["warnings"][0].startswith(
+        "made on different CPUs (grpo: Intel Xeon (family 6, model 143); dapo: AMD"
+    )
+    same = {"grpo": machines["dapo"], "dapo": machines["dapo"]}
+    for quiet in (same, None, {}):
+        d = diff_variants(metrics, tmp_path / "none.json", "grpo", "dapo", machines=quiet)
+        assert not any("CPU" in w for w in d["warnings"])
+    (runs / "grpo-grpo.json").write_text(json.dumps({"made": {"host": "box"}}))  # an older record
+    d = diff_variants(
+        metrics, tmp_path / "none.json", "grpo", "dapo", machines=variant_machines("grpo", "dapo")
+    )
+    assert (
+        d["warnings"][0]
+        == "grpo's run record does not name its CPU: whether both ran on one machine is unknown"
+    )
+    (runs / "grpo-grpo.json").write_text("{not json")
+    with pytest.raises(UserError, match="grpo-grpo.json"):
+        variant_machines("grpo", "dapo")

@@ -175,7 +175,8 @@ def test_the_commit_is_the_one_that_ran_the_stage_not_the_last_to_touch_dvc_lock
 def test_a_clone_without_the_runs_says_where_they_were_logged_and_when(repo, monkeypatch, capsys):
     """In a clone without the MLflow store (no mlflow.db: none is made by looking), provenance names
     the store the runs went to, the host and the time from the run record, not a bare "missing";
-    `rlvr verify`'s provenance check agrees: it fails only on a stage whose record cannot say."""
+    `rlvr verify`'s provenance check agrees: it fails on a stage whose record cannot say, and on one
+    that ran from uncommitted code without naming the changed files."""
     from rlvr.pipeline import verify
 
     monkeypatch.chdir(repo)
@@ -186,8 +187,10 @@ def test_a_clone_without_the_runs_says_where_they_were_logged_and_when(repo, mon
     assert "(missing)" not in out and "made by   git 2b521db0ab (uncommitted changes), made on lab-box" in out
     assert "not in this tracking store: stage; they were logged to sqlite:////home/lab/rlvr/mlflow.db" in out
     assert verify.provenance_problems(repo) == [
+        "reports/metrics/passk.json: stage passk ran from uncommitted code its record does not name "
+        "(rerun it)",
         "reports/metrics/sft-x.json: stage sft@x: its run record does not say which code ran it, "
-        "where or when (rerun it)"
+        "where or when (rerun it)",
     ]
 
 
