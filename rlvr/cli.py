@@ -219,7 +219,7 @@ def _ui(args) -> Text:
 
 
 def _bench(args) -> dict:
-    from bench.suite import bench_all
+    from rlvr.bench.suite import bench_all
 
     return bench_all(
         load_params(args.params), Path(args.out), only=args.only, peer=args.peer, against=args.against

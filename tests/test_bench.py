@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from bench import fair, grpo_step, peer, sampling, scaling, seed_profile, suite, workloads
 from rlvr import flops
+from rlvr.bench import fair, grpo_step, peer, sampling, scaling, seed_profile, suite, workloads
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError
 from rlvr.pipeline.config import load_params
@@ -200,7 +200,7 @@ def test_against_needs_the_pipeline_benchmark_and_a_commit_before_any_benchmark(
 
 
 def test_the_named_commit_is_measured_first_then_head(monkeypatch):
-    from bench import floor
+    from rlvr.bench import floor
 
     order = []
     monkeypatch.setattr(
@@ -585,7 +585,7 @@ def test_trl_steps_run_alone_with_no_hook_for_our_step():
 
 
 def test_a_stage_runs_from_its_running_line_to_the_next():
-    from bench.floor import by_kind, ratio_rows
+    from rlvr.bench.floor import by_kind, ratio_rows
     from rlvr.pipeline.rerun import stage_walls
 
     lines = [
@@ -623,14 +623,14 @@ def test_a_failed_repro_says_why_from_its_stderr(tmp_path):
 
 
 def test_every_target_the_report_reads_is_in_the_one_targets_file():
-    """bench/targets.yaml holds every workload's targets; each workload writes its own beside its
+    """rlvr/bench/targets.yaml holds every workload's targets; each workload writes its own beside its
     figures, and the report's benchmark table reads them back by name: a target renamed on one side
     only would silently drop its "met" column."""
     import re
 
     from conftest import ROOT
 
-    from bench.targets import TARGETS
+    from rlvr.bench.targets import TARGETS
 
     read = re.findall(r'get\("(\w+)", "(target_\w+)"', (ROOT / "rlvr/report/benchtables.py").read_text())
     assert read and all(key in TARGETS[workload] for workload, key in read), read
@@ -647,7 +647,7 @@ def test_passk_benchmark_times_the_stages_counts_and_the_sampling_they_replaced(
     stage's own."""
     from conftest import ROOT
 
-    from bench import passk
+    from rlvr.bench import passk
 
     params = load_params(ROOT / "params.yaml")
     params = replace(params, model=replace(TINY, max_len=32))
@@ -663,7 +663,7 @@ def test_bootstrap_benchmark_finds_scipys_band_and_states_both_memories():
     same band (to rounding), and scipy's (R, P, K) tensor costs it more memory than our weights."""
     from conftest import ROOT
 
-    from bench import bootstrap
+    from rlvr.bench import bootstrap
 
     params = load_params(ROOT / "params.yaml")
     out = bootstrap.bench(params, repeats=1)

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -114,11 +115,16 @@ def test_every_documented_command_is_run_by_a_test_or_says_why_not():
 
 
 def sh(cmd: str, cwd: Path, env: dict, timeout: int = 600) -> str:
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True, timeout=timeout)
-    assert out.returncode == 0, (
-        f"{cmd} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    )
-    return out.stdout + out.stderr
+    """Run `cmd` and return what it printed. Its output goes to a file, not a pipe: `dvc queue
+    start` leaves daemons that inherit its stdout, and a pipe would wait for them to end."""
+    with tempfile.TemporaryFile("w+") as log:
+        rc = subprocess.run(
+            cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, shell=True, timeout=timeout
+        )
+        log.seek(0)
+        out = log.read()
+    assert rc.returncode == 0, f"{cmd} failed ({rc.returncode}):\n{out[-6000:]}"
+    return out
 
 
 def _serve_and_fetch(cmd: str, cwd: Path, env: dict) -> str:
@@ -158,6 +164,17 @@ def _serve_and_fetch(cmd: str, cwd: Path, env: dict) -> str:
             proc.wait(timeout=10)
 
 
+def _wait_for_the_queue(status_cmd: str, d: Path, env: dict, deadline_s: float = 1200) -> str:
+    """Poll the queue's status until nothing is Queued or Running; fail with it past the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        status = sh(status_cmd, d, env)
+        if not re.search(r"\b(Queued|Running)\b", status):
+            return status
+        assert time.monotonic() < end, f"the queue still runs after {deadline_s:.0f} s:\n{status}"
+        time.sleep(2)
+
+
 @pytest.mark.slow
 def test_every_runnable_command_runs_on_the_tiny_pipeline(tmp_path):
     d = tmp_path / "repo"
@@ -178,11 +195,10 @@ def test_every_runnable_command_runs_on_the_tiny_pipeline(tmp_path):
         if tiny == "SERVER":
             assert "<" in _serve_and_fetch(documented_cmd, d, env)  # an HTML page
         elif tiny == "QUEUE":  # "until none is Queued or Running"
-            for _ in range(600):
-                status = sh(documented_cmd, d, env)
-                if not re.search(r"\b(Queued|Running)\b", status):
-                    break
-                time.sleep(1)
+            try:
+                status = _wait_for_the_queue(documented_cmd, d, env)
+            finally:
+                sh("dvc queue stop --kill", d, env)  # no worker outlives the test
             assert "Failed" not in status, status
         else:
             out = sh(cmd, d, env)

@@ -2,8 +2,8 @@
 
 `a <- b`: b may import a, never the reverse. The maths is `rlvr/*.py` (the top-level modules), the
 I/O floor `rlvr/io/` (files, git), the report `rlvr/report/`, the pipeline `rlvr/pipeline/` (its
-stages too), the top the CLI (`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`bench/`).
-Every import of `rlvr...` or `bench...` is read from the source with `ast`, inside functions too (a
+stages too), the top the CLI (`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`rlvr/bench/`).
+Every import of `rlvr...` is read from the source with `ast`, inside functions too (a
 lazy import is still an import). No modules import each other in a loop either, counting the
 imports inside functions. The maths and the report start no process and open no store: neither
 imports `subprocess`, `mlflow` or `dvc`.
@@ -19,7 +19,7 @@ from conftest import ROOT
 
 STACK = ("maths", "I/O", "report", "pipeline", "cli and benchmarks")  # bottom first
 MACHINERY = ("subprocess", "mlflow", "dvc")  # what the maths and the report never import
-PACKAGES = ("rlvr", "bench")
+PACKAGES = ("rlvr",)
 
 
 def layer(module: str) -> int:
@@ -28,7 +28,7 @@ def layer(module: str) -> int:
     def within(pkg: str) -> bool:
         return module == pkg or module.startswith(pkg + ".")
 
-    if within("bench") or within("rlvr.cli") or within("rlvr.__main__"):
+    if within("rlvr.bench") or within("rlvr.cli") or within("rlvr.__main__"):
         return 4
     if within("rlvr.pipeline"):
         return 3
@@ -60,7 +60,7 @@ def modules(root: Path) -> dict[str, Path]:
 
 
 def imports(path: Path, module: str, known: dict[str, Path], root: Path) -> list[Import]:
-    """The imports of `rlvr...` and `bench...` in one file, at module level and inside functions."""
+    """The imports of `rlvr...` in one file, at module level and inside functions."""
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     source = path.relative_to(root).as_posix()
@@ -235,13 +235,13 @@ def test_no_modules_import_each_other_in_a_loop():
 
 
 def test_every_module_stands_on_one_floor():
-    """Each module of rlvr/ and bench/ is on the floor its folder says."""
+    """Each module of rlvr/ is on the floor its folder says."""
     floors = {m: STACK[layer(m)] for m in modules(ROOT)}
     assert floors["rlvr.grpo"] == floors["rlvr"] == "maths"
     assert floors["rlvr.io.files"] == floors["rlvr.io.gitinfo"] == "I/O"
     assert floors["rlvr.report.claims"] == "report"
     assert floors["rlvr.pipeline.stages.grpo"] == floors["rlvr.pipeline.__main__"] == "pipeline"
-    assert floors["rlvr.cli"] == floors["rlvr.__main__"] == floors["bench.suite"] == "cli and benchmarks"
+    assert floors["rlvr.cli"] == floors["rlvr.__main__"] == floors["rlvr.bench.suite"] == "cli and benchmarks"
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -277,12 +277,13 @@ def test_a_loop_through_a_function_level_import_is_named(tmp_path):
     root = _tree(
         tmp_path,
         {
-            "bench/__init__.py": "",
-            "bench/suite.py": "from bench.floor import run\n",
-            "bench/floor.py": "def run():\n    from bench import suite\n",
-            "bench/fair.py": "from bench import floor\n",
+            "rlvr/bench/__init__.py": "",
+            "rlvr/bench/suite.py": "from rlvr.bench.floor import run\n",
+            "rlvr/bench/floor.py": "def run():\n    from rlvr.bench import suite\n",
+            "rlvr/bench/fair.py": "from rlvr.bench import floor\n",
         },
     )
     assert cycles(root) == [
-        "bench/floor.py, bench/suite.py: bench/floor.py:2 -> bench/suite.py:1 -> bench/floor.py"
+        "rlvr/bench/floor.py, rlvr/bench/suite.py: "
+        "rlvr/bench/floor.py:2 -> rlvr/bench/suite.py:1 -> rlvr/bench/floor.py"
     ]

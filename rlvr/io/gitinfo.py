@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 # What decides how a result is made: the code, the claims, the settings, the pipeline, the pins.
-CODE_PATHS = ("rlvr", "bench", "experiments", "params.yaml", "dvc.yaml", "pyproject.toml")
+CODE_PATHS = ("rlvr", "experiments", "params.yaml", "dvc.yaml", "pyproject.toml")
 
 
 def _git(root: Path, *args: str) -> str | None:

@@ -35,7 +35,8 @@ from rlvr.model import TinyLM
 from rlvr.narrowing import temperature_key
 from rlvr.noise import sft_rows
 from rlvr.optim import diverged_at
-from rlvr.passk import pass_at_k_curve, summarise_counts
+from rlvr.passk import pass_at_k_curve
+from rlvr.passk_summary import summarise_counts
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS

@@ -98,6 +98,11 @@ def check_reachable(uri: str) -> None:
                 f"MLflow tracking store {uri}: folder {folder} does not exist; create it or "
                 f"unset MLFLOW_TRACKING_URI to use this checkout's mlflow.db"
             )
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:  # root would pass os.access below
+            raise TrackingError(
+                f"MLflow tracking store {uri}: folder {folder} is on a read-only file system; remount "
+                "it read-write or point MLFLOW_TRACKING_URI at a store you can write"
+            )
         if not os.access(folder, os.W_OK | os.X_OK):
             raise TrackingError(f"MLflow tracking store {uri}: folder {folder} is not writable")
     if uri.startswith(("http://", "https://")):

@@ -222,7 +222,7 @@ KNOBS = {"prompts_per_call": "{} prompts a call", "generation_batch": "generatio
 
 def _peer_comparisons(bench: dict) -> list[tuple[str, str, dict]]:
     """(workload, peer, fair comparison) for every comparison `rlvr bench --peer trl` recorded
-    (`bench.fair.compare`), in the order the report lists them."""
+    (`rlvr.bench.fair.compare`), in the order the report lists them."""
     out = [
         (f"sampling, {_get(bench, 'sampling', 'completions'):,} completions, 4 tokens", PEERS[0], r)
         for r in (_get(bench, "sampling", "vs_hf_generate") or {}).values()

@@ -328,7 +328,7 @@ def passk_curves(
     crossovers: dict[str, list],
     labels: dict[str, str],
 ) -> Path:
-    """curves: `passk.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
+    """curves: `passk_summary.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
     metrics' `per_seed.crossover_k`); labels: "sft" and the contrast -> what the legend calls them
     (`rlvr.report.labels.sft_label`). Left: 1 - pass@k (the share of problems still unsolved
     after k samples) on a log axis for the SFT start and a contrast if scored (chain mean, 95% band

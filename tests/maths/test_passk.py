@@ -17,9 +17,9 @@ from rlvr.passk import (
     pass_at_k,
     pass_at_k_curve,
     solved_by_one_only,
-    summarise_counts,
     two_problem_toy,
 )
+from rlvr.passk_summary import summarise_counts
 
 
 def exact_pass_at_k(c: int, n: int, k: int) -> Fraction:

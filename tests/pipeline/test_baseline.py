@@ -5,23 +5,31 @@ changes, as another CPU's floats would), so its committed results differ from th
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import tiny_checkout
+from conftest import ROOT, tiny_checkout
 
 pytestmark = pytest.mark.slow  # integration: three `dvc repro`s of the tiny pipeline
 
 BIN = Path(sys.executable).parent
-EXPERIMENT = "++variants.dapo.lr=0.002"  # one param: the documented example's
-DEPENDENCY_COLUMNS = r"^[^:]*/[^:]*$|^params\.yaml$"  # docs/comparing.md's `--drop`: paths without a metric
 ITS_EFFECT = {
     "reports/headline/grpo-dapo.json",
     "reports/headline/passk.json",
     "reports/headline/report.json",
 }
+
+
+def documented_block() -> list[str]:
+    """The commands of the docs/comparing.md block this file is named as testing, as written."""
+    text = (ROOT / "docs/comparing.md").read_text()
+    marker = r"<!-- tested in tests/pipeline/test_baseline.py[^>]*-->\s*```bash\n(.*?)```"
+    block = re.search(marker, text, re.S)
+    assert block, "docs/comparing.md has no block marked as tested here"
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.group(1).splitlines() if line.strip()]
 
 
 def sh(cmd, cwd, env):
@@ -30,9 +38,16 @@ def sh(cmd, cwd, env):
     return out.stdout + out.stderr
 
 
-def changed_metrics(diff_json: str) -> set[str]:
-    """The metrics files `dvc exp diff --json` lists with at least one changed value."""
-    return {path for path, values in json.loads(diff_json).get("metrics", {}).items() if values}
+def changed_metrics(diff: dict) -> set[str]:
+    """The metrics files a `dvc metrics diff --json` ({path: changes}) lists with a changed value."""
+    return {path for path, values in diff.items() if values}
+
+
+def test_the_block_is_a_branch_of_this_machines_results_then_an_experiment():
+    commit, experiment, diff, show = documented_block()
+    assert commit.startswith("git switch -c ") and "dvc repro --force" in commit and "git commit" in commit
+    assert experiment.startswith("dvc exp run -S ")
+    assert (diff, show.split(" --")[0]) == ("dvc exp diff", "dvc exp show")
 
 
 def test_a_baseline_on_the_users_machine_leaves_only_the_experiments_effect(tmp_path):
@@ -46,25 +61,25 @@ def test_a_baseline_on_the_users_machine_leaves_only_the_experiments_effect(tmp_
     sh("dvc repro", origin, committer)
     sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results", origin, env)
     sh(f"git clone -q {origin} {clone}", tmp_path, env)
-    user = {**env, "PYTHONPATH": str(clone)}
+    who = {f"GIT_{role}_{key}": "u" for role in ("AUTHOR", "COMMITTER") for key in ("NAME", "EMAIL")}
+    user = {**env, **who, "PYTHONPATH": str(clone), "COLUMNS": "200"}
+    commit, experiment, diff, show = documented_block()
 
-    sh("dvc exp run --force --name baseline", clone, user)  # the documented first command
-    sh(f"dvc exp run -S '{EXPERIMENT}' --name lr", clone, user)
-
-    against_baseline = changed_metrics(sh("dvc exp diff baseline lr --json", clone, user))
-    assert against_baseline and against_baseline <= ITS_EFFECT, against_baseline
-    params = json.loads(sh("dvc exp diff baseline lr --json", clone, user))["params"]["params.yaml"]
-    assert set(params) == {"variants.dapo.lr"}, params
-    against_head = changed_metrics(sh("dvc exp diff HEAD lr --json", clone, user))
-    assert against_head - ITS_EFFECT, "the committer's results should differ beyond the change"
-    assert "reports/headline/sft-two_digit.json" in against_head  # the drift the baseline removes
-    shown = sh(
-        f"dvc exp show --no-pager --only-changed --drop '{DEPENDENCY_COLUMNS}'",
-        clone,
-        {**user, "COLUMNS": "200"},
-    )
-    assert "…" not in shown and "variants.dapo.lr" in shown and "grpo-dapo.json:eval_acc_final" in shown, (
-        shown
-    )
-    diff = sh("rlvr diff grpo dapo", clone, user)  # both variants now made on this machine
-    assert "different CPUs" not in diff and "settings that differ:" in diff, diff
+    committers = sh("git rev-parse HEAD", clone, user).strip()
+    sh(commit, clone, user)
+    assert sh("git status --porcelain", clone, user) == "", "the branch's commit should hold every result"
+    against_committer = changed_metrics(json.loads(sh(f"dvc metrics diff {committers} --json", clone, user)))
+    assert "reports/headline/sft-two_digit.json" in against_committer  # the drift the branch removes
+    sh(experiment, clone, user)
+    changed = json.loads(sh(f"{diff} --json", clone, user))
+    moved = changed_metrics(changed["metrics"])
+    assert moved and moved <= ITS_EFFECT, changed
+    assert set(changed["params"]["params.yaml"]) == {"variants.dapo.lr"}, changed["params"]
+    shown = sh(show, clone, user)
+    assert "…" not in shown and "variants.dapo.lr" in shown, shown
+    assert "grpo-dapo.json:eval_acc_final" in shown, shown
+    width = max(map(len, shown.splitlines()))
+    print(f"dvc exp show --only-changed --drop ...: {width} columns")  # docs/comparing.md quotes it
+    assert width <= 200, shown
+    out = sh("rlvr diff grpo dapo", clone, user)  # both variants now made on this machine
+    assert "different CPUs" not in out and "settings that differ:" in out, out

@@ -312,8 +312,8 @@ def test_stage_commands_reject_unknown_names_before_any_work(tmp_path, capsys, t
     assert "sft run 'nope': unknown" in capsys.readouterr().err
     assert main(["--params", str(path), "bench", "--only", "nope"]) == 2
     assert (
-        "bench 'nope': unknown; known benchmarks: sampling, sft, grpo_step, passk_model, bootstrap, pipeline, queue"
-        in capsys.readouterr().err
+        "bench 'nope': unknown; known benchmarks: "
+        "sampling, sft, grpo_step, passk_model, bootstrap, pipeline, queue" in capsys.readouterr().err
     )
 
 

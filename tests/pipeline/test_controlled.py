@@ -20,10 +20,10 @@ from rlvr.passk import (
     never_solved_in,
     one_run_sd,
     pass_at_k,
-    summarise_counts,
     thin,
     unit_key,
 )
+from rlvr.passk_summary import summarise_counts
 from rlvr.rollout import Sampling, answer_probability, binomial_counts, correct_counts
 from rlvr.sft import fit_noisy
 from rlvr.stats import variance_components

@@ -1679,33 +1679,22 @@ def test_a_seed_worker_killed_from_outside_is_one_line(tmp_path):
     ]
 
 
-@pytest.mark.slow  # dvc repro on a pseudo-terminal, Ctrl-C typed into it, then `rlvr restore`
-def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_outputs_back(
-    small_repo, tmp_path
-):
-    """Ctrl-C typed into the terminal reaches dvc, the stage and its workers (the foreground process
-    group): the stage says one line and no process prints a traceback; DVC had removed the stage's
-    outputs, and `rlvr restore` puts them back byte for byte."""
+def _ctrl_c_on_a_terminal(d: Path, env: dict, argv: list[str], ready) -> str:
+    """Run `argv` in `d` on a pseudo-terminal, as a user's shell would, and type Ctrl-C into it once
+    `ready(output so far)` holds; -> everything the terminal showed. Fails if it never got ready or
+    the command was not stopped."""
     import pty
     import select
 
-    src, env = small_repo
-    d = tmp_path / "repo"
-    shutil.copytree(src, d, symlinks=True)
-    ident = {k: "t" for k in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")}
-    env = {**env, "PYTHONPATH": str(d), **ident, "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run("git add -A && git commit -qm results", shell=True, cwd=d, env=env, check=True)
-    outs = [o["path"] for o in yaml.safe_load((d / "dvc.lock").read_text())["stages"]["worked"]["outs"]]
-    before = {p: _md5(d / p) for p in outs if (d / p).is_file()}
     pid, fd = pty.fork()
     if pid == 0:  # the child: a shell on the terminal, as a user's
         os.chdir(d)
-        os.execvpe("dvc", ["dvc", "repro", "-f", "worked"], env)
-    seen, deadline = b"", time.monotonic() + 120
+        os.execvpe(argv[0], argv, env)
+    seen, deadline = b"", time.monotonic() + 300
     sent = False
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready:
+        ready_fds, _, _ = select.select([fd], [], [], 0.2)
+        if ready_fds:
             try:
                 chunk = os.read(fd, 4096)
             except OSError:  # the terminal closed: every process on it exited
@@ -1713,14 +1702,44 @@ def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_ou
             if not chunk:
                 break
             seen += chunk
-        if not sent and b"Running stage 'worked'" in seen:
-            time.sleep(1.5)  # the stage process is up, importing and training
+        if not sent and ready(seen):
             os.write(fd, b"\x03")  # Ctrl-C, as typed
             sent = True
     _, status = os.waitpid(pid, 0)
     text = seen.decode(errors="replace")
     assert sent, text[-2000:]
-    assert os.waitstatus_to_exitcode(status) != 0
+    assert os.waitstatus_to_exitcode(status) != 0, text[-2000:]
+    return text
+
+
+def _committed_copy(small_repo, tmp_path) -> tuple[Path, dict]:
+    src, env = small_repo
+    d = tmp_path / "repo"
+    shutil.copytree(src, d, symlinks=True)
+    ident = {k: "t" for k in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")}
+    env = {**env, "PYTHONPATH": str(d), **ident, "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run("git add -A && git commit -qm results", shell=True, cwd=d, env=env, check=True)
+    return d, env
+
+
+@pytest.mark.slow  # dvc repro on a pseudo-terminal, Ctrl-C typed into it, then `rlvr restore`
+def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_outputs_back(
+    small_repo, tmp_path
+):
+    """Ctrl-C typed into the terminal reaches dvc and the stage (the foreground process group): the
+    stage says one line and no process prints a traceback; DVC had removed the stage's outputs, and
+    `rlvr restore` puts them back byte for byte."""
+    d, env = _committed_copy(small_repo, tmp_path)
+    outs = [o["path"] for o in yaml.safe_load((d / "dvc.lock").read_text())["stages"]["worked"]["outs"]]
+    before = {p: _md5(d / p) for p in outs if (d / p).is_file()}
+    started = {}
+
+    def ready(seen: bytes) -> bool:  # the stage process is up, importing and computing
+        if b"Running stage 'worked'" in seen:
+            started.setdefault("at", time.monotonic())
+        return "at" in started and time.monotonic() - started["at"] > 1.5
+
+    text = _ctrl_c_on_a_terminal(d, env, ["dvc", "repro", "-f", "worked"], ready)
     assert "Traceback" not in text, text[-3000:]
     assert "rlvr: stage worked interrupted" in text
     run = subprocess.run(
@@ -1728,6 +1747,46 @@ def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_ou
     )
     assert run.returncode == 0, run.stderr
     assert {p: _md5(d / p) for p in before} == before
+
+
+SFT_STAGE = "^python -m rlvr.pipeline sft"  # the stage's command line, and its forked workers'
+
+
+def _processes(pattern: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return [int(x) for x in found.stdout.split()]
+
+
+@pytest.mark.slow  # dvc repro of an SFT stage on a pseudo-terminal, Ctrl-C while its seed workers train
+def test_ctrl_c_while_seed_workers_train_is_one_line_and_leaves_no_process(small_repo, tmp_path):
+    """The same Ctrl-C with the stage's forked seed workers training (they share the terminal's
+    process group, so they get it too): one line, no traceback from multiprocessing, the pool or a
+    worker, no worker left, the stage's run KILLED."""
+    d, env = _committed_copy(small_repo, tmp_path)
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    raw["sft"]["single_digit"]["epochs"] = 400  # long enough to be interrupted mid-training
+    (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+
+    def ready(seen: bytes) -> bool:  # the stage and at least one forked worker (same command line)
+        return (
+            b"Running stage 'sft@single_digit'" in seen
+            and len(_processes("^python -m rlvr.pipeline sft")) >= 2
+        )
+
+    text = _ctrl_c_on_a_terminal(d, {**env, "RLVR_THREADS": "2"}, ["dvc", "repro", "sft@single_digit"], ready)
+    assert not [w for w in ("Traceback", "ConnectionResetError", "BrokenProcessPool") if w in text], text[
+        -3000:
+    ]
+    assert "rlvr: stage sft@single_digit interrupted" in text, text[-3000:]
+    deadline = time.monotonic() + 30
+    while _processes(SFT_STAGE) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _processes(SFT_STAGE), "a seed worker outlived its stage"
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{d / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("rlvr-repro").experiment_id])
+    assert {r.info.status for r in runs if r.info.run_name.startswith("sft@")} == {"KILLED"}
 
 
 @pytest.mark.slow

@@ -4,10 +4,13 @@ use: checked at `check`, before DVC removes any stage's outputs."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 from collections import namedtuple
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,6 +71,39 @@ def test_a_full_disk_under_the_store_is_refused(mlflow_store, monkeypatch):
     monkeypatch.setattr("shutil.disk_usage", lambda p: Usage(10**9, 10**9 - 2**20, 2**20))
     line = refused(mlflow_store)
     assert "1.0 MiB free on its disk, a stage needs about 16 MiB to log; free some space" in line
+
+
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A real file system of `size` mounted at `where` for the test (root with CAP_SYS_ADMIN, as on
+    the CI machine; elsewhere the test is skipped and the patched tests above stand in)."""
+    where.mkdir()
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip() or mount.returncode}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def test_a_store_on_a_read_only_file_system_is_refused(mlflow_store, tmp_path):
+    """No patching: the store on a file system remounted read-only, which even root cannot write."""
+    with tmpfs(tmp_path / "ro", "64m") as mnt:
+        shutil.copy(mlflow_store.removeprefix("sqlite:///"), mnt / "mlflow.db")
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        line = refused(f"sqlite:///{mnt / 'mlflow.db'}")
+    assert "/ro is on a read-only file system; remount it read-write" in line
+
+
+def test_a_store_on_a_full_disk_is_refused(mlflow_store, tmp_path):
+    """No patching: the store on a 4 MiB file system, less than the 16 MiB a stage needs to log."""
+    with tmpfs(tmp_path / "small", "4m") as mnt:
+        shutil.copy(mlflow_store.removeprefix("sqlite:///"), mnt / "mlflow.db")
+        line = refused(f"sqlite:///{mnt / 'mlflow.db'}")
+    assert "MiB free on its disk, a stage needs about 16 MiB to log; free some space" in line
 
 
 def test_a_store_made_by_the_installed_mlflow_passes_and_its_schema_is_the_newest(mlflow_store):

@@ -382,3 +382,43 @@ def test_the_guard_refuses_a_server_whose_artifact_store_fails(tmp_path):
         experiment = client.get_experiment_by_name("rlvr-repro").experiment_id
         runs = client.search_runs([experiment], run_view_type=3)  # 3: active and deleted
         assert [r.info.lifecycle_stage for r in runs] == ["deleted"]
+
+
+FAILING_STAGE = """
+import sys, time
+from rlvr.pipeline.tracking import stage_run
+try:
+    with stage_run("sft@x", {"lr": 0.1}, {}, "h") as run:
+        run.log_step(0, {"loss": 1.0})
+        print(run.run_id, flush=True)
+        if sys.argv[1] == "raise":
+            raise RuntimeError("a failure part way")
+        time.sleep(120)
+except RuntimeError:
+    raise SystemExit(1)
+except KeyboardInterrupt:
+    raise SystemExit(130)
+"""
+
+
+@pytest.mark.parametrize("how, status", [("raise", "FAILED"), ("sigterm", "KILLED")])
+def test_a_stage_that_stops_part_way_marks_its_run_on_the_server(mlflow_server, how, status):
+    """A stage that fails after it logged a step, or is stopped by DVC (SIGTERM), on a team server:
+    its run is marked FAILED or KILLED there, its logged step kept, none left RUNNING."""
+    from mlflow.tracking import MlflowClient
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAILING_STAGE, how],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_server.uri},
+    )
+    run_id = proc.stdout.readline().strip()
+    if how == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == (1 if how == "raise" else 130) and "Traceback" not in err, err
+    client = MlflowClient(mlflow_server.uri)
+    assert client.get_run(run_id).info.status == status
+    assert [m.value for m in client.get_metric_history(run_id, "loss")] == [1.0]

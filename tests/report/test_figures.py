@@ -55,7 +55,7 @@ def test_an_unknown_noise_kind_is_one_line_naming_the_valid_ones():
 def test_the_pass_at_k_figures_name_the_start_as_the_stage_gives_it(drawn, tmp_path):
     from test_views import _chain_counts
 
-    from rlvr.passk import summarise_counts
+    from rlvr.passk_summary import summarise_counts
 
     n, seeds = 8, [0, 1, 2]
     counts = {k: v for k, v in _chain_counts(n, seeds=seeds).items() if not k.startswith("base2/")}

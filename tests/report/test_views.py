@@ -4,7 +4,8 @@
 import numpy as np
 import pytest
 
-from rlvr.passk import pass_at_k_curve, summarise_counts
+from rlvr.passk import pass_at_k_curve
+from rlvr.passk_summary import summarise_counts
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.report.claims import Claim
 from rlvr.report.claimtext import book_text

@@ -19,7 +19,8 @@ from tqdm import tqdm
 from rlvr.chain import correct_out_of
 from rlvr.io.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.narrowing import greedy_summary, temperature_key
-from rlvr.passk import summarise_counts, unit_key
+from rlvr.passk import unit_key
+from rlvr.passk_summary import summarise_counts
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import PassKPaths, unit_name

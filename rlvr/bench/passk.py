@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from bench import fair
-from bench.targets import TARGETS
+from rlvr.bench import fair
+from rlvr.bench.targets import TARGETS
 from rlvr.model import TinyLM
 from rlvr.pipeline.config import Params
 from rlvr.tasks import split

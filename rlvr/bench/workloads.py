@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import torch
 
-from bench import fair
+from rlvr.bench import fair
 from rlvr.configs import ModelConfig
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.optim import AdamW

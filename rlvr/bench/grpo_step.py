@@ -5,10 +5,10 @@ on a GPT-2 of the same shape, each side at its best and alone (`bench.fair`), fo
 
 from __future__ import annotations
 
-from bench import fair
-from bench import peer as peers
-from bench.targets import TARGETS
-from bench.workloads import grpo_step_work, grpo_stepper
+from rlvr.bench import fair
+from rlvr.bench import peer as peers
+from rlvr.bench.targets import TARGETS
+from rlvr.bench.workloads import grpo_step_work, grpo_stepper
 from rlvr.configs import ModelConfig
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import set_determinism

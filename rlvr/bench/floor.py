@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.targets import TARGETS
+from rlvr.bench.targets import TARGETS
 from rlvr.pipeline.rerun import clone_env, timed_repro
 
 
@@ -103,7 +103,7 @@ def measure(root: Path, rev: str) -> dict:
 
 
 def bench(params, against: str | None = None) -> dict:  # noqa: ARG001 (every benchmark takes the params)
-    """A fresh clone of HEAD against its compute floor (`measure`; target: bench/targets.yaml). With
+    """A fresh clone of HEAD against its compute floor (`measure`; target: rlvr/bench/targets.yaml). With
     `against` (a commit: the previous main, say), that commit is measured the same way first, back
     to back on the same machine, so a change's cost in wall time is read off one run of the bench."""
     from rlvr.io.gitinfo import git_commit

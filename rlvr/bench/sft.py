@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench import fair
+from rlvr.bench import fair
 from rlvr.configs import SFTConfig
 from rlvr.model import TinyLM
 from rlvr.noise import sft_rows

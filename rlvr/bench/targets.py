@@ -1,4 +1,4 @@
-"""The targets of every `rlvr bench` workload, read from bench/targets.yaml (one data file for all)."""
+"""The targets of every `rlvr bench` workload, read from rlvr/bench/targets.yaml (one data file for all)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import tracemalloc
 
 import numpy as np
 
-from bench import fair
-from bench.targets import TARGETS
+from rlvr.bench import fair
+from rlvr.bench.targets import TARGETS
 from rlvr.passk import bootstrap_band, pass_at_k
 from rlvr.pipeline.config import Params
 

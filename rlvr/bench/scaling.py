@@ -6,9 +6,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
-from bench import fair
-from bench import peer as peers
-from bench.grpo_step import grpo_vs_trl, ours_alone
+from rlvr.bench import fair
+from rlvr.bench import peer as peers
+from rlvr.bench.grpo_step import grpo_vs_trl, ours_alone
 from rlvr.pipeline.config import Params
 
 SCALING = {"group_size": (4, 8, 16, 64), "response_tokens": (2, 4, 8), "d_model": (64, 128, 256)}

@@ -10,10 +10,10 @@ import time
 
 import torch
 
-from bench import fair
-from bench import peer as peers
-from bench.targets import TARGETS
-from bench.workloads import SAMPLE_TOKENS, SAMPLES, sampling_work
+from rlvr.bench import fair
+from rlvr.bench import peer as peers
+from rlvr.bench.targets import TARGETS
+from rlvr.bench.workloads import SAMPLE_TOKENS, SAMPLES, sampling_work
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, sample
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import set_determinism

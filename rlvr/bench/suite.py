@@ -1,5 +1,5 @@
 """`rlvr bench`: speed and memory benchmarks, one module per workload, written to
-reports/benchmarks.json. Their targets are bench/targets.yaml's.
+reports/benchmarks.json. Their targets are rlvr/bench/targets.yaml's.
 
 Benchmarks are run on demand, never as timed tests. Each repeats its measurement several times
 and reports the median with the min and max, so one noisy run cannot pass for a result. Reruns of
@@ -18,8 +18,19 @@ from pathlib import Path
 
 import torch
 
-from bench import bootstrap, compiled, floor, grpo_step, passk, queue, sampling, scaling, seed_profile, sft
-from bench import peer as peers
+from rlvr.bench import (
+    bootstrap,
+    compiled,
+    floor,
+    grpo_step,
+    passk,
+    queue,
+    sampling,
+    scaling,
+    seed_profile,
+    sft,
+)
+from rlvr.bench import peer as peers
 from rlvr.io.files import write_json
 from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import cpu_model, set_determinism

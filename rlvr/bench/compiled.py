@@ -17,9 +17,9 @@ import statistics
 import tempfile
 import time
 
-from bench import fair
-from bench.targets import TARGETS
-from bench.workloads import grpo_step_work, grpo_stepper, sampling_call, sampling_work
+from rlvr.bench import fair
+from rlvr.bench.targets import TARGETS
+from rlvr.bench.workloads import grpo_step_work, grpo_stepper, sampling_call, sampling_work
 
 RUNS = 20  # timed calls after the first, per block
 VARIANTS = ("eager", "compiled, empty cache", "compiled, warm cache")
