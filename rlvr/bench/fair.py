@@ -50,7 +50,7 @@ def tokenizer(form: str) -> Tokenizer:
 
 
 def in_fresh_process(fn: Callable, *args):
-    """fn(*args) in a new interpreter (`python -m bench.fair JOB`), its result sent back: a block
+    """fn(*args) in a new interpreter (`python -m rlvr.bench.fair JOB`), its result sent back: a block
     measured alone. A new interpreter, not a fork: a fork would inherit this process's threads,
     flags and warm caches. fn and args travel pickled, through a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="rlvr-block-") as tmp:
@@ -58,7 +58,7 @@ def in_fresh_process(fn: Callable, *args):
         job.write_bytes(pickle.dumps((fn, args)))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # this code
         run = subprocess.run(
-            [sys.executable, "-m", "bench.fair", str(job)], env=env, capture_output=True, text=True
+            [sys.executable, "-m", "rlvr.bench.fair", str(job)], env=env, capture_output=True, text=True
         )
         if run.returncode != 0:
             raise RuntimeError(

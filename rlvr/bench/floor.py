@@ -7,7 +7,7 @@ one after the other in one process that has already imported torch, MLflow and e
 each stage's work (its inputs read, its training, its outputs written, its MLflow runs logged) with
 no process start-up, no imports and no DVC. Their ratio is what the machinery around the work costs.
 
-    python -m bench.floor sft@two_digit passk ...   # (in a clone) the floor, as one JSON line
+    python -m rlvr.bench.floor sft@two_digit passk ...   # (in a clone) the floor, as one JSON line
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rlvr.pipeline.rerun import clone_env, timed_repro
 def in_process_floor(clone: Path, env: dict[str, str], stages: list[str]) -> dict[str, float]:
     """Each stage's seconds called in one warm process in `clone` (`main` below)."""
     run = subprocess.run(
-        [sys.executable, "-m", "bench.floor", *stages],
+        [sys.executable, "-m", "rlvr.bench.floor", *stages],
         cwd=clone,
         env=env,
         capture_output=True,

@@ -1,6 +1,6 @@
 """`rlvr bench --only grpo_step`: one GRPO step (sample 16 prompts x G = 8, score, one update) on a
 default-size model with 4-token answers, at beta = 0 and 0.04; with `--peer trl`, TRL's GRPOTrainer
-on a GPT-2 of the same shape, each side at its best and alone (`bench.fair`), for both prompt forms.
+on a GPT-2 of the same shape, each side at its best and alone (`rlvr.bench.fair`), for both prompt forms.
 `bench.scaling` times the same step as one dimension of it moves."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Both run on exactly our benchmark workloads, built locally (nothing is downloade
   mixed, as in our benchmark. TRL samples with its default settings (temperature 1, no top-k or
   top-p: the distribution ours samples).
 
-Each runs here on its own: `bench.fair` times it in a process of its own, never beside ours.
+Each runs here on its own: `rlvr.bench.fair` times it in a process of its own, never beside ours.
 
 TRL and transformers are an optional extra (`pip install -e '.[peer]'`); without it every peer
 figure is reported as "not installed".

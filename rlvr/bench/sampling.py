@@ -1,6 +1,6 @@
 """`rlvr bench --only sampling`: 300 held-out prompts x 64 samples, up to 4 response tokens, on a
 fresh default-size model; with `--peer trl`, HF `generate` on the same workload, each side at its
-best and alone (`bench.fair`), for both prompt forms."""
+best and alone (`rlvr.bench.fair`), for both prompt forms."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def bench_all(
 ) -> dict:
     """Run the named benchmarks (default all) and merge their figures into `out`. With peer="trl",
     the sampling, GRPO-step and scaling benchmarks also measure TRL / HF `generate`, each side
-    alone and at its best (`bench.fair`). With `against` (a commit), the pipeline benchmark first
+    alone and at its best (`rlvr.bench.fair`). With `against` (a commit), the pipeline benchmark first
     measures that commit the same way, back to back."""
     from rlvr.fields import ConfigError
 

@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(
-            f"rlvr: stage {args.stage}{'@' + args.key if args.key else ''} interrupted; its MLflow run is "
-            "marked KILLED and its partial outputs removed",
+            f"rlvr: stage {args.stage}{'@' + args.key if args.key else ''} interrupted; the MLflow runs it "
+            "opened are marked KILLED and its partial outputs removed",
             file=sys.stderr,
         )
         return 130

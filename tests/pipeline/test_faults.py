@@ -6,6 +6,7 @@ repeated seeds, non-finite or non-positive learning rates...) and a run that div
 test_check_values.py; everything else a fault run against the CLI found is here.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import ROOT, at_head, tiny_raw
+from conftest import ROOT, at_head, tiny_raw, tmpfs
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline import guard
@@ -1493,7 +1494,7 @@ def test_every_interval_a_stage_writes_lies_within_what_its_metric_can_take():
     assert metric_bounds("start_val") == metric_bounds("reached") == (0.0, 1.0)
     assert metric_bounds("never_solved") == metric_bounds("digits_per_response_end") == (0.0, math.inf)
     assert metric_bounds("made_up_metric") == (-math.inf, math.inf)
-    from rlvr.passk import _band  # pass@k's curves: a rate's band, and its difference from SFT's
+    from rlvr.passk_summary import _band  # pass@k's curves: a rate's band, and its difference from SFT's
 
     assert _band([1.0, 0.2, 1.0, 1.0], "pass_at_k")["pass_at_k_hi"] == 1.0
     assert _band([-1.0, -0.2, -1.0, -1.0], "minus_sft")["minus_sft_lo"] == -1.0
@@ -1752,6 +1753,21 @@ def test_ctrl_c_on_a_terminal_during_repro_is_one_line_and_restore_brings_the_ou
 SFT_STAGE = "^python -m rlvr.pipeline sft"  # the stage's command line, and its forked workers'
 
 
+def _statuses(uri: str, prefix: str) -> dict[str, str]:
+    """Run name -> status of every run in the store whose name starts with `prefix` (none: {})."""
+    import sqlite3
+
+    db = uri.removeprefix("sqlite:///")
+    if not Path(db).is_file():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            rows = con.execute("select name, status from runs where name like ?", (prefix + "%",)).fetchall()
+    except sqlite3.OperationalError:  # no runs table yet, or the store busy
+        return {}
+    return dict(rows)
+
+
 def _processes(pattern: str) -> list[int]:
     found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
     return [int(x) for x in found.stdout.split()]
@@ -1767,10 +1783,13 @@ def test_ctrl_c_while_seed_workers_train_is_one_line_and_leaves_no_process(small
     raw["sft"]["single_digit"]["epochs"] = 400  # long enough to be interrupted mid-training
     (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
 
-    def ready(seen: bytes) -> bool:  # the stage and at least one forked worker (same command line)
+    store = f"sqlite:///{d / 'mlflow.db'}"
+
+    def ready(seen: bytes) -> bool:  # forked workers training (same command line) and the run open
         return (
             b"Running stage 'sft@single_digit'" in seen
-            and len(_processes("^python -m rlvr.pipeline sft")) >= 2
+            and len(_processes(SFT_STAGE)) >= 2
+            and "RUNNING" in _statuses(store, "sft@").values()
         )
 
     text = _ctrl_c_on_a_terminal(d, {**env, "RLVR_THREADS": "2"}, ["dvc", "repro", "sft@single_digit"], ready)
@@ -1782,11 +1801,8 @@ def test_ctrl_c_while_seed_workers_train_is_one_line_and_leaves_no_process(small
     while _processes(SFT_STAGE) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _processes(SFT_STAGE), "a seed worker outlived its stage"
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{d / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("rlvr-repro").experiment_id])
-    assert {r.info.status for r in runs if r.info.run_name.startswith("sft@")} == {"KILLED"}
+    statuses = _statuses(store, "sft@")
+    assert statuses and set(statuses.values()) == {"KILLED"}, statuses  # the stage's run and its seeds'
 
 
 @pytest.mark.slow
@@ -1797,6 +1813,8 @@ def test_ctrl_c_while_seed_workers_train_is_one_line_and_leaves_no_process(small
         ("dangling link", "which does not exist; remove the link"),
         ("older schema", "was made by an older MLflow (schema"),
         ("newer schema", "was made by a newer MLflow than the installed"),
+        ("read-only file system", "is on a read-only file system; remount it read-write"),
+        ("full disk", "MiB free on its disk, a stage needs about 16 MiB to log; free some space"),
     ],
 )
 def test_a_store_a_stage_could_not_use_stops_repro_at_check(small_repo, tmp_path, kind, message):
@@ -1807,18 +1825,25 @@ def test_a_store_a_stage_could_not_use_stops_repro_at_check(small_repo, tmp_path
     from rlvr.pipeline.probe import schema_revisions
 
     d, env = small_repo
-    db = tmp_path / "mlflow.db"
-    if kind == "folder":
-        db.mkdir()
-    elif kind == "dangling link":
-        db.symlink_to(tmp_path / "gone" / "mlflow.db")
-    else:  # the store `worked` logged to, its schema revision changed
-        shutil.copy(d / "mlflow.db", db)
-        known, head = schema_revisions()
-        revision = sorted(known - {head})[0] if kind == "older schema" else "f00dfeedbeef"
-        with sqlite3.connect(db) as con:
-            con.execute("update alembic_version set version_num = ?", (revision,))
-    out = _repro_worked_with_store(d, env, f"sqlite:///{db}")
+    with contextlib.ExitStack() as stack:
+        folder = tmp_path
+        if kind in ("read-only file system", "full disk"):  # a real one: 12 MiB, or remounted read-only
+            folder = stack.enter_context(tmpfs(tmp_path / "fs", "12m"))
+        db = folder / "mlflow.db"
+        if kind == "folder":
+            db.mkdir()
+        elif kind == "dangling link":
+            db.symlink_to(tmp_path / "gone" / "mlflow.db")
+        else:  # the store `worked` logged to
+            shutil.copy(d / "mlflow.db", db)
+        if kind.endswith("schema"):  # its schema revision changed
+            known, head = schema_revisions()
+            revision = sorted(known - {head})[0] if kind == "older schema" else "f00dfeedbeef"
+            with sqlite3.connect(db) as con:
+                con.execute("update alembic_version set version_num = ?", (revision,))
+        if kind == "read-only file system":
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        out = _repro_worked_with_store(d, env, f"sqlite:///{db}")
     assert f"rlvr: error: MLflow tracking store sqlite:///{db}: " in out.stderr and message in out.stderr
     assert "Traceback" not in out.stderr
 

@@ -9,12 +9,10 @@ import sqlite3
 import subprocess
 import sys
 from collections import namedtuple
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, tmpfs
 
 from rlvr.pipeline import guard
 from rlvr.pipeline.probe import probe_store, schema_revisions
@@ -71,22 +69,6 @@ def test_a_full_disk_under_the_store_is_refused(mlflow_store, monkeypatch):
     monkeypatch.setattr("shutil.disk_usage", lambda p: Usage(10**9, 10**9 - 2**20, 2**20))
     line = refused(mlflow_store)
     assert "1.0 MiB free on its disk, a stage needs about 16 MiB to log; free some space" in line
-
-
-@contextmanager
-def tmpfs(where: Path, size: str) -> Iterator[Path]:
-    """A real file system of `size` mounted at `where` for the test (root with CAP_SYS_ADMIN, as on
-    the CI machine; elsewhere the test is skipped and the patched tests above stand in)."""
-    where.mkdir()
-    mount = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
-    )
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip() or mount.returncode}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 def test_a_store_on_a_read_only_file_system_is_refused(mlflow_store, tmp_path):

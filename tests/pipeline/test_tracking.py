@@ -230,7 +230,7 @@ def test_a_grpo_stage_run_has_trl_names_its_source_intervals_and_datasets(tiny_r
     unit = seeds[0].info.run_name.rsplit("/", 1)[1]  # seed3 or seed3-g1: its curve's file name
     curve = read_tsv(d / GRPO_CURVES / "a_grpo" / f"{unit}.tsv")
     theirs = client.get_metric_history(seeds[0].info.run_id, "reward")
-    logged_rows = sorted((m.step, m.value) for m in theirs)
+    logged_rows = sorted((m.step, float(f"{m.value:.6g}")) for m in theirs)  # the curve file keeps 6 digits
     assert logged_rows == [(int(r["step"]), float(r["reward_mean"])) for r in curve] and len(theirs) == 2
     m = stage.data.metrics
     assert m["eval_acc_final_ci95_lo"] <= m["eval_acc_final"] <= m["eval_acc_final_ci95_hi"]

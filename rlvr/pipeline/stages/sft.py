@@ -10,7 +10,6 @@ import torch
 
 from rlvr.chain import controlled_start, start_accuracies
 from rlvr.configs import SFTConfig, TaskConfig
-from rlvr.controlled import StopAtTarget, accuracy_stop
 from rlvr.fields import UserError
 from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
@@ -86,13 +85,6 @@ def train_seed(
         summary["start_val"] = float(answer_probability(start.model, val, tok).mean())
     checks = stop.checks if stop is not None else []
     return SeedResult(summary, start.curve, start.model.state_dict(), checks)
-
-
-def controlled_stop(cfg: SFTConfig, val: list[Problem], tok: Tokenizer) -> StopAtTarget | None:
-    """The run's stopping rule (None without a target): `rlvr.controlled.accuracy_stop` on `val`."""
-    if cfg.target is None:
-        return None
-    return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok)
 
 
 def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) -> dict:
