@@ -33,7 +33,7 @@ def _stage(args) -> dict:
 def _check(args) -> dict:
     from rlvr.pipeline.determinism import check_device
     from rlvr.pipeline.probe import probe_store
-    from rlvr.pipeline.tracking import public_uri, tracking_uri
+    from rlvr.pipeline.store import public_uri, tracking_uri
     from rlvr.tasks import check_params
 
     params = load_params(args.params)
@@ -64,7 +64,7 @@ def _pipeline(args):
 
 def _provenance(args):
     from rlvr.pipeline.provenance import explain, format_explain
-    from rlvr.pipeline.tracking import tracking_uri
+    from rlvr.pipeline.store import tracking_uri
 
     info = explain(Path.cwd(), args.path, check_stale=not args.no_status, mlflow_uri=tracking_uri())
     return info if args.json else Text(format_explain(info))

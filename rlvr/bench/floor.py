@@ -107,7 +107,7 @@ def bench(params, against: str | None = None) -> dict:  # noqa: ARG001 (every be
     `against` (a commit: the previous main, say), that commit is measured the same way first, back
     to back on the same machine, so a change's cost in wall time is read off one run of the bench."""
     from rlvr.io.gitinfo import git_commit
-    from rlvr.pipeline.tracking import repo_root
+    from rlvr.pipeline.store import repo_root
 
     root = repo_root()
     head = git_commit(root)  # the commit to measure, fixed before the first clone
@@ -123,7 +123,8 @@ def warm_imports() -> None:
     import torch  # noqa: F401
 
     from rlvr.pipeline.specs import STAGES
-    from rlvr.pipeline.tracking import StoreClient, tracking_uri
+    from rlvr.pipeline.store import tracking_uri
+    from rlvr.pipeline.tracking import StoreClient
 
     for name in STAGES:
         importlib.import_module(f"rlvr.pipeline.stages.{name}")

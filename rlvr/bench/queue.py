@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rlvr.fields import ConfigError
 from rlvr.pipeline.config import Params
-from rlvr.pipeline.tracking import repo_root
+from rlvr.pipeline.store import repo_root
 
 QUEUE_KEY = "variants.a_grpo.lr"  # reruns grpo@a_grpo (6 seeds), hack (hack.variant is a_grpo), passk, report
 

@@ -46,14 +46,7 @@ def bench(params: Params, repeats: int = 5, peer: bool = False) -> dict:
     _, held = split("two_digit", 300, params.seed)[:2]
     prompts = prompt_tensor(held, tok)  # (300, Tp)
     model = TinyLM(params.model, len(tok)).eval()
-    rates = []
-    for r in range(repeats + 1):
-        gen = torch.Generator().manual_seed(r)
-        t0 = time.perf_counter()
-        sample(model, prompts, n, max_new_tokens, tok.eos_id, tok.pad_id, 1.0, gen)
-        seconds = time.perf_counter() - t0
-        if r:  # the first run warms up allocators and kernels
-            rates.append(len(held) * n / seconds)
+    rates = [len(held) * n / s for s in sampling_seconds(model, prompts, tok, repeats)]
     rss = _peak_rss_mb()
     work, limits = sampling_work(params)
     block_rows = max(1, DECODE_CHUNK_ROWS // n) * n
@@ -96,7 +89,12 @@ def ours_sampling_block(params: Params, form: str, runs: int) -> list[float]:
     set_determinism(params.seed, params.threads)
     tok = Tokenizer()
     prompts = _held_prompts(params, form)
-    model = TinyLM(params.model, len(tok)).eval()
+    return sampling_seconds(TinyLM(params.model, len(tok)).eval(), prompts, tok, runs)
+
+
+def sampling_seconds(model: TinyLM, prompts: torch.Tensor, tok: Tokenizer, runs: int) -> list[float]:
+    """Seconds of `runs` runs of our sampler (SAMPLES a prompt, SAMPLE_TOKENS each, run r seeded r),
+    after one warm-up run that readies allocators and kernels."""
     times = []
     for r in range(runs + 1):
         gen = torch.Generator().manual_seed(r)

@@ -118,7 +118,7 @@ def bench_all(
 def _commit_of(rev: str, pipeline_named: bool) -> str:
     """`--against REV` as a full commit id, or one clear error before any benchmark runs."""
     from rlvr.fields import ConfigError
-    from rlvr.pipeline.tracking import repo_root
+    from rlvr.pipeline.store import repo_root
 
     if not pipeline_named:
         raise ConfigError("--against compares the pipeline benchmark: add --only pipeline")

@@ -142,6 +142,18 @@ def choose_setting(settings: list[dict], runs: list[dict], kl_max: float) -> dic
     return {"chosen": best, "settings": scored}
 
 
+def calibration_starts(
+    params: Params, run: str, rows: list[dict], val: list, chains: list[int], workers: int, device: str
+) -> dict:
+    """Chain -> its start of SFT run `run` (`sft_start`, to the run's target on `val`), each chain
+    trained from `rows` in the seed workers."""
+    run_cfg, tok = params.sft_run(run), Tokenizer()
+    data = (*encode_sft(rows, tok), encode_sft(rows, tok, field="answer"))
+    args = (run_cfg, run_cfg.model or params.model, data, val, device)
+    with diverged_at(f"sft.{run}"), seed_results(sft_start, chains, args, workers, device) as out:
+        return dict(zip(chains, out, strict=True))
+
+
 def calibrate_grpo(params: Params, plan: dict, workers: int, device: str, progress: bool) -> dict:
     spec = plan["grpo_end"]
     base = params.variant(spec["variant"])
@@ -149,15 +161,8 @@ def calibrate_grpo(params: Params, plan: dict, workers: int, device: str, progre
     task = params.task(base.task)
     train_split, _, val_split = split(base.task, task.heldout, params.seed, task.validation)
     val = problems_of(problem_rows(val_split), base.task)
-    tok = Tokenizer()
     rows = sft_rows(train_split, run_cfg.noise, run_cfg.repeats, params.seed)
-    data = (*encode_sft(rows, tok), encode_sft(rows, tok, field="answer"))
-    args = (run_cfg, run_cfg.model or params.model, data, val, device)
-    with (
-        diverged_at(f"sft.{base.sft}"),
-        seed_results(sft_start, spec["chains"], args, workers, device) as out,
-    ):
-        starts = dict(zip(spec["chains"], out, strict=True))
+    starts = calibration_starts(params, base.sft, rows, val, spec["chains"], workers, device)
     if progress:
         print(f"calibrate: {len(starts)} calibration starts of sft.{base.sft}", flush=True)
     grid = spec["grid"]
@@ -223,16 +228,9 @@ def calibrate_hack(params: Params, plan: dict, workers: int, device: str, progre
     run_cfg = params.sft_run(spec["sft"])
     task = params.task(run_cfg.task)
     train_split, _, _ = split(run_cfg.task, task.heldout, params.seed, task.validation)
-    tok = Tokenizer()
     rows = sft_rows(train_split, run_cfg.noise, run_cfg.repeats, params.seed)
     prompts = problems_of(rows, run_cfg.task)  # chapter A has no split: its 55 prompts are its validation
-    data = (*encode_sft(rows, tok), encode_sft(rows, tok, field="answer"))
-    args = (run_cfg, run_cfg.model or params.model, data, prompts, device)
-    with (
-        diverged_at(f"sft.{spec['sft']}"),
-        seed_results(sft_start, spec["chains"], args, workers, device) as out,
-    ):
-        starts = dict(zip(spec["chains"], out, strict=True))
+    starts = calibration_starts(params, spec["sft"], rows, prompts, spec["chains"], workers, device)
     units = [(c, t, params.hack.max_new_tokens) for t in spec["grid"] for c in spec["chains"]]
     with seed_results(
         multi_digit_share, list(range(len(units))), (units, starts, prompts, spec), workers, device

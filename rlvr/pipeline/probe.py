@@ -26,15 +26,8 @@ import urllib.request
 from contextlib import closing
 from pathlib import Path
 
-from rlvr.pipeline.tracking import (
-    EXPERIMENT,
-    KIND,
-    KIND_TAG,
-    TrackingError,
-    check_store,
-    public_uri,
-    server_request,
-)
+from rlvr.pipeline.store import TrackingError, check_store, public_uri, server_request
+from rlvr.pipeline.tracking import EXPERIMENT, KIND, KIND_TAG
 
 PROBE_NAME = "rlvr-guard-probe"
 

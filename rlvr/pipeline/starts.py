@@ -41,7 +41,7 @@ from rlvr.pipeline.config import Params
 from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.workers import seed_results
-from rlvr.report import plots
+from rlvr.report import passkplots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import Sampling, binomial_counts
 from rlvr.seeding import stream_seed
@@ -189,7 +189,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         "starts": {name: comparison(r, n, params) for name, r in results.items()},
     }
     write_json(out, summary)
-    plots.starts_passk(
+    passkplots.starts_passk(
         {name: _curves(r, n) for name, r in results.items()},
         n,
         chosen,
@@ -221,7 +221,7 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
         "starts": {name: comparison(r, n, params) for name, r in results.items()},
     }
     write_json(out, summary)
-    plots.starts_passk(
+    passkplots.starts_passk(
         {name: _curves(r, n) for name, r in results.items()},
         n,
         old["sft_side_choice"],

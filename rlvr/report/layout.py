@@ -6,7 +6,8 @@ variance lives, the verdicts by chapter, the GRPO variants (and each against `gr
 the per-problem picture, where RL narrows by temperature (rlvr.report.narrowing), the candidate
 starts, the reward-hacking samples, the reruns in a fresh clone and the benchmarks.
 `render` writes them as Markdown and as one HTML page. The words of a claim come from
-rlvr.report.claimtext, the tables from rlvr.report.tables, benchtables and reruns.
+rlvr.report.claimtext, the tables from rlvr.report.tables, benchtables and reruns; the sections
+past the verdicts are rlvr.report.sections'.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from rlvr.report.document import (
     Bullets,
     Contents,
     Details,
-    Figure,
     Heading,
     Para,
     Table,
@@ -46,18 +46,8 @@ from rlvr.report.document import (
 from rlvr.report.evidence import class_counts, summary_counts
 from rlvr.report.narrowing import narrowing_blocks
 from rlvr.report.reruns import rerun_blocks
-from rlvr.report.tables import (
-    START_KEYS,
-    VARIANT_KEYS,
-    against_rows,
-    cell,
-    problem_tables,
-    start_rows,
-    starts_rows,
-    twin_notes,
-    variant_rows,
-)
-from rlvr.report.verdict import Judged, num, reason
+from rlvr.report.sections import figure_blocks, problem_blocks, sample_blocks, starts_blocks, variant_blocks
+from rlvr.report.verdict import Judged, reason
 
 CHAPTERS = {"A": "Chapter A: reasoning RL, RLVR and GRPO", "B": "Chapter B: RLVR and GRPO"}
 VERDICT_ORDER = ("differs", "inconclusive", "not comparable", "missing", "reproduced", "cited")
@@ -129,21 +119,6 @@ def moved_blocks(against: dict) -> list:
     if not lines:
         return [Para(head + " Nothing moved.")]
     return [Para(head), Bullets(lines)]
-
-
-def figure_blocks(figures: list[dict]) -> list:
-    return [
-        Figure(
-            f["name"],
-            f["png"],
-            f["caption"],
-            f["provenance"],
-            f["name"].removesuffix(".png"),
-            f.get("svg"),
-            f.get("record"),
-        )
-        for f in figures
-    ]
 
 
 def _anchor(claim_id: str) -> str:
@@ -387,196 +362,6 @@ def verdict_blocks(rows: list[Judged]) -> list:
                 )
             )
     return blocks
-
-
-VARIANTS = (
-    "Final values, seed mean ± the half-width of the 95% t-interval over seeds; pass@1 and pass@64 "
-    "from the `passk` stage (chapter B's held-out problems, seed mean). `rlvr diff A B` compares two."
-)
-STARTS_AND_LIFTS = (
-    "Each variant beside the SFT start it trains from: the start's sampled (T = 1) and greedy "
-    "accuracy, mean over its chains, then GRPO's accuracy, its gain over the start and its k3 KL "
-    "to the reference, each ± the half-width of the 95% interval over chains (chain s is SFT seed "
-    "s, then GRPO seed s)."
-)
-
-
-AGAINST = (
-    "Each variant trained from `grpo`'s start minus `grpo`, paired by chain on the chains both ran "
-    "(as `rlvr diff grpo <variant>`), every variant at `grpo`'s recipe and step count: mean and "
-    "95% t-interval over chains of the held-out accuracy after GRPO and of pass@1 and pass@{k} from "
-    "the `passk` counts. The intervals are unadjusted, each right 95% of the time on its own; with "
-    "this many of them a few exclude 0 by chance, so the last column names the differences that "
-    "stay clear of 0 after Holm's adjustment over the whole table."
-)
-
-
-def variant_blocks(
-    metrics: dict[str, Any], figures: list[dict], configs: dict[str, dict], problems: dict | None = None
-) -> list:
-    """The variant table, each variant against `grpo` (paired by chain), each beside its start, the
-    variants that end alike, the learning curves and the paired view (each variant minus grpo,
-    chain by chain)."""
-    vheader = ["variant", "task", "seeds", *[label for _, label in VARIANT_KEYS], "pass@1", "pass@64"]
-    blocks = [
-        Heading("GRPO variants", 2, "variants"),
-        Para(VARIANTS),
-        Table(
-            vheader,
-            [
-                [v["variant"], v["task"], str(v["seeds"]), *[cell(v[h]) for h in vheader[3:]]]
-                for v in variant_rows(metrics)
-            ],
-            "variants",
-        ),
-    ]
-    against = against_rows(metrics, problems)
-    if against:
-        k = (problems or {}).get("k_max", 64)
-        blocks += [
-            Heading("Against grpo, paired by chain", 3, "against-grpo"),
-            Para(AGAINST.format(k=k)),
-            Table(
-                [
-                    "variant",
-                    "chains",
-                    "accuracy − grpo [95%]",
-                    "pass@1 − grpo [95%]",
-                    f"pass@{k} − grpo [95%]",
-                    "clear of 0 after Holm",
-                ],
-                against,
-                "against",
-            ),
-        ]
-    blocks += [
-        Heading("Starts and lifts", 3, "starts"),
-        Para(STARTS_AND_LIFTS),
-        Table(
-            [
-                "variant",
-                "start",
-                "chains",
-                "start: sampled acc",
-                "start: greedy acc",
-                *[label for _, label in START_KEYS],
-            ],
-            start_rows(metrics),
-            "starts",
-        ),
-    ]
-    twins = twin_notes(metrics, configs)
-    if twins:
-        blocks += [Para("**Variants that end alike.**"), Bullets(twins)]
-    curves = [f for f in figures if f["kind"] == "curves"]
-    if curves:
-        blocks += [Heading("Learning curves", 3, "learning-curves"), *figure_blocks(curves)]
-    paired = [f for f in figures if f["kind"] == "paired"]
-    if paired:
-        blocks += [Heading("Paired differences, chain by chain", 3, "paired"), *figure_blocks(paired)]
-    return blocks
-
-
-def problem_blocks(problems: dict, passk: dict) -> list:
-    """Chapter B's per-problem picture: which held-out problems only SFT, or only a variant, solves."""
-    pp_summary, pp_lists = problem_tables(problems, passk)
-    blocks = [
-        Heading("Per-problem picture (chapter B)", 2, "problems"),
-        Para(
-            f"Held-out problems, {problems['n']} samples each for SFT and the headline variants, "
-            f"{min((problems.get('n_by_model') or {'': problems['n']}).values())} for the others (SFT "
-            'thinned to as many beside them). "Never" means no correct sample in any chain or seed.'
-        ),
-        Table(
-            [
-                "variant",
-                "seeds",
-                "never solved (seed mean)",
-                "solved by SFT, never by the variant",
-                "solved by the variant, never by SFT",
-            ],
-            [[str(c) for c in r] for r in pp_summary],
-            "problems",
-        ),
-    ]
-    if pp_lists.get("grpo"):
-        blocks.append(
-            Details(
-                "grpo: the problems only one side solves",
-                [
-                    Table(
-                        ["solved by", "problem", "SFT correct of n", "grpo correct, per seed"],
-                        pp_lists["grpo"],
-                        "problem-list",
-                    )
-                ],
-            )
-        )
-    return blocks
-
-
-def starts_blocks(starts: dict, figure: dict | None) -> list:
-    """Chapter B's candidate starts (`rlvr starts`): which start the pipeline uses and why (the SFT
-    side only), and what GRPO made of each."""
-    t = starts["targets"]
-    agree = starts["sft_side_choice"] == starts["pipeline_start"]
-    blocks = [
-        Heading("Chapter B: candidate starts", 2, "starts-b"),
-        Para(
-            f"Made by {starts.get('made', '`rlvr starts`, run on demand')}: every candidate start "
-            f"over its chains, {starts['problems']} validation problems (never the held-out test "
-            f"problems), n = {starts['n']}. The start: {starts['rule']} (the "
-            f"chapter: never solved {num(t['never_solved'])}, pass@64 {num(t['pass_at_n'])}). Chosen: "
-            f"`{starts['sft_side_choice']}`; the pipeline's start "
-            f"(`passk.sft`) is `{starts['pipeline_start']}`"
-            + (", the same." if agree else ": they differ.")
-            + f" Then `{starts['variant']}` was trained from every chain of every candidate."
-        ),
-        Table(
-            [
-                "start",
-                "chains",
-                "pass@1 SFT → GRPO",
-                "pass@64 SFT → GRPO",
-                "never solved SFT → GRPO",
-                "crossover k per chain",
-                "solved only by SFT / only by GRPO",
-            ],
-            starts_rows(starts),
-            "starts-b",
-        ),
-    ]
-    if figure is not None:
-        blocks += figure_blocks([figure])
-    return blocks
-
-
-def sample_blocks(samples: dict) -> list:
-    """The reward-hacking samples of the first seed: its responses at the start and end of training."""
-    seed = next(iter(samples["samples"]))
-    inner = []
-    for step, rows_s in samples["samples"][seed].items():
-        inner += [
-            Para(f"**step {step}**"),
-            Table(
-                ["prompt", "answer", "response", "substring reward", "exact"],
-                [
-                    [
-                        s["prompt"],
-                        s["answer"],
-                        repr(s["response"]),
-                        str(s["substring_reward"]),
-                        str(s["exact"]),
-                    ]
-                    for s in rows_s
-                ],
-                "samples",
-            ),
-        ]
-    return [
-        Heading("Reward hacking: sampled responses", 2, "hack-samples"),
-        Details(f"seed {seed}: responses at the start and the end of training", inner),
-    ]
 
 
 OPENED = ("summary", "verdicts")  # the sections the page opens on; every other one starts folded

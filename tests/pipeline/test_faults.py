@@ -336,7 +336,8 @@ def test_a_failed_write_is_one_line_naming_the_file_not_a_hang(small_repo, tmp_p
 
 
 def test_a_missing_store_folder_fails_at_once_naming_it(tmp_path, monkeypatch):
-    from rlvr.pipeline.tracking import TrackingError, stage_run
+    from rlvr.pipeline.store import TrackingError
+    from rlvr.pipeline.tracking import stage_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/missing/dir/x.db")
     with pytest.raises(TrackingError, match=f"folder {tmp_path}/missing/dir does not exist"):
@@ -816,7 +817,7 @@ def test_the_guard_refuses_a_server_that_answers_health_but_not_the_api(fake_ser
     """/health says OK, every MLflow call fails: the guard names the server and the call that failed
     (it used to pass, and DVC then removed the stage's outputs before the stage failed)."""
     from rlvr.pipeline.probe import probe_store
-    from rlvr.pipeline.tracking import TrackingError
+    from rlvr.pipeline.store import TrackingError
 
     server = fake_server(api=False)
     with pytest.raises(TrackingError) as caught:
@@ -854,7 +855,7 @@ def test_the_guard_refuses_a_sqlite_file_that_is_not_an_mlflow_store(tmp_path):
     import sqlite3
 
     from rlvr.pipeline.probe import probe_store
-    from rlvr.pipeline.tracking import TrackingError
+    from rlvr.pipeline.store import TrackingError
 
     db = tmp_path / "mlflow.db"
     with sqlite3.connect(db) as con:

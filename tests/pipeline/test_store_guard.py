@@ -16,7 +16,7 @@ from conftest import ROOT, tmpfs
 
 from rlvr.pipeline import guard
 from rlvr.pipeline.probe import probe_store, schema_revisions
-from rlvr.pipeline.tracking import TrackingError, public_uri
+from rlvr.pipeline.store import TrackingError, public_uri
 
 
 def refused(uri: str) -> str:

@@ -367,7 +367,7 @@ def test_the_guard_refuses_a_server_whose_artifact_store_fails(tmp_path):
     under a file): the guard's probe writes an artifact with MLflow's own client, so `check` refuses
     it in one line, and its probe run is deleted, not left RUNNING."""
     from rlvr.pipeline.probe import probe_store
-    from rlvr.pipeline.tracking import TrackingError
+    from rlvr.pipeline.store import TrackingError
 
     (tmp_path / "not-a-folder").write_text("a file where the artifacts' folder would be made")
     with running_server(tmp_path, tmp_path / "not-a-folder" / "artifacts") as server:

@@ -4,7 +4,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from rlvr.pipeline.determinism import cpu_model
-from rlvr.pipeline.tracking import EXPERIMENT, TrackingError, stage_run
+from rlvr.pipeline.store import TrackingError
+from rlvr.pipeline.tracking import EXPERIMENT, stage_run
 
 
 def runs(uri):
@@ -167,7 +168,7 @@ def test_a_run_names_the_code_that_ran_as_mlflows_source_and_in_its_record(
 
 
 def test_a_servers_password_stays_out_of_the_record():
-    from rlvr.pipeline.tracking import public_uri
+    from rlvr.pipeline.store import public_uri
 
     assert (
         public_uri("https://alice:s3cret@mlflow.example.org:8443/")

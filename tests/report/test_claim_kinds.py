@@ -128,7 +128,7 @@ def test_per_chain_values_show_the_differences_a_paired_claim_was_decided_on():
 
 def test_the_crossover_is_the_same_number_in_claim_figure_and_sweep():
     from rlvr.passk_summary import summarise_counts
-    from rlvr.report.plots import crossover_label
+    from rlvr.report.passkplots import crossover_label
     from rlvr.report.sweep import sweep_rows
 
     n = 8

@@ -4,7 +4,7 @@ chapter B's variants against grpo chain by chain, and an SVG beside every PNG wi
 
 import pytest
 
-from rlvr.report import plots, trainplots, workedplots
+from rlvr.report import passkplots, plots, trainplots, workedplots
 from rlvr.report.labels import label_source, sft_label, sft_mechanism
 
 UNDER_TRAINED = {"noise": {"kind": "uniform", "rate": 0.0}, "target": 0.53, "epochs": 24}
@@ -20,7 +20,7 @@ def drawn(monkeypatch):
         figures.append(fig)
         return path
 
-    for module in (plots, trainplots, workedplots):
+    for module in (plots, passkplots, trainplots, workedplots):
         monkeypatch.setattr(module, "save", keep)
     return figures
 
@@ -63,8 +63,10 @@ def test_the_pass_at_k_figures_name_the_start_as_the_stage_gives_it(drawn, tmp_p
     metrics, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0)
     label = sft_label("two_digit", **UNDER_TRAINED)
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
-    plots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, {"sft": label})
-    plots.passk_solve_rates(counts, chains, {"sft": n, "v": n}, None, tmp_path / "r.png", {"sft": label}, n)
+    passkplots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, {"sft": label})
+    passkplots.passk_solve_rates(
+        counts, chains, {"sft": n, "v": n}, None, tmp_path / "r.png", {"sft": label}, n
+    )
     for fig in drawn:
         texts = legend_texts(fig)
         assert any(t.startswith(label) for t in texts), texts
@@ -220,7 +222,9 @@ def test_the_pass_at_k_bands_stop_at_0_and_1_and_their_differences_at_minus_1_an
         | {"minus_sft_lo": -1.4, "minus_sft_hi": 1.6}
         for k in ks
     ]
-    plots.passk_curves({"sft": start, "grpo": variant}, 4, None, tmp_path / "c.png", {}, {"sft": "SFT s (x)"})
+    passkplots.passk_curves(
+        {"sft": start, "grpo": variant}, 4, None, tmp_path / "c.png", {}, {"sft": "SFT s (x)"}
+    )
     (fig,) = drawn
     left, right = fig.axes
     assert 0 < min(_band_ys(left)) and max(_band_ys(left)) == 1.0  # 1 - pass@k, floored for the log axis
@@ -355,7 +359,7 @@ def test_the_paired_figure_draws_every_chains_difference_and_the_mean_with_its_i
 
 def test_the_report_shows_the_paired_view_in_the_variants_section():
     from rlvr.report.document import Figure, Heading
-    from rlvr.report.layout import variant_blocks
+    from rlvr.report.sections import variant_blocks
 
     figure = {"name": "grpo-paired-chapter-b.png", "png": b"\x89PNG", "caption": "c", "provenance": "p"}
     blocks = variant_blocks({}, [{**figure, "kind": "paired", "chapter": "B"}], {})

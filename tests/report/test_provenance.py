@@ -234,7 +234,7 @@ def test_uncommitted_changes_are_named_and_the_deps_among_them_said():
 def test_a_store_inside_the_checkout_is_recorded_relative_to_it(tmp_path, monkeypatch):
     """Run records name the default store as `sqlite:///mlflow.db`, never this machine's folders; a
     store elsewhere keeps its path, and a server its URI with the password masked."""
-    from rlvr.pipeline.tracking import recorded_uri
+    from rlvr.pipeline.store import recorded_uri
 
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     assert recorded_uri(f"sqlite:///{tmp_path}/mlflow.db") == "sqlite:///mlflow.db"

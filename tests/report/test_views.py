@@ -161,7 +161,7 @@ def test_passk_curves_cover_every_k_with_the_difference_from_each_chains_sft():
 
 
 def test_passk_figures_draw_from_chain_counts(tmp_path):
-    from rlvr.report import plots
+    from rlvr.report import passkplots
 
     n, seeds = 8, [0, 1, 2]
     counts = _chain_counts(n, seeds=seeds)
@@ -171,9 +171,9 @@ def test_passk_figures_draw_from_chain_counts(tmp_path):
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
     samples = {name: n for name in chains}
     for path in (
-        plots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers, LABELS),
-        plots.passk_scatter(counts, chains, samples, n, tmp_path / "s.png", LABELS),
-        plots.passk_solve_rates(counts, chains, samples, "base2", tmp_path / "r.png", LABELS, n),
+        passkplots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers, LABELS),
+        passkplots.passk_scatter(counts, chains, samples, n, tmp_path / "s.png", LABELS),
+        passkplots.passk_solve_rates(counts, chains, samples, "base2", tmp_path / "r.png", LABELS, n),
     ):
         assert path.read_bytes().startswith(b"\x89PNG")
 
@@ -183,7 +183,7 @@ def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
     chains instead, and nothing asks for a second start."""
     from matplotlib.image import imread
 
-    from rlvr.report import plots
+    from rlvr.report import passkplots
 
     n, seeds = 8, [0, 1, 2]
     counts = {k: v for k, v in _chain_counts(n, seeds=seeds).items() if not k.startswith("base2/")}
@@ -192,10 +192,10 @@ def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
     assert "contrast" not in metrics and set(curves) == {"sft", "v"}
     samples = {name: n for name in chains}
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
-    with_chains = plots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", LABELS, n)
-    plots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, LABELS)
+    with_chains = passkplots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", LABELS, n)
+    passkplots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, LABELS)
     one = {"sft": [0], "v": seeds}
-    one_chain = plots.passk_solve_rates(counts, one, samples, None, tmp_path / "1.png", LABELS, n)
+    one_chain = passkplots.passk_solve_rates(counts, one, samples, None, tmp_path / "1.png", LABELS, n)
     assert imread(with_chains).shape == imread(one_chain).shape
     assert (imread(with_chains) != imread(one_chain)).any()  # the per-chain lines are drawn
 

@@ -22,7 +22,7 @@ from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import CheckPaths
 from rlvr.pipeline.probe import probe_store
 from rlvr.pipeline.stageparams import StageParams
-from rlvr.pipeline.tracking import tracking_uri
+from rlvr.pipeline.store import tracking_uri
 
 MARKER = (
     "params.yaml, RLVR_THREADS and the MLflow store passed the guard (stage check, run on every "

@@ -28,7 +28,7 @@ from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, tracked
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.workers import seed_results
-from rlvr.report import narrowing, plots
+from rlvr.report import narrowing, passkplots
 from rlvr.report.labels import sft_run_label
 from rlvr.rollout import Sampling, correct_counts
 from rlvr.tasks import Problem, problems_of
@@ -229,7 +229,7 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
             write_tsv(paths.curves / f"{model}.tsv", rows)
         labels = {name: sft_run_label(run, params.sft_run(run)) for name, run, _ in scored_starts}
         figures = [
-            plots.passk_curves(
+            passkplots.passk_curves(
                 curves,
                 k_max,
                 cfg.contrast,
@@ -237,8 +237,8 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
                 {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()},
                 labels,
             ),
-            plots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter, labels),
-            plots.passk_solve_rates(
+            passkplots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter, labels),
+            passkplots.passk_solve_rates(
                 counts, chains, samples, cfg.contrast, paths.figure_solve_rates, labels, k_max
             ),
             narrowing.passk_by_temperature(

@@ -1,0 +1,261 @@
+"""The pass@k figures: the chain-mean curves with their bands and the difference from SFT, the
+candidate starts' curves, each problem's solve rate before and after GRPO, and their distribution.
+Drawn from the passk stage's curves and counts (`rlvr.passk_summary`), with the canvas, legend and
+save helpers of `rlvr.report.plots`.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from rlvr.report.compare import delta_bounds
+from rlvr.report.plots import legend_below, new_figure, palette, save
+from rlvr.stats import metric_bounds
+
+PASS_BOUNDS = metric_bounds("pass_at_k")  # a pass@k band stops at 0 and 1, a difference of two at -1, 1
+
+
+def _within(value: float, bounds: tuple[float, float]) -> float:
+    return min(max(value, bounds[0]), bounds[1])
+
+
+def _k_axis(ax, n: int) -> None:
+    """A log2 axis for k with every power of two labelled: 1, 2, 4, ..., n."""
+    ticks = [2**i for i in range(n.bit_length()) if 2**i <= n]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlim(1, n)
+
+
+def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
+    """A variant's legend entry: its per-chain crossovers (a k, or why none: `rlvr.passk`'s
+    `first_crossing` and `crossing_label`), or "no crossover up to n" when no chain crosses."""
+    ks = [c for c in per_chain or [] if str(c).isdigit()]
+    if not ks:
+        return f"{variant}: no crossover up to {n}"
+    return f"{variant}: crosses in {len(ks)} of {len(per_chain)} chains (k = {', '.join(ks)})"
+
+
+def passk_curves(
+    curves: dict[str, list[dict]],
+    n: int,
+    contrast: str | None,
+    path: Path,
+    crossovers: dict[str, list],
+    labels: dict[str, str],
+) -> Path:
+    """curves: `passk_summary.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
+    metrics' `per_seed.crossover_k`); labels: "sft" and the contrast -> what the legend calls them
+    (`rlvr.report.labels.sft_label`). Left: 1 - pass@k (the share of problems still unsolved
+    after k samples) on a log axis for the SFT start and a contrast if scored (chain mean, 95% band
+    over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT catches up,
+    is as readable as k = 1.
+    Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
+    symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
+    fig = new_figure((12, 5.6))
+    left, right = fig.subplots(1, 2)
+    variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
+    colour = dict(zip(variants, palette(len(variants))))  # one colour per variant in both panels
+    for name, style in (
+        ("sft", {"color": "black", "lw": 2}),
+        (contrast, {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
+        ("grpo", {"color": colour.get("grpo", "tab:blue"), "lw": 2}),
+    ):
+        rows = curves.get(name)
+        if not rows:
+            continue
+        # the variants' entries come from the right panel, in the same colours
+        label = f"{labels[name]}: chain mean" if name != "grpo" else None
+        ks = [r["k"] for r in rows]
+        lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
+        floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+        miss = lambda key: [max(1 - _within(r[key], PASS_BOUNDS), floor) for r in rows]  # noqa: E731
+        left.plot(ks, miss("pass_at_k"), label=label, **style)
+        left.fill_between(ks, miss(hi), miss(lo), color=style["color"], alpha=0.2, lw=0)
+    left.set_yscale("log")
+    left.set(
+        xlabel="k (samples per problem)",
+        ylabel="1 - pass@k (share of problems unsolved)",
+        title="problems still unsolved after k samples: SFT and grpo",
+    )
+    right.axhline(0, color="black", lw=1)
+    for v in variants:
+        rows = curves[v]
+        ks = [r["k"] for r in rows]
+        per_chain = crossovers.get(v)
+        right.plot(
+            ks,
+            [r["minus_sft"] for r in rows],
+            lw=1.4,
+            color=colour[v],
+            label=crossover_label(v, per_chain, n),
+        )
+        right.fill_between(
+            ks,
+            [_within(r["minus_sft_lo"], delta_bounds(PASS_BOUNDS)) for r in rows],
+            [_within(r["minus_sft_hi"], delta_bounds(PASS_BOUNDS)) for r in rows],
+            color=colour[v],
+            alpha=0.12,
+            lw=0,
+        )
+        for k in sorted({int(k) for k in per_chain or [] if str(k).isdigit()}):
+            right.plot([k], [0], "o", color=colour[v], ms=6, mec="black", mew=0.6)
+    right.set_yscale("symlog", linthresh=0.01)
+    right.set(
+        xlabel="k (samples per problem)",
+        ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
+        title="pass@k minus the chain's SFT (below 0: SFT solves more)",
+    )
+    for ax in (left, right):
+        _k_axis(ax, n)
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(
+        "pass@k on the held-out problems, from each chain's SFT start to each GRPO variant: "
+        "chain means, 95% bands over chains; a dot: a chain's crossover",
+        fontsize=10,
+    )
+    legend_below(fig)
+    return save(fig, path)
+
+
+def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str]) -> Path:
+    """`rlvr starts`: 1 - pass@k (the share of validation problems still unsolved after k samples,
+    log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
+    chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n; labels:
+    candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`)."""
+    fig = new_figure((7.5, 4.8))
+    ax = fig.subplots()
+    ks = np.arange(1, n + 1)
+    floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+    for i, (name, c) in enumerate(curves.items()):
+        tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
+        ax.plot(
+            ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{labels[name]}{tag}"
+        )
+        ax.plot(ks, np.maximum(1 - c["grpo"], floor), color=f"C{i}", lw=2, label=f"{name}: GRPO from it")
+    ax.set_yscale("log")
+    ax.set(
+        xlabel="k (samples per problem)",
+        ylabel="1 - pass@k (share of problems unsolved)",
+        title="Chapter B's candidate starts: where GRPO narrows and where it does not",
+    )
+    _k_axis(ax, n)
+    ax.grid(alpha=0.3, which="both")
+    legend_below(fig, fontsize=7)
+    return save(fig, path)
+
+
+def _chain_mean(counts: dict, name: str, seeds: list[int], n: int, k: int = 64) -> tuple[np.ndarray, float]:
+    """Per-problem solve rate (correct of n) averaged over a model's scored runs (its chains, every
+    GRPO seed of each), (P,), and the mean over them of the expected number of problems k samples
+    never solve."""
+    from rlvr.passk import never_solved_in
+
+    rows = [
+        np.asarray(c)
+        for key, c in counts.items()
+        if key.split("/seed")[0] == name and int(key.split("/seed")[1].split("-")[0]) in seeds
+    ]
+    c = np.stack(rows)  # (S, P)
+    return (c / n).mean(axis=0), float(np.mean([never_solved_in(row, n, k) for row in c]))
+
+
+def passk_scatter(
+    counts: dict,
+    chains: dict[str, list[int]],
+    samples: dict[str, int],
+    k: int,
+    path: Path,
+    labels: dict[str, str],
+) -> Path:
+    """Per-problem solve rates: SFT (mean over its chains) against GRPO (mean over its runs).
+    counts: "{name}/seed{s}" -> (P,); chains: "sft" and "grpo" -> seeds; samples: name -> n; labels:
+    "sft" -> what the axis calls the start. Above the
+    diagonal GRPO solves the problem more often; on the x axis GRPO never solves what SFT sometimes
+    does."""
+    fig = new_figure((5.2, 4.8))
+    ax = fig.add_subplot()
+    sft_chains, seeds = chains["sft"], chains.get("grpo", [])
+    if seeds:
+        ax.scatter(
+            _chain_mean(counts, "sft", sft_chains, samples["sft"], k)[0],
+            _chain_mean(counts, "grpo", seeds, samples["grpo"], k)[0],
+            s=12,
+            alpha=0.5,
+        )
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
+    ax.set(
+        xlabel=textwrap.fill(f"solve rate, {labels['sft']}", 60)
+        + f"\n(mean of {len(sft_chains)} chains, {samples['sft']} samples each)",
+        ylabel=f"solve rate, grpo (mean of {len(seeds)} chains)",
+        title="per-problem solve rates: grpo against its start",
+        xlim=(-0.02, 1.02),
+        ylim=(-0.02, 1.02),
+    )
+    ax.grid(alpha=0.3)
+    return save(fig, path)
+
+
+def _ecdf(ax, rates, **style) -> None:
+    x = np.sort(np.asarray(rates, dtype=float))  # (P,)
+    ax.step(np.concatenate([[0.0], x]), np.arange(len(x) + 1) / len(x), where="post", **style)
+
+
+def passk_solve_rates(
+    counts: dict,
+    chains: dict[str, list[int]],
+    samples: dict[str, int],
+    contrast: str | None,
+    path: Path,
+    labels: dict[str, str],
+    k: int = 64,
+) -> Path:
+    """Per-problem solve rates c_i / n as ECDFs, each problem's rate averaged over a model's chains
+    (SFT) or seeds (variants): the two SFT starts, or with no contrast the SFT start's chains one by
+    one (left), SFT against every variant (right). counts:
+    "{name}/seed{s}" -> (P,); chains: "sft", `contrast` and every variant -> seeds; labels: "sft" and
+    the contrast -> what the legend calls them. A curve's height
+    at 0 is the share of problems never solved in any chain or seed; the labels give the mean over
+    chains or seeds of the never-solved count. Mass near 0 is what n samples can miss."""
+    fig = new_figure((11, 4.2))
+    left, right = fig.subplots(1, 2, sharey=True)
+
+    def draw(ax, name, label, unit, **style):
+        mean, never = _chain_mean(counts, name, chains[name], samples[name], k)
+        c = len(chains[name])
+        _ecdf(
+            ax,
+            mean,
+            label=f"{label}: {never:.1f} never solved in {k} (mean of {c} {unit if c > 1 else unit[:-1]})",
+            **style,
+        )
+
+    draw(left, "sft", labels["sft"], "chains", color="black", lw=2)
+    if contrast is None:
+        for i, s in enumerate(chains["sft"]):
+            rates, _ = _chain_mean(counts, "sft", [s], samples["sft"], k)
+            _ecdf(left, rates, color="tab:gray", lw=0.8, alpha=0.7, label=None if i else "one SFT chain each")
+    else:
+        draw(left, contrast, labels[contrast], "chains", color="tab:gray", lw=2, ls="--")
+    left.set(
+        title="SFT starts" if contrast is not None else "the SFT start and its chains",
+        xlabel="per-problem solve rate",
+        ylabel="share of held-out problems at or below",
+    )
+    draw(right, "sft", labels["sft"], "chains", color="black", lw=2)
+    variants = [v for v in chains if v not in ("sft", contrast)]
+    for v, colour in zip(variants, palette(len(variants))):
+        draw(right, v, v, "chains", lw=1, color=colour)
+    right.set(title="SFT and GRPO variants (chain mean)", xlabel="per-problem solve rate")
+    for ax in (left, right):
+        ax.set_xlim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    fig.suptitle(
+        f"Per-problem solve rates in {k} samples, as cumulative shares of the held-out problems",
+        fontsize=10,
+    )
+    legend_below(fig, fontsize=7)
+    return save(fig, path)
