@@ -433,10 +433,11 @@ def test_every_peer_and_ours_block_runs_in_a_fresh_process_over_the_sweep_and_bo
         return [0.5] if fn.__name__ in ("trl_block", "hf_sampling_block") else [0.1]
 
     monkeypatch.setattr(fair, "in_fresh_process", fake_process)
-    r = grpo_step.grpo_vs_trl(params, TINY, 16, 8, 4, 0.0, "bare", 5, grpo_step.trl_generation_batches(16, 8))
+    shape = grpo_step.StepShape(16, 8, 4, 0.0, "bare")
+    r = grpo_step.grpo_vs_trl(params, TINY, shape, 5, grpo_step.trl_generation_batches(16, 8))
     assert [c[0] for c in calls] == ["ours_grpo_block", "trl_block"] * 6
     assert [c[1][-1] for c in calls if c[0] == "trl_block"] == [32, 64, 128] * 2  # TRL's generation batch
-    assert all(c[1][6] == "bare" for c in calls) and r["prompts"] == "bare" and r["ratio"] == 5.0
+    assert all(c[1][2].form == "bare" for c in calls) and r["prompts"] == "bare" and r["ratio"] == 5.0
     calls.clear()
     for form in fair.FORMS:
         s = sampling.sampling_vs_hf(params, form)
@@ -458,9 +459,9 @@ def test_grpo_step_with_the_peer_compares_both_prompt_forms_at_both_betas(monkey
     params = load_params(ROOT / "params.yaml")
     asked: list = []
 
-    def fake_compare(params, model, P, G, m, beta, form, steps, batches):
-        asked.append((beta, form, batches))
-        return {"prompts": form, "ratio": 5.0}
+    def fake_compare(params, model, shape, steps, batches):
+        asked.append((shape.beta, shape.form, batches))
+        return {"prompts": shape.form, "ratio": 5.0}
 
     monkeypatch.setattr(peer, "require", lambda: None)
     monkeypatch.setattr(peer, "versions", lambda: {"trl": "1.16.0"})

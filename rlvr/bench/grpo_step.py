@@ -5,6 +5,8 @@ on a GPT-2 of the same shape, each side at its best and alone (`rlvr.bench.fair`
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rlvr.bench import fair
 from rlvr.bench import peer as peers
 from rlvr.bench.targets import TARGETS
@@ -16,6 +18,17 @@ from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 
 WARMUP = 3  # steps dropped before timing: allocator, kernel selection, TRL's first-step set-up
+
+
+class StepShape(NamedTuple):
+    """One GRPO-step workload: P prompts x G completions of m tokens each, at `beta`, in prompt `form`
+    ("chat" or "bare")."""
+
+    P: int
+    G: int
+    m: int
+    beta: float
+    form: str
 
 
 def _trl_prompts(params: Params, P: int, form: str = "chat") -> list[str]:
@@ -34,38 +47,22 @@ def ours_alone(
 
 
 def ours_grpo_block(
-    params: Params,
-    model: ModelConfig,
-    P: int,
-    G: int,
-    m: int,
-    beta: float,
-    form: str,
-    steps: int,
-    warmup: int,
+    params: Params, model: ModelConfig, shape: StepShape, steps: int, warmup: int
 ) -> list[float]:
     """One block of ours alone: `steps` GRPO steps timed after `warmup`, as the pipeline runs them
     (deterministic ops, params' threads)."""
     set_determinism(params.seed, params.threads)
-    step = grpo_stepper(params, model, P, G, m, beta, form=form)
+    step = grpo_stepper(params, model, shape.P, shape.G, shape.m, shape.beta, form=shape.form)
     return [step() for _ in range(warmup + steps)][warmup:]
 
 
 def trl_block(
-    params: Params,
-    model: ModelConfig,
-    P: int,
-    G: int,
-    m: int,
-    beta: float,
-    form: str,
-    steps: int,
-    warmup: int,
-    generation_batch: int,
+    params: Params, model: ModelConfig, shape: StepShape, steps: int, warmup: int, generation_batch: int
 ) -> list[float]:
     """One block of TRL's GRPOTrainer alone: `steps` optimizer steps timed after `warmup`, its
     `generate` drawing `generation_batch` completions a call."""
     peers.as_a_user_runs(params.threads, params.seed)
+    P, G, m, beta, form = shape
     prompts = _trl_prompts(params, P, form)
     lr = params.variant("grpo").lr
     times = peers.grpo_trainer_steps(
@@ -81,21 +78,16 @@ def trl_generation_batches(P: int, G: int) -> tuple[int, ...]:
 
 
 def grpo_vs_trl(
-    params: Params,
-    model: ModelConfig,
-    P: int,
-    G: int,
-    m: int,
-    beta: float,
-    form: str,
-    steps: int,
-    batches: tuple[int, ...],
+    params: Params, model: ModelConfig, shape: StepShape, steps: int, batches: tuple[int, ...]
 ) -> dict:
     """Ours against TRL's GRPOTrainer at its best on one GRPO-step workload in `form`: every block
     alone in a fresh process, ABAB over TRL's generation `batches` (`fair.compare`)."""
-    args = (params, model, P, G, m, beta, form, steps, WARMUP)
+    args = (params, model, shape, steps, WARMUP)
     peer = {b: fair.alone(trl_block, *args, b) for b in batches}
-    return {"prompts": form, **fair.compare(fair.alone(ours_grpo_block, *args), peer, "generation_batch")}
+    return {
+        "prompts": shape.form,
+        **fair.compare(fair.alone(ours_grpo_block, *args), peer, "generation_batch"),
+    }
 
 
 def bench(params: Params, steps: int = 30, peer: bool = False) -> dict:
@@ -115,7 +107,7 @@ def bench(params: Params, steps: int = 30, peer: bool = False) -> dict:
         if peer:
             batches = trl_generation_batches(P, G)
             row["vs_trl"] = {
-                form: grpo_vs_trl(params, params.model, P, G, m, beta, form, steps, batches)
+                form: grpo_vs_trl(params, params.model, StepShape(P, G, m, beta, form), steps, batches)
                 for form in fair.FORMS
             }
         out[f"beta_{beta}"] = row

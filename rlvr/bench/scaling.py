@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from rlvr.bench import fair
 from rlvr.bench import peer as peers
-from rlvr.bench.grpo_step import grpo_vs_trl, ours_alone
+from rlvr.bench.grpo_step import StepShape, grpo_vs_trl, ours_alone
 from rlvr.pipeline.config import Params
 
 SCALING = {"group_size": (4, 8, 16, 64), "response_tokens": (2, 4, 8), "d_model": (64, 128, 256)}
@@ -31,7 +31,7 @@ def bench(params: Params, steps: int = 10, peer: bool = False) -> dict:
             G, tokens = point["group_size"], point["response_tokens"]
             trl = None
             if peer and value in TRL_SCALING_POINTS.get(axis, ()):
-                r = grpo_vs_trl(params, model, 16, G, tokens, 0.04, "chat", steps, (16 * G,))
+                r = grpo_vs_trl(params, model, StepShape(16, G, tokens, 0.04, "chat"), steps, (16 * G,))
                 trl = r["best"]["seconds"]["median"]
             rows.append(
                 {
