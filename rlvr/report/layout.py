@@ -258,59 +258,43 @@ VARIANCE = (
 )
 
 
+START_COLUMNS = ["run", "target", "reached", "validation at the stop", "SFT steps", "test side"]
+START_CHAIN_COLUMNS = ["run", "chain", "steps", "validation", "stop", "test side"]
+END_COLUMNS = [
+    "variant",
+    "target (validation pass@1)",
+    "reached",
+    "steps to it",
+    "validation at the stop",
+    "held-out pass@1 at the stop",
+]
+END_CHAIN_COLUMNS = ["variant", "chain", "end", "steps", "validation", "held-out pass@1"]
+
+
+def _table_and_chains(section: tuple[str, str, str], table: Table, chains: Table) -> list:
+    """A section (its heading, anchor and words), its table, and every chain's rows folded below."""
+    heading, anchor, text = section
+    return [Heading(heading, 2, anchor), Para(text), table, Details("every chain", [chains])]
+
+
 def chain_blocks(rows: list[Judged], metrics: dict[str, Any], targets: dict[str, float | None]) -> list:
     """The controlled starts (every chain's stop, its validation and test-side values) and where the
     variance of each claim's metric lives."""
     blocks: list = []
     starts = controlled_rows(metrics, targets)
     if starts:
-        blocks += [
-            Heading("Controlled starts", 2, "controlled-starts"),
-            Para(CONTROLLED_STARTS),
-            Table(
-                ["run", "target", "reached", "validation at the stop", "SFT steps", "test side"],
-                starts,
-                "starts",
-            ),
-            Details(
-                "every chain",
-                [
-                    Table(
-                        ["run", "chain", "steps", "validation", "stop", "test side"],
-                        chain_rows(metrics, targets),
-                        "chains",
-                    )
-                ],
-            ),
-        ]
+        blocks += _table_and_chains(
+            ("Controlled starts", "controlled-starts", CONTROLLED_STARTS),
+            Table(START_COLUMNS, starts, "starts"),
+            Table(START_CHAIN_COLUMNS, chain_rows(metrics, targets), "chains"),
+        )
     ends = end_rows(metrics)
     if ends:
-        blocks += [
-            Heading("Controlled ends", 2, "controlled-ends"),
-            Para(CONTROLLED_ENDS),
-            Table(
-                [
-                    "variant",
-                    "target (validation pass@1)",
-                    "reached",
-                    "steps to it",
-                    "validation at the stop",
-                    "held-out pass@1 at the stop",
-                ],
-                ends,
-                "ends",
-            ),
-            Details(
-                "every chain",
-                [
-                    Table(
-                        ["variant", "chain", "end", "steps", "validation", "held-out pass@1"],
-                        end_chain_rows(metrics),
-                        "end-chains",
-                    )
-                ],
-            ),
-        ]
+        blocks += _table_and_chains(
+            ("Controlled ends", "controlled-ends", CONTROLLED_ENDS),
+            Table(END_COLUMNS, ends, "ends"),
+            Table(END_CHAIN_COLUMNS, end_chain_rows(metrics), "end-chains"),
+        )
     spread = variance_rows(rows)
     if spread:
         blocks += [
