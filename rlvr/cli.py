@@ -117,7 +117,7 @@ def _plan(args):
     from rlvr.report.inputs import read_metrics_dir
     from rlvr.report.summary import power_table
 
-    return Text(power_table(read_metrics_dir(Path(args.metrics)), Path(args.claims)))
+    return Text(power_table(read_metrics_dir(Path(args.metrics)), Path(args.claims), Path(args.plan)))
 
 
 def _sweep_report(args) -> dict:
@@ -287,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--metrics", default="reports/metrics", help="the pilot's metrics folder")
     s.add_argument("--claims", default="experiments/claims.yaml", help="the claims registry")
+    s.add_argument(
+        "--plan", default="experiments/plan.yaml", help="the plan whose second looks set claims' levels"
+    )
     s.set_defaults(fn=_plan)
     s = sub.add_parser(
         "sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments"

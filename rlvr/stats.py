@@ -133,9 +133,11 @@ def share_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lo, hi
 
 
-def bca_interval(values: list[float], seed: int = 0, resamples: int = 9999) -> tuple[float, float]:
-    """The BCa bootstrap 95% interval of the mean of `values` (resampling them), by
-    `scipy.stats.bootstrap`: the declared check on a skewed metric's t-interval."""
+def bca_interval(
+    values: list[float], seed: int = 0, resamples: int = 9999, level: float = 0.95
+) -> tuple[float, float]:
+    """The BCa bootstrap interval (95% unless `level` says) of the mean of `values` (resampling
+    them), by `scipy.stats.bootstrap`: the declared check on a skewed metric's t-interval."""
     import numpy as np
     from scipy.stats import bootstrap
 
@@ -144,6 +146,7 @@ def bca_interval(values: list[float], seed: int = 0, resamples: int = 9999) -> t
         np.mean,
         n_resamples=resamples,
         method="BCa",
+        confidence_level=level,
         random_state=np.random.default_rng(seed),
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -27,7 +27,8 @@ from pathlib import Path
 from rlvr.io.files import read_json, write_json
 from rlvr.io.gitinfo import git_commit, short_commit
 from rlvr.pipeline.determinism import cpu_model
-from rlvr.report.claims import load_claims
+from rlvr.pipeline.paths import PLAN
+from rlvr.report.claims import load_claims, read_looks
 from rlvr.report.moves import compare_results
 
 PERTURBATION = "1e-6"  # RLVR_PERTURB of `--perturb`: float32-rounding-sized changes to every start
@@ -167,7 +168,10 @@ def rerun_in_clone(root: Path, perturb: bool = False, keep: Path | None = None) 
             "profile": stage_profile(f"sqlite:///{clone / 'mlflow.db'}"),
             "machine": machine(),
             **compare_results(
-                committed, clone / "reports", load_claims(clone / "experiments" / "claims.yaml")
+                committed,
+                clone / "reports",
+                load_claims(clone / "experiments" / "claims.yaml"),
+                read_looks(clone / PLAN),
             ),
         }
         if keep is not None:
@@ -213,4 +217,5 @@ def workspace_against_head(root: Path) -> dict | None:
         export_committed(root, Path(tmp), "reports/passk-counts.json")  # where HEAD has one
         committed = Path(tmp) / "reports"
         claims = load_claims(root / "experiments" / "claims.yaml")
-        return {"commit": short_commit(root), **compare_results(committed, root / "reports", claims)}
+        looks = read_looks(root / PLAN)
+        return {"commit": short_commit(root), **compare_results(committed, root / "reports", claims, looks)}

@@ -386,6 +386,16 @@ def _store_lock(uri: str) -> Iterator[None]:
 
 
 PID_TAG, HOST_TAG, CPU_TAG = "rlvr.pid", "rlvr.host", "rlvr.cpu"
+NOTE_TAG = "mlflow.note.content"  # the run's description on its MLflow page
+# What MLflow's Compare cannot do with these runs, said on every stage run's page: it sets one
+# run's numbers beside another's, and a variant's chain mean beside another's is not paired.
+COMPARE_NOTE = (
+    "One run per stage execution; its seed runs nest under it, one per chain (tag `seed`: chain s "
+    "is SFT seed s and every variant trained from it). MLflow's Compare does not pair chains: two "
+    "variants' stage runs there show two means over chains, side by side, and their difference is "
+    "not the chain-paired one. For chain-paired differences with their intervals run `rlvr diff "
+    "<variant> <variant>` (or compare the seed runs of one `seed` tag)."
+)
 RAW_HASH_TAG = "params.raw_hash"  # hash of the raw params.yaml keys a stage depends on (params.json)
 
 
@@ -463,6 +473,7 @@ def stage_run(
     made = made_here(start)
     all_tags = {
         "dvc.stage": os.environ.get("DVC_STAGE", stage),
+        NOTE_TAG: COMPARE_NOTE,
         **source_tags(stage, made),
         RAW_HASH_TAG: params_hash,
         "params.hash": params_hash,

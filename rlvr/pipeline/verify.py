@@ -98,7 +98,8 @@ def dvc_status(root: Path) -> dict:
 
 def claims_problems(root: Path) -> list[str]:
     """Every claim points at a metric a stage writes, and the committed verdicts are recomputed."""
-    from rlvr.report.claims import load_claims
+    from rlvr.pipeline.paths import PLAN
+    from rlvr.report.claims import load_claims, read_looks
     from rlvr.report.evidence import judge_all, lookup, verdict_record
 
     claims = load_claims(root / "experiments" / "claims.yaml")
@@ -116,7 +117,7 @@ def claims_problems(root: Path) -> list[str]:
                 problems.append(f"claim {c.id}: {'/'.join(map(str, ref))} is not in the committed metrics")
     if problems:
         return problems
-    expected = {r.claim.id: verdict_record(r) for r in judge_all(claims, metrics)}
+    expected = {r.claim.id: verdict_record(r) for r in judge_all(claims, metrics, read_looks(root / PLAN))}
     committed = read_verdicts(root / "reports" / "report.json")["claims"]
     problems += feasible_problems(claims, committed) + note_problems(claims, expected)
     for cid in sorted(set(expected) | set(committed)):

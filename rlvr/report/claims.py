@@ -41,6 +41,7 @@ CATEGORIES = {  # what kind of claim, in the order the summary gives them
     "cited": "cited facts (outside a CPU's reach; no verdict)",
 }
 WORKED = "worked.json"  # the worked examples' metrics file: a claim on it is closed-form
+LEVEL = 0.95  # the confidence level a claim is decided at, unless a second look of the plan says
 
 Ref = tuple[str, str]  # (metrics file under reports/metrics, dotted key)
 
@@ -164,6 +165,55 @@ def check_claims(entries: Any, path: str) -> list[Claim]:
         _check(c, where)
         claims.append(Claim(**c))
     return claims
+
+
+@dataclass(frozen=True)
+class Look:
+    """A second look of the confirmatory plan (experiments/plan.yaml `looks`): chains added to an
+    SFT run's after its first results were seen. Every claim whose chains include one of them is
+    decided at `level` (Pocock's bound for two looks: both looks at that level keep the overall
+    error at 5%); a claim resting on the first look's chains alone was looked at once."""
+
+    run: str  # the SFT run whose chains grew
+    level: float  # e.g. 0.972
+    first: tuple[int, ...]  # the chains of the first look
+    second: tuple[int, ...]  # the chains the second look added
+
+
+def read_looks(path: Path) -> dict[str, Look]:
+    """The plan's second looks, by SFT run ({} where the plan declares none): each run's `level` in
+    (0.95, 1) and its `first` and `second` chains, disjoint lists of seeds. A malformed entry is one
+    line naming it."""
+    try:
+        plan = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file (the confirmatory plan the verdicts follow)") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})".splitlines()[0]) from None
+    looks = plan.get("looks") if isinstance(plan, dict) else None
+    if looks is None:
+        return {}
+    if not isinstance(looks, dict):
+        raise ConfigError(f"{path}: looks must map an SFT run to its level, first and second chains")
+    out = {}
+    for run, look in looks.items():
+        where = f"{path}: looks.{run}"
+        if not isinstance(look, dict) or set(look) != {"level", "first", "second", "why"}:
+            raise ConfigError(f"{where}: must give exactly level, first, second and why")
+        level = look["level"]
+        if isinstance(level, bool) or not isinstance(level, (int, float)) or not LEVEL < level < 1:
+            raise ConfigError(f"{where}.level = {level!r}: must lie between {LEVEL} and 1")
+        for key in ("first", "second"):
+            seeds = look[key]
+            if not isinstance(seeds, list) or not seeds or not all(type(s) is int for s in seeds):
+                raise ConfigError(f"{where}.{key}: must be a non-empty list of chain seeds")
+        if set(look["first"]) & set(look["second"]):
+            raise ConfigError(
+                f"{where}: a second look's chains must be new (shared: "
+                f"{sorted(set(look['first']) & set(look['second']))})"
+            )
+        out[run] = Look(str(run), float(level), tuple(look["first"]), tuple(look["second"]))
+    return out
 
 
 def load_claims(path: Path) -> list[Claim]:

@@ -4,10 +4,10 @@ rlvr.report.verdict's, the evidence rlvr.report.evidence's."""
 
 from __future__ import annotations
 
-from rlvr.report.claims import Claim
+from rlvr.report.claims import LEVEL, Claim
 from rlvr.report.verdict import Evidence, Judged, is_missing, num
 
-OURS_HEADER = "ours [95% interval decided on]"
+OURS_HEADER = "ours [interval decided on: 95% unless it says]"
 ONE_RUN_HEADER = "book as one run"  # the consistency check: shown beside the verdict, never counted
 CALIBRATED_WORDS = {"reproduced": "matched", "differs": "not matched"}
 
@@ -48,8 +48,14 @@ def book_text(c: Claim) -> str:
     return num(c.book)
 
 
+def level_words(level: float) -> str:
+    """ "" at 95%; "; 97.2% interval, the plan's second look" at a second look's level."""
+    return "" if level == LEVEL else f"; {level:.1%} interval, the plan's second look"
+
+
 def interval_text(ev: Evidence) -> str:
-    """A value with its interval and where the interval comes from: "0.912 [0.90, 0.93] (3 chains)"."""
+    """A value with its interval and where the interval comes from: "0.912 [0.90, 0.93] (3 chains)",
+    its level named where it is not 95% ("(16 chains; 97.2% interval, the plan's second look)")."""
     if ev.value is None:
         return f"undefined ({ev.source})"
     if ev.lo is None and ev.per_seed:  # some chains undefined: show every chain, as figures do
@@ -57,7 +63,7 @@ def interval_text(ev: Evidence) -> str:
         return f"per chain {chains} ({ev.source})"
     if ev.lo is None or ev.lo == ev.hi:
         return f"{num(ev.value)} ({ev.source})"
-    return f"{num(ev.value)} [{num(ev.lo)}, {num(ev.hi)}] ({ev.source})"
+    return f"{num(ev.value)} [{num(ev.lo)}, {num(ev.hi)}] ({ev.source}{level_words(ev.level)})"
 
 
 def ours_text(row: Judged) -> str:

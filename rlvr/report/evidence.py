@@ -15,7 +15,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from rlvr.report.claims import CATEGORIES, Claim
+from rlvr.report.claims import CATEGORIES, LEVEL, Claim, Look
 from rlvr.report.verdict import Evidence, Judged, consistency, decide, is_missing
 from rlvr.stats import bca_interval, mean_ci, one_run_interval
 
@@ -63,12 +63,14 @@ def _span(feasible) -> list | None:
     return None if feasible is None else [feasible[0] - feasible[1], feasible[1] - feasible[0]]
 
 
-def evidence(metrics: dict[str, Any], ref, feasible=None, estimand: str = "mean", endpoint=None) -> Evidence:
+def evidence(
+    metrics: dict[str, Any], ref, feasible=None, estimand: str = "mean", endpoint=None, level: float = LEVEL
+) -> Evidence:
     """What the metrics say about [file, key]: its value, per-chain values and interval by the
-    estimand (cut to `feasible`, the values the metric can take, when given), leaving out chains
-    whose start missed its target and, for a claim at a controlled end (`endpoint`), chains whose
-    runs did not reach it."""
-    return clip(_evidence(metrics, ref, estimand, endpoint), feasible)
+    estimand at `level` (cut to `feasible`, the values the metric can take, when given), leaving out
+    chains whose start missed its target and, for a claim at a controlled end (`endpoint`), chains
+    whose runs did not reach it."""
+    return clip(_evidence(metrics, ref, estimand, endpoint, level), feasible)
 
 
 def start_run(metrics: dict[str, Any], ref) -> str | None:
@@ -132,18 +134,21 @@ def _left_out(per_seed: list, seeds, reps, missed: dict[str, set[int]]) -> tuple
     return [per_seed[i] for i in keep], [seeds[i] for i in keep], kept_reps, words
 
 
-def interval(values: list[float], estimand: str, reps: list | None = None) -> tuple[float, float, float]:
-    """The estimate over chains and its 95% interval, by the claim's estimand (claims.ESTIMANDS)."""
+def interval(
+    values: list[float], estimand: str, reps: list | None = None, level: float = LEVEL
+) -> tuple[float, float, float]:
+    """The estimate over chains and its interval at `level`, by the claim's estimand
+    (claims.ESTIMANDS)."""
     from rlvr.stats import share_interval
 
     if estimand == "share":  # every run counted once: the nested runs where the file has them
         runs = [float(x) for r in reps for x in r] if reps else values
-        lo, hi = share_interval(round(sum(runs)), len(runs))
+        lo, hi = share_interval(round(sum(runs)), len(runs), level)
         return statistics.fmean(runs), lo, hi
     if estimand == "log_mean":
-        mean, lo, hi = mean_ci([math.log(v) for v in values])
+        mean, lo, hi = mean_ci([math.log(v) for v in values], level)
         return math.exp(mean), math.exp(lo), math.exp(hi)
-    return mean_ci(values)
+    return mean_ci(values, level)
 
 
 def _positive(values: list[float], estimand: str, ref) -> None:
@@ -151,7 +156,9 @@ def _positive(values: list[float], estimand: str, ref) -> None:
         raise ValueError(f"{ref[0]}: {ref[1]} has a value <= 0; its estimand log_mean needs positive values")
 
 
-def _evidence(metrics: dict[str, Any], ref, estimand: str = "mean", endpoint: str | None = None) -> Evidence:
+def _evidence(
+    metrics: dict[str, Any], ref, estimand: str = "mean", endpoint: str | None = None, level: float = LEVEL
+) -> Evidence:
     value = lookup(metrics, ref)
     last = str(ref[1]).rpartition(".")[2]
     per_seed = (_sibling(metrics, ref, "per_seed") or {}).get(last)
@@ -170,13 +177,13 @@ def _evidence(metrics: dict[str, Any], ref, estimand: str = "mean", endpoint: st
             gone = len(per_seed) - len(defined)
             mean = float(statistics.fmean(defined)) if defined else None
             words = f"{chains}, {gone} undefined" if gone else chains
-            return Evidence(mean, None, None, words, per_seed, seeds, variance, reps)
+            return Evidence(mean, None, None, words, per_seed, seeds, variance, reps, level=level)
         _positive(defined, estimand, ref)
-        mean, lo, hi = interval(defined, estimand, reps)
+        mean, lo, hi = interval(defined, estimand, reps, level)
         check = one_run = None
         if estimand == "log_mean":
             logs = [math.log(v) for v in defined]
-            check = tuple(math.exp(x) for x in bca_interval(logs))
+            check = tuple(math.exp(x) for x in bca_interval(logs, level=level))
             one_run = tuple(math.exp(x) for x in one_run_interval(logs))
         elif estimand == "share":
             one_run = (min(defined), max(defined))  # one run reaches or does not
@@ -185,7 +192,7 @@ def _evidence(metrics: dict[str, Any], ref, estimand: str = "mean", endpoint: st
             one_run = one_run_interval(
                 defined, reps, float(book_sd) if isinstance(book_sd, (int, float)) else 0.0
             )
-        return Evidence(mean, lo, hi, chains, per_seed, seeds, variance, reps, check, one_run)
+        return Evidence(mean, lo, hi, chains, per_seed, seeds, variance, reps, check, one_run, level)
     if is_missing(value):
         return Evidence(None, None, None, "undefined")
     value = float(value)
@@ -211,26 +218,26 @@ def _rep_differences(a: Evidence, b: Evidence) -> list[list[float]] | None:
 
 def difference(a: Evidence, b: Evidence) -> Evidence:
     """a - b. Paired by chain when both have values for the same chains (the chain fixes the start
-    and the draws, so the difference is the effect): its interval, the variance components and the
-    prediction interval for one run are those of the differences. Otherwise the conservative
-    interval [lo_a - hi_b, hi_a - lo_b]."""
+    and the draws, so the difference is the effect): its interval (at a's level), the variance
+    components and the prediction interval for one run are those of the differences. Otherwise the
+    conservative interval [lo_a - hi_b, hi_a - lo_b]."""
     from rlvr.stats import variance_components
 
     if a.value is None or b.value is None:
         return Evidence(None, None, None, "undefined")
     if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
         diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
-        mean, lo, hi = mean_ci(diffs)
+        mean, lo, hi = mean_ci(diffs, a.level)
         left_out = a.source.partition("; ")[2]  # chains left out, where any
         source = f"{len(diffs)} chains, paired" + (f"; {left_out}" if left_out else "")
         reps = _rep_differences(a, b)
         variance = variance_components(reps) if reps else None
         return Evidence(
-            mean, lo, hi, source, diffs, a.seeds, variance, reps, None, one_run_interval(diffs, reps)
+            mean, lo, hi, source, diffs, a.seeds, variance, reps, None, one_run_interval(diffs, reps), a.level
         )
     if a.lo is None or b.lo is None:
         return Evidence(a.value - b.value, None, None, "undefined in some chains")
-    return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}")
+    return Evidence(a.value - b.value, a.lo - b.hi, a.hi - b.lo, f"{a.source} vs {b.source}", level=a.level)
 
 
 def not_reached(claim: Claim, metrics: dict[str, Any]) -> str | None:
@@ -252,18 +259,33 @@ def not_reached(claim: Claim, metrics: dict[str, Any]) -> str | None:
     )
 
 
-def judge(claim: Claim, metrics: dict[str, Any]) -> Judged:
+def claim_level(claim: Claim, metrics: dict[str, Any], looks: dict[str, Look] | None) -> float:
+    """The confidence level a claim is decided at: a second look's (rlvr.report.claims.Look) where
+    the claim's chains are those of the look's SFT run and include a chain that look added, else
+    95%."""
+    if not looks or claim.metric is None:
+        return LEVEL
+    look = looks.get(start_run(metrics, claim.metric) or "")
+    seeds = _sibling(metrics, claim.metric, "seeds")
+    if look is None or not isinstance(seeds, list) or not set(seeds) & set(look.second):
+        return LEVEL
+    return look.level
+
+
+def judge(claim: Claim, metrics: dict[str, Any], looks: dict[str, Look] | None = None) -> Judged:
     """Our evidence, the interval the claim is decided on (`tested`: ours, or the paired difference
-    ours - other), the verdict and the consistency of the book's value with one run like the book's."""
+    ours - other) at its level (`claim_level`: the plan's `looks`), the verdict and the consistency
+    of the book's value with one run like the book's."""
     if claim.kind == "cited":
         return Judged(claim, "cited")
     try:
         far = not_reached(claim, metrics)
         if far is not None:
             return Judged(claim, "not comparable", error=far)
-        ours = evidence(metrics, claim.metric, claim.feasible, claim.estimand, claim.endpoint)
+        level = claim_level(claim, metrics, looks)
+        ours = evidence(metrics, claim.metric, claim.feasible, claim.estimand, claim.endpoint, level)
         other = (
-            evidence(metrics, claim.other, claim.feasible, claim.estimand, claim.endpoint)
+            evidence(metrics, claim.other, claim.feasible, claim.estimand, claim.endpoint, level)
             if claim.other is not None
             else None
         )
@@ -276,14 +298,16 @@ def judge(claim: Claim, metrics: dict[str, Any]) -> Judged:
     return Judged(claim, decide(tested, claim), ours, other, tested, consistency(tested, claim))
 
 
-def judge_all(claims: list[Claim], metrics: dict[str, Any]) -> list[Judged]:
-    return [judge(c, metrics) for c in claims]
+def judge_all(
+    claims: list[Claim], metrics: dict[str, Any], looks: dict[str, Look] | None = None
+) -> list[Judged]:
+    return [judge(c, metrics, looks) for c in claims]
 
 
 def verdict_record(row: Judged) -> dict:
     """One claim's line in report.json: verdict, book, our value and its interval, the interval
-    decided on (`decided_on`; `tested_interval` too for a claim against another metric, where it
-    is the paired difference), and the book's consistency with one more chain of ours."""
+    decided on (`decided_on`, at `level`; `tested_interval` too for a claim against another metric,
+    where it is the paired difference), and the book's consistency with one more chain of ours."""
     c, ev, tested = row.claim, row.evidence, row.tested
     return {
         "verdict": row.verdict,
@@ -297,6 +321,7 @@ def verdict_record(row: Judged) -> dict:
         if tested is None or tested.lo is None or c.other is None
         else [tested.lo, tested.hi],
         "decided_on": None if tested is None or tested.lo is None else [tested.lo, tested.hi],
+        "level": None if tested is None or tested.lo is None else tested.level,  # of decided_on
         "consistency": row.consistency,
     }
 

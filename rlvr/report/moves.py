@@ -122,17 +122,18 @@ def differing_files(committed: Path, rerun: Path) -> list[str]:
     return differ
 
 
-def verdict_table(reports: Path, claims: list) -> dict:
+def verdict_table(reports: Path, claims: list, looks: dict | None = None) -> dict:
     """The verdicts the rule gives on a reports folder's metrics ({"claims", "counts"}), as in
-    report.json: each side of a comparison judged by the same claims and the same code."""
-    rows = judge_all(claims, read_metrics_dir(reports / "metrics"))
+    report.json: each side of a comparison judged by the same claims, plan looks and code."""
+    rows = judge_all(claims, read_metrics_dir(reports / "metrics"), looks)
     return {"claims": {r.claim.id: verdict_record(r) for r in rows}, "counts": summary_counts(rows)}
 
 
-def compare_results(committed: Path, rerun: Path, claims: list) -> dict:
+def compare_results(committed: Path, rerun: Path, claims: list, looks: dict | None = None) -> dict:
     """Two reports folders (the committed results and a rerun's): the files that differ, the verdict
-    counts of each side, flips, moves and numbers outside, and the word for all of it."""
-    old, new = verdict_table(committed, claims), verdict_table(rerun, claims)
+    counts of each side, flips, moves and numbers outside, and the word for all of it. `looks`: the
+    plan's second looks (rlvr.report.claims.read_looks), the levels claims are decided at."""
+    old, new = verdict_table(committed, claims, looks), verdict_table(rerun, claims, looks)
     comparison = {
         "metrics_differing": differing_files(committed, rerun),
         "committed_counts": old["counts"],

@@ -138,11 +138,12 @@ def summary(reports: Path) -> str:
     return "\n".join(out)
 
 
-def power_table(metrics: dict, claims_path: Path) -> str:
+def power_table(metrics: dict, claims_path: Path, plan_path: Path | None = None) -> str:
     """`rlvr plan`: every measured claim's precision on the given results, read as a pilot: its
-    estimand, chains, 95% half-width, the declared target and the chains that would meet it at this
-    spread (what a confirmatory plan declares before it runs)."""
-    from rlvr.report.claims import load_claims
+    estimand, chains, half-width (at 95%, or at a second look's level where `plan_path` declares
+    one), the declared target and the chains that would meet it at this spread (what a
+    confirmatory plan declares before it runs)."""
+    from rlvr.report.claims import load_claims, read_looks
     from rlvr.report.evidence import judge_all
     from rlvr.report.verdict import MAX_CHAINS, num, precision, precision_target
 
@@ -151,7 +152,8 @@ def power_table(metrics: dict, claims_path: Path) -> str:
         f"{'target':>8} {'needed':>7}"
     )
     out = [head]
-    for r in judge_all(load_claims(claims_path), metrics):
+    looks = read_looks(plan_path) if plan_path is not None else None
+    for r in judge_all(load_claims(claims_path), metrics, looks):
         if r.claim.category != "measured":
             continue
         p = precision(r)

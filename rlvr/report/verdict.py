@@ -1,7 +1,8 @@
 """The verdict rule: when a claim is reproduced, differs, is inconclusive or not comparable.
 
 1. The deciding interval is the claim's tested interval over chains, by its declared estimand
-   (claims.yaml `estimand`): the 95% Student-t interval of the chain mean (`mean`), of the mean log
+   (claims.yaml `estimand`), at 95% (at a second look of the plan, for a claim resting on chains
+   it added, at the plan's higher level): the Student-t interval of the chain mean (`mean`), of the mean log
    (`log_mean`, the geometric mean run, for a skewed positive metric; a BCa bootstrap interval over
    chains is its declared check), or the exact (Clopper-Pearson) interval of a share of runs
    (`share`); for a claim against another metric, of the paired per-chain differences. It is cut to
@@ -59,6 +60,7 @@ class Evidence:
     reps: list | None = None  # per chain, its GRPO seeds' values (nested runs), where the file has them
     check: tuple[float, float] | None = None  # a declared check's interval (BCa), decided on too
     one_run: tuple[float, float] | None = None  # 95% prediction interval for one run like the book's
+    level: float = 0.95  # the confidence level of [lo, hi] (and of the check): a second look's is higher
 
 
 @dataclass(frozen=True)
@@ -233,8 +235,8 @@ def half_width(tested: Evidence | None) -> float | None:
     return (tested.hi - tested.lo) / 2
 
 
-def t_half_width(sd: float, n: int) -> float:
-    return t_quantile(n - 1) * sd / math.sqrt(n)
+def t_half_width(sd: float, n: int, level: float = 0.95) -> float:
+    return t_quantile(n - 1, 0.5 + level / 2) * sd / math.sqrt(n)
 
 
 def chains_for(target: float, half_at) -> int | None:
@@ -256,19 +258,23 @@ def chains_needed(tested: Evidence, claim: Claim) -> int | None:
     chains = _defined_chains(tested)
     if target is None or chains is None:
         return None
+    level = tested.level
     if claim.estimand == "share":
         from rlvr.stats import share_interval
 
         p = statistics.fmean(chains)
-        return chains_for(target, lambda n: (lambda lo, hi: (hi - lo) / 2)(*share_interval(round(p * n), n)))
+        return chains_for(
+            target, lambda n: (lambda lo, hi: (hi - lo) / 2)(*share_interval(round(p * n), n, level))
+        )
     if claim.estimand == "log_mean":
         logs = [math.log(v) for v in chains]
         m, s = statistics.fmean(logs), statistics.stdev(logs)
         return chains_for(
-            target, lambda n: (math.exp(m + t_half_width(s, n)) - math.exp(m - t_half_width(s, n))) / 2
+            target,
+            lambda n: (math.exp(m + t_half_width(s, n, level)) - math.exp(m - t_half_width(s, n, level))) / 2,
         )
     sd = statistics.stdev(chains)
-    return None if sd == 0 else chains_for(target, lambda n: t_half_width(sd, n))
+    return None if sd == 0 else chains_for(target, lambda n: t_half_width(sd, n, level))
 
 
 def precision(row: Judged) -> dict | None:

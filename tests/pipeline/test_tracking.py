@@ -5,7 +5,7 @@ from mlflow.tracking import MlflowClient
 
 from rlvr.pipeline.determinism import cpu_model
 from rlvr.pipeline.store import TrackingError
-from rlvr.pipeline.tracking import EXPERIMENT, stage_run
+from rlvr.pipeline.tracking import COMPARE_NOTE, EXPERIMENT, NOTE_TAG, stage_run
 
 
 def runs(uri):
@@ -29,6 +29,20 @@ def test_finished_run_has_tags_params_and_step_metrics(mlflow_store):
     history = client.get_metric_history(r.info.run_id, "loss")
     assert [m.step for m in history] == [0, 1, 2, 3, 4]
     assert r.data.metrics["final_loss"] == 0.2
+
+
+def test_a_stage_runs_page_says_compare_does_not_pair_chains_and_its_seed_runs_do_not_repeat_it(
+    mlflow_store,
+):
+    with stage_run("grpo@v", {}, {"variant": "v"}, "h") as run:
+        with run.child("grpo@v/seed3", {"seed": 3}):
+            pass
+    _, found = runs(mlflow_store)
+    stage = next(r for r in found if "mlflow.parentRunId" not in r.data.tags)
+    seed = next(r for r in found if "mlflow.parentRunId" in r.data.tags)
+    assert stage.data.tags[NOTE_TAG] == COMPARE_NOTE and "rlvr diff" in COMPARE_NOTE
+    assert "does not pair chains" in COMPARE_NOTE
+    assert NOTE_TAG not in seed.data.tags
 
 
 def test_dvc_exp_tag_names_the_experiment_inside_dvc_exp_run(mlflow_store, monkeypatch):

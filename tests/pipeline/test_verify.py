@@ -19,6 +19,7 @@ def results(tmp_path):
         "dvc.lock",
         "params.yaml",
         "experiments/claims.yaml",
+        "experiments/plan.yaml",
         "reports/report.json",
         "reports/benchmarks.json",
     ):

@@ -226,6 +226,7 @@ def _git_repo(folder: Path) -> Path:
     ]
     prose = {"chapter": "B", "quote": "q", "text": "A claim a reader understands alone here.", "why": "w"}
     (folder / "experiments" / "claims.yaml").write_text(yaml.safe_dump([{**e, **prose} for e in entries]))
+    (folder / "experiments" / "plan.yaml").write_text("chains: one look\n")  # no second look
     git("init", "-q")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")

@@ -41,7 +41,7 @@ from rlvr.pipeline.seeds import tracked
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import narrowing, plots, trainplots
 from rlvr.report.benchtables import fair_bench
-from rlvr.report.claims import load_claims
+from rlvr.report.claims import load_claims, read_looks
 from rlvr.report.compare import paired_view, variants_by_chain
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
 from rlvr.report.inputs import checked, read_counts, read_metrics_dir
@@ -379,7 +379,7 @@ def run_info(root: Path, params: StageParams, plan: Path) -> dict:
 def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
     root = Path.cwd()
     metrics = read_metrics_dir(paths.metrics)
-    rows = judge_all(load_claims(paths.claims), metrics)
+    rows = judge_all(load_claims(paths.claims), metrics, read_looks(paths.plan))
     lock = load_lock(root)
     with tracked(params, {}) as mlrun:
         figures = []
