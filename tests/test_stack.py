@@ -234,6 +234,40 @@ def test_no_modules_import_each_other_in_a_loop():
     assert not loops, "\n".join([f"{len(loops)} set(s) of modules that import each other:", *loops])
 
 
+STAGES = "rlvr.pipeline.stages."
+
+
+def stage_to_stage(root: Path) -> list[str]:
+    """One line per import of one stage module by another: a stage is a room of its own (what two
+    stages share lives below them, in the pipeline or the maths)."""
+    return [
+        f"{i.source}:{i.line}: `{i.text}`"
+        for i in all_imports(root)
+        if i.module.startswith(STAGES) and i.target.startswith(STAGES) and i.target != i.module
+    ]
+
+
+def test_no_stage_imports_another():
+    found = stage_to_stage(ROOT)
+    assert not found, "\n".join([f"{len(found)} stage(s) import another stage:", *found])
+
+
+def test_a_stage_importing_another_is_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "rlvr/__init__.py": "",
+            "rlvr/pipeline/__init__.py": "",
+            "rlvr/pipeline/stages/__init__.py": "",
+            "rlvr/pipeline/stages/warmup.py": "def perturbation():\n    return 0\n",
+            "rlvr/pipeline/stages/sft.py": "from rlvr.pipeline.stages.warmup import perturbation\n",
+        },
+    )
+    assert stage_to_stage(root) == [
+        "rlvr/pipeline/stages/sft.py:1: `from rlvr.pipeline.stages.warmup import perturbation`"
+    ]
+
+
 def test_every_module_stands_on_one_floor():
     """Each module of rlvr/ is on the floor its folder says."""
     floors = {m: STACK[layer(m)] for m in modules(ROOT)}

@@ -32,6 +32,22 @@ def thread_budget(threads: int) -> int:
     return int(env)
 
 
+PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of every chain's initial weights
+
+
+def perturbation() -> float:
+    """RLVR_PERTURB as a number (0 when unset): `rlvr verify --rerun --perturb` sets it to rerun the
+    pipeline as another CPU would, with every chain's start drawn anew by rounding-sized changes."""
+    raw = os.environ.get(PERTURB, "0")
+    try:
+        eps = float(raw)
+    except ValueError:
+        eps = -1.0
+    if not 0 <= eps < 1e-2:
+        raise ConfigError(f"{PERTURB} = {raw!r}: must be a number in [0, 0.01) (e.g. 1e-6; unset for none)")
+    return eps
+
+
 def set_determinism(seed: int, threads: int) -> None:
     """Seed every RNG and fix the thread count: results are then bit-for-bit repeatable per machine."""
     import torch

@@ -25,8 +25,8 @@ def test_an_unknown_kind_is_one_line_naming_the_known_ones():
     x = torch.zeros(2, 3)
     calls = [
         (
-            lambda: grpo.group_advantages(x, "median"),
-            "advantage kind = 'median': must be one of group, mean_only",
+            lambda: grpo.group_advantages(x, "vimco"),  # not docs/variants.md's `median`: following it passes
+            "advantage kind = 'vimco': must be one of group, mean_only",
         ),
         (lambda: grpo.kl_estimate(x, x, "k4"), "kl_estimator = 'k4': must be one of k1, k2, k3"),
         (lambda: grpo.policy_objective(x, x, x[:, 0], x, "vtrace"), "ratio = 'vtrace': must be one of token"),

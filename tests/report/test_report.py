@@ -334,7 +334,7 @@ def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and
 )
 def test_the_perturbation_knob_is_checked(monkeypatch, value, ok):
     from rlvr.fields import ConfigError
-    from rlvr.pipeline.stages.warmup import perturbation
+    from rlvr.pipeline.determinism import perturbation
 
     monkeypatch.setenv("RLVR_PERTURB", value)
     if ok:

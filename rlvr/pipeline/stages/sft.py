@@ -1,6 +1,7 @@
 """Stage `sft@{run}`: once per seed (chain), from that chain's warm-up state, fit TinyLM on the run's
-labels; measure greedy and sampled accuracy. Chains train side by side in the stage's seed workers,
-and the metrics file holds every chain's numbers, their mean and their interval over chains."""
+labels to its controlled stop (`rlvr.chain.controlled_start`); measure greedy and sampled accuracy.
+Chains train side by side in the stage's seed workers, and the metrics file holds every chain's
+numbers, their mean and their interval over chains."""
 
 from __future__ import annotations
 
@@ -10,17 +11,16 @@ import torch
 
 from rlvr.chain import controlled_start, start_accuracies
 from rlvr.configs import SFTConfig, TaskConfig
-from rlvr.fields import UserError
 from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
-from rlvr.optim import AdamW, diverged_at
+from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.paths import SFTPaths, seed_file
+from rlvr.pipeline.determinism import perturbation, thread_budget
+from rlvr.pipeline.paths import SFTPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
-from rlvr.pipeline.stages.warmup import perturbation
+from rlvr.pipeline.warmups import Warmup
 from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.rollout import answer_probability
 from rlvr.sft import encode_sft, final_loss
@@ -46,7 +46,7 @@ def train_seed(
     cfg: SFTConfig,
     task: TaskConfig,
     data: tuple,
-    warmup: dict,
+    warmup: Warmup,
     evals: tuple[list[Problem], list[Problem], list[Problem]],
     device: str,
 ) -> SeedResult:
@@ -57,16 +57,16 @@ def train_seed(
     train, held, val = evals
     tok = Tokenizer()
     gen = torch.Generator(device=device)
-    model, opt, warm_curve = start_from_warmup(warmup, seed, cfg, tok, gen)
+    model, opt, warm_curve = warmup.resume(seed, cfg, tok, gen)
     t0 = time.perf_counter()
     start = controlled_start(
         seed,
         cfg,
-        warmup["model"],
-        (tokens, mask, warmup["clean"]),
+        warmup.model,
+        (tokens, mask, warmup.clean),
         val,
         (model, opt, gen, warm_curve),
-        warmup["perturbation"],
+        warmup.perturbation,
         device,
     )
     train_seconds = time.perf_counter() - t0
@@ -98,17 +98,16 @@ def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) 
     val = problems_of(read_validation(paths.data.heldout), cfg.task) or train_problems
     evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task), val)
     clean = encode_sft(rows, tok, field="answer")  # (N, T) tokens, (N, T-1) mask: the true answers
-    warmup = {
-        "folder": paths.warmup,
-        "run": run_name("warmup", cfg.warmup),
-        "config_hash": params.hash_of("warmup", cfg.warmup),
-        "answers": checkpoint.answers_digest(clean[0]),
-        # what a redraw needs to make a chain's start afresh, as the warm-up stage made it
-        "model": cfg.model or params.model,
-        "clean": clean,
-        "perturbation": perturbation(),
-    }
-    check_warmup(name, cfg, warmup, tok)  # fail before any training if a chain's is not the one
+    warmup = Warmup(
+        paths.warmup,
+        run_name("warmup", cfg.warmup),
+        params.hash_of("warmup", cfg.warmup),
+        checkpoint.answers_digest(clean[0]),
+        cfg.model or params.model,
+        clean,
+        perturbation(),
+    )
+    warmup.check(name, cfg, tok)  # fail before any training if a chain's is not the one
     tags = {"task": cfg.task, "sft_run": name}
     per_seed = {}
     args = (cfg, task, encode_sft(rows, tok), warmup, evals, params.device)
@@ -151,35 +150,3 @@ def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) 
         write_metrics(paths.metrics, metrics, HEADLINE)
         mlrun.log_metrics(with_intervals(metrics, (*KEY_METRICS, "noised_fraction")))
     return {k: metrics.get(k) for k in ("sampled_acc_train", "sampled_acc_heldout", "mlflow_run_id")}
-
-
-def check_warmup(name: str, cfg: SFTConfig, warmup: dict, tok: Tokenizer) -> None:
-    """Every chain's warm-up state loads (none missing, damaged or another run's) and was trained
-    on this run's true answers: refused in one line before any chain trains."""
-    for seed in cfg.seeds:
-        if load_warmup(warmup, seed, tok).answers != warmup["answers"]:
-            raise UserError(
-                f"sft.{name}: its rows' true answers differ from those warm-up {cfg.warmup!r} trained "
-                f"on; give sft.{name} a warm-up of its own (warmups: {{{name}: {{run: {name}}}}}, "
-                f"sft.{name}.warmup: {name})"
-            )
-
-
-def start_from_warmup(warmup: dict, seed: int, cfg: SFTConfig, tok: Tokenizer, gen: torch.Generator) -> tuple:
-    """The model (on the generator's device), optimiser and data-order generator (set in place) where
-    chain `seed`'s warm-up left them, and the warm-up's curve."""
-    state = load_warmup(warmup, seed, tok, gen.device)
-    opt = AdamW(state.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    opt.load_state_dict(state.optimizer)
-    gen.set_state(state.generator)
-    return state.model, opt, state.curve
-
-
-def load_warmup(
-    warmup: dict, seed: int, tok: Tokenizer, device: str | torch.device = "cpu"
-) -> checkpoint.WarmupState:
-    """Chain `seed`'s warm-up state, its model on `device`, refused if it is not the warm-up's own
-    (run and params hash)."""
-    return checkpoint.load_warmup(
-        seed_file(warmup["folder"], seed), tok, f"{warmup['run']}/seed{seed}", warmup["config_hash"], device
-    )

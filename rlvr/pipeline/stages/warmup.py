@@ -9,17 +9,15 @@ final loss per chain, seconds, MLflow run id) links dvc.lock to the MLflow run.
 
 from __future__ import annotations
 
-import os
 import time
 
 from rlvr.chain import fresh_start
 from rlvr.configs import ModelConfig, SFTConfig
-from rlvr.fields import ConfigError
 from rlvr.io.files import read_jsonl
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.determinism import thread_budget
+from rlvr.pipeline.determinism import perturbation, thread_budget
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
@@ -31,20 +29,6 @@ from rlvr.tokenizer import Tokenizer
 
 KEY_METRICS = ("final_loss",)  # what each run shows in MLflow; the rest is in the metrics JSON
 HEADLINE = ("steps", "final_loss")  # what DVC shows of it: chain means (no loss without clean epochs)
-PERTURB = "RLVR_PERTURB"  # environment: relative size of a perturbation of every chain's initial weights
-
-
-def perturbation() -> float:
-    """RLVR_PERTURB as a number (0 when unset): `rlvr verify --rerun --perturb` sets it to rerun the
-    pipeline as another CPU would, with every chain's start drawn anew by rounding-sized changes."""
-    raw = os.environ.get(PERTURB, "0")
-    try:
-        eps = float(raw)
-    except ValueError:
-        eps = -1.0
-    if not 0 <= eps < 1e-2:
-        raise ConfigError(f"{PERTURB} = {raw!r}: must be a number in [0, 0.01) (e.g. 1e-6; unset for none)")
-    return eps
 
 
 def train_seed(
