@@ -200,6 +200,24 @@ def made_by(root: Path, stage: dict) -> dict | None:
     return next((d["made"] for d in _json_outs(root, stage) if isinstance(d.get("made"), dict)), None)
 
 
+def copied_from(lock: dict, path: str) -> str | None:
+    """The figure that `path` is the report's copy of, or None: stage `report` copies every figure
+    another stage drew (reports/figures/<name>) into its own folder (reports/report-figures/<name>),
+    adding that figure's provenance to the copy's PNG metadata; the figures it draws itself are no
+    copies. A copy's provenance is its original's: the stage that drew it."""
+    from rlvr.pipeline.paths import FIGURES, report
+
+    p = Path(path)
+    if p.parent != report().figure_copies:
+        return None
+    original = (FIGURES / p.name).as_posix()
+    try:
+        name, _, _ = find_stage(lock, original)
+    except ProvenanceError:
+        return None
+    return original if name != "report" else None
+
+
 def explain(
     root: Path, path: str, check_stale: bool = True, mlflow_uri: str | None = None, lock: dict | None = None
 ) -> dict[str, Any]:
@@ -218,6 +236,11 @@ def explain(
             p = p.resolve().relative_to(root.resolve())
         except ValueError:
             raise ProvenanceError(f"{path}: outside the repository {root}") from None
+    original = copied_from(lock, p.as_posix())
+    if original is not None:  # the report's copy: what drew it is what drew the original
+        info = explain(root, original, check_stale, mlflow_uri, lock)
+        copier, _, copy_out = find_stage(lock, p.as_posix())
+        return {**info, "path": path, "copy": {"of": original, "by": copier, "out": copy_out.get("md5")}}
     name, stage, out = find_stage(lock, p.as_posix())
     made = made_by(root, stage)
     info: dict[str, Any] = {
@@ -390,8 +413,17 @@ def format_explain(info: dict[str, Any]) -> str:
         + (" ..." if len(changes) > 6 else ""),
         "clean",
     )
+    copy = info.get("copy")
     lines = [
         f"path      {info['path']}",
+        *(
+            [
+                f"copy      of {copy['of']}, by stage {copy['by']} (folder md5 {(copy['out'] or '-')[:8]}); "
+                "what follows is the original's"
+            ]
+            if copy
+            else []
+        ),
         f"stage     {info['stage']}   cmd: {info['cmd']}",
         f"out       {info['out']['path']} md5 {(info['out']['md5'] or '-')[:8]}",
         f"made by   {code_line(info)}",

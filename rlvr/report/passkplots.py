@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvr.report.compare import delta_bounds
-from rlvr.report.plots import legend_below, new_figure, palette, save
+from rlvr.report.plots import figure_title, labelled, legend_below, new_figure, palette, save
 from rlvr.stats import metric_bounds
 
 PASS_BOUNDS = metric_bounds("pass_at_k")  # a pass@k band stops at 0 and 1, a difference of two at -1, 1
@@ -39,6 +39,17 @@ def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
     return f"{variant}: crosses in {len(ks)} of {len(per_chain)} chains (k = {', '.join(ks)})"
 
 
+def crossover_words(per_chain: list | None, n: int) -> str:
+    """A variant's crossovers for a small panel: "crosses in 3 of 4 chains: k = 8, 18, 21"."""
+    ks = [c for c in per_chain or [] if str(c).isdigit()]
+    if not ks:
+        return f"no crossover up to {n}"
+    return f"crosses in {len(ks)} of {len(per_chain)} chains: k = {', '.join(ks)}"
+
+
+PANEL_COLUMNS = 4  # the variants' small panels, this many a row
+
+
 def passk_curves(
     curves: dict[str, list[dict]],
     n: int,
@@ -49,26 +60,28 @@ def passk_curves(
 ) -> Path:
     """curves: `passk_summary.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
     metrics' `per_seed.crossover_k`); labels: "sft" and the contrast -> what the legend calls them
-    (`rlvr.report.labels.sft_label`). Left: 1 - pass@k (the share of problems still unsolved
-    after k samples) on a log axis for the SFT start and a contrast if scored (chain mean, 95% band
-    over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT catches up,
-    is as readable as k = 1.
-    Right: every variant's pass@k minus its chain's SFT's, seed mean with its 95% band, on a
-    symmetric-log axis (linear within +-0.01); a dot marks each chain's crossover on the zero line."""
-    fig = new_figure((12, 5.6))
-    left, right = fig.subplots(1, 2)
+    (`rlvr.report.labels.sft_label`). The first panel: 1 - pass@k (the share of problems still
+    unsolved after k samples) on a log axis for the SFT start and a contrast if scored (chain mean,
+    95% band over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT
+    catches up, is as readable as k = 1.
+    Then a small panel per variant (a row holds PANEL_COLUMNS, sharing their axes): its pass@k minus
+    its chain's SFT's, chain mean with its 95% band, on a symmetric-log axis (linear within +-0.01),
+    with grpo's mean in grey beside every other variant; a dot marks each chain's crossover on the
+    zero line. Thirteen variants on one panel would merge into one mass."""
     variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
-    colour = dict(zip(variants, palette(len(variants))))  # one colour per variant in both panels
+    rows_of_panels = -(-len(variants) // PANEL_COLUMNS)
+    fig = new_figure((12, 4.6 + 2.3 * rows_of_panels))
+    grid = fig.add_gridspec(1 + rows_of_panels, PANEL_COLUMNS, height_ratios=[2.0] + [1.0] * rows_of_panels)
+    left = fig.add_subplot(grid[0, : PANEL_COLUMNS // 2])  # its legend beside it, in the row's other half
     for name, style in (
         ("sft", {"color": "black", "lw": 2}),
         (contrast, {"color": "tab:gray", "lw": 1.5, "ls": "--"}),
-        ("grpo", {"color": colour.get("grpo", "tab:blue"), "lw": 2}),
+        ("grpo", {"color": "tab:blue", "lw": 2}),
     ):
         rows = curves.get(name)
         if not rows:
             continue
-        # the variants' entries come from the right panel, in the same colours
-        label = f"{labels[name]}: chain mean" if name != "grpo" else None
+        label = f"{labels[name]}: chain mean" if name != "grpo" else "grpo: chain mean"
         ks = [r["k"] for r in rows]
         lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
         floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
@@ -81,44 +94,61 @@ def passk_curves(
         ylabel="1 - pass@k (share of problems unsolved)",
         title="problems still unsolved after k samples: SFT and grpo",
     )
-    right.axhline(0, color="black", lw=1)
-    for v in variants:
-        rows = curves[v]
-        ks = [r["k"] for r in rows]
-        per_chain = crossovers.get(v)
-        right.plot(
-            ks,
-            [r["minus_sft"] for r in rows],
-            lw=1.4,
-            color=colour[v],
-            label=crossover_label(v, per_chain, n),
+    _k_axis(left, n)
+    left.grid(alpha=0.3, which="both")
+    panels = []
+    for i, v in enumerate(variants):
+        first = panels[0] if panels else None  # the panels share both axes
+        ax = fig.add_subplot(grid[1 + i // PANEL_COLUMNS, i % PANEL_COLUMNS], sharex=first, sharey=first)
+        if v != "grpo" and "grpo" in variants:
+            ax.plot(
+                [r["k"] for r in curves["grpo"]],
+                [r["minus_sft"] for r in curves["grpo"]],
+                color="0.5",
+                lw=1.2,
+                label="grpo (grey, in every other variant's panel)",
+            )
+        _minus_sft_panel(ax, v, curves[v], crossovers.get(v), n)
+        if i % PANEL_COLUMNS == 0:
+            ax.set_ylabel("pass@k − SFT's\n(symlog)", fontsize=8)
+        panels.append(ax)
+    entries = labelled(fig.axes)  # the start's, the contrast's and grpo's, and grpo's grey line
+    if entries:  # in the first row's empty half, beside the curves it names
+        legend = left.legend(
+            *zip(*entries), loc="center left", bbox_to_anchor=(1.04, 0.5), fontsize=8, frameon=False
         )
-        right.fill_between(
-            ks,
-            [_within(r["minus_sft_lo"], delta_bounds(PASS_BOUNDS)) for r in rows],
-            [_within(r["minus_sft_hi"], delta_bounds(PASS_BOUNDS)) for r in rows],
-            color=colour[v],
-            alpha=0.12,
-            lw=0,
-        )
-        for k in sorted({int(k) for k in per_chain or [] if str(k).isdigit()}):
-            right.plot([k], [0], "o", color=colour[v], ms=6, mec="black", mew=0.6)
-    right.set_yscale("symlog", linthresh=0.01)
-    right.set(
-        xlabel="k (samples per problem)",
-        ylabel="pass@k minus SFT's (symlog, linear within 0.01)",
-        title="pass@k minus the chain's SFT (below 0: SFT solves more)",
-    )
-    for ax in (left, right):
-        _k_axis(ax, n)
-        ax.grid(alpha=0.3, which="both")
-    fig.suptitle(
-        "pass@k on the held-out problems, from each chain's SFT start to each GRPO variant: "
-        "chain means, 95% bands over chains; a dot: a chain's crossover",
+        legend.set_in_layout(False)  # it sits in the row's empty half: the layout need not make room
+    figure_title(
+        fig,
+        "pass@k on the held-out problems, from each chain's SFT start to each GRPO variant; below: each "
+        "variant's pass@k minus its chain's SFT's (chain mean, 95% band over chains, symlog: linear within "
+        "±0.01; below 0 SFT solves more; a dot: a chain's crossover)",
         fontsize=10,
     )
-    legend_below(fig)
     return save(fig, path)
+
+
+def _minus_sft_panel(ax, variant: str, rows: list[dict], per_chain: list | None, n: int) -> None:
+    """One variant's small panel: its pass@k minus SFT's with its band, each chain's crossover."""
+    ks = [r["k"] for r in rows]
+    ax.axhline(0, color="black", lw=0.8)
+    ax.plot(ks, [r["minus_sft"] for r in rows], lw=1.6, color="tab:blue")
+    ax.fill_between(
+        ks,
+        [_within(r["minus_sft_lo"], delta_bounds(PASS_BOUNDS)) for r in rows],
+        [_within(r["minus_sft_hi"], delta_bounds(PASS_BOUNDS)) for r in rows],
+        color="tab:blue",
+        alpha=0.15,
+        lw=0,
+    )
+    for k in sorted({int(k) for k in per_chain or [] if str(k).isdigit()}):
+        ax.plot([k], [0], "o", color="tab:blue", ms=5, mec="black", mew=0.6)
+    ax.set_yscale("symlog", linthresh=0.01)
+    _k_axis(ax, n)
+    ax.grid(alpha=0.3, which="both")
+    ax.tick_params(labelsize=7, labelbottom=True)  # every panel's k axis, not only the bottom row's
+    ax.set_title(f"{variant}\n{crossover_words(per_chain, n)}", fontsize=8)
+    ax.set_xlabel("k", fontsize=8)
 
 
 def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str]) -> Path:

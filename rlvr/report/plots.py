@@ -177,9 +177,9 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "passk-curves.png": (
         "B",
-        "pass@k on the 300 held-out problems: the SFT start and GRPO (left), and every variant's "
-        "pass@k minus its own chain's SFT's with its 95% band over chains (right); a dot marks "
-        "a chain's crossover, the first k where GRPO falls strictly below its SFT start.",
+        "pass@k on the 300 held-out problems: the SFT start and GRPO (top), then a panel per variant: "
+        "its pass@k minus its own chain's SFT's with its 95% band over chains, grpo's in grey beside "
+        "it; a dot marks a chain's crossover, the first k where GRPO falls strictly below its SFT start.",
     ),
     "passk-scatter.png": (
         "B",
@@ -211,9 +211,9 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "grpo-curves-chapter-b.png": (
         "B",
-        "Chapter B's GRPO variants at equal recipe and steps (the variant matrix beside grpo), chain "
-        "mean with its 95% band and each chain as a thin line: training reward, held-out accuracy, KL "
-        "to the reference and policy entropy per step.",
+        "Chapter B's GRPO variants at equal recipe and steps, a row each against grpo (grey in every "
+        "row): chain mean with its 95% band and each chain as a thin line, for training reward, "
+        "held-out accuracy, KL to the reference and policy entropy per step (a column each, one y axis).",
     ),
     "grpo-end-curves-chapter-b.png": (
         "B",

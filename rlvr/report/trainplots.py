@@ -91,38 +91,53 @@ LEARNING_PANELS = (  # (curve table, column, panel title, y axis with its unit)
 )
 
 
+def _series(curves: dict[str, list[list[dict]]], table: str, key: str, window: int) -> tuple[list, list]:
+    """One metric of one variant as (steps, per-chain values (S, T)): training metrics smoothed by a
+    trailing mean over `window` steps; runs with a controlled end stop at different steps, so every
+    run is lined up by step, NaN where it had stopped (or was not evaluated). ([], []) where the
+    variant does not log the metric."""
+    seeds = curves[table]
+    if not seeds or key not in seeds[0][0]:
+        return [], []
+    values = [_floats(rows, key) for rows in seeds]
+    if table == "train":
+        values = [_rolling(v, window) for v in values]
+    steps = sorted({int(r["step"]) for rows in seeds for r in rows})
+    at = [dict(zip((int(r["step"]) for r in rows), v)) for rows, v in zip(seeds, values)]
+    return steps, [[a.get(step, math.nan) for step in steps] for a in at]
+
+
+def _window(runs: dict) -> int:
+    """The trailing mean's window: 1/20 of the longest run's training steps."""
+    steps = max((max(len(t) for t in c["train"]) for c in runs.values() if c["train"]), default=1)
+    return max(1, steps // 20)
+
+
+GRID_FROM = 7  # from this many variants on, one panel per metric merges them: a row each instead
+
+
 def learning_curves(
-    runs: dict[str, dict[str, list[list[dict]]]], title: str, path: Path, labels: dict[str, str]
+    runs: dict[str, dict[str, list[list[dict]]]],
+    title: str,
+    path: Path,
+    labels: dict[str, str],
+    reference: str | None = None,
 ) -> Path:
     """GRPO learning curves, one colour per variant: chain mean with its 95% band over chains.
     runs: variant -> {"train": [one seed's training rows, ...], "eval": [one seed's evaluation rows, ...]}
     (the curve TSVs as read); labels: variant -> its legend entry. Training metrics are smoothed by a
-    trailing mean over 1/20 of the run."""
+    trailing mean over 1/20 of the run. From GRID_FROM variants on, with a `reference` among them,
+    the variants would merge on one panel: `learning_grid` draws each against the reference."""
+    if reference in runs and len(runs) >= GRID_FROM:
+        return learning_grid(runs, reference, title, path, labels)
     fig = new_figure((12, 7.2))
     axes = fig.subplots(2, 2).ravel()
-    steps = max((max(len(t) for t in c["train"]) for c in runs.values() if c["train"]), default=1)
-    window = max(1, steps // 20)
+    window = _window(runs)
     for colour, (variant, curves) in zip(palette(len(runs)), runs.items()):
         for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
-            seeds = curves[table]
-            if not seeds or key not in seeds[0][0]:
-                continue
-            values = [_floats(rows, key) for rows in seeds]
-            if table == "train":
-                values = [_rolling(v, window) for v in values]
-            # runs with a controlled end stop at different steps: line every run up by step, NaN
-            # where it had stopped (or was not evaluated)
-            steps = sorted({int(r["step"]) for rows in seeds for r in rows})
-            at = [dict(zip((int(r["step"]) for r in rows), v)) for rows, v in zip(seeds, values)]
-            values = [[a.get(step, math.nan) for step in steps] for a in at]
-            _band(
-                ax,
-                steps,
-                values,
-                labels[variant],
-                metric_bounds(key),
-                color=colour,
-            )
+            steps, values = _series(curves, table, key, window)
+            if steps:
+                _band(ax, steps, values, labels[variant], metric_bounds(key), color=colour)
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
         ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
@@ -130,6 +145,60 @@ def learning_curves(
     legend_below(fig, [*labelled(axes), chain_key()])
     fig.suptitle(
         textwrap.fill(title + "; chain mean, its 95% band over chains and each chain", 150), fontsize=11
+    )
+    return save(fig, path)
+
+
+REFERENCE = {"color": "0.45"}  # the reference variant, grey in every row of a grid
+
+
+def learning_grid(
+    runs: dict[str, dict[str, list[list[dict]]]],
+    reference: str,
+    title: str,
+    path: Path,
+    labels: dict[str, str],
+) -> Path:
+    """Small multiples of `learning_curves`: a row per variant other than `reference`, a column per
+    metric (LEARNING_PANELS). Every cell holds the reference (grey) and the row's variant (blue),
+    each as its chain mean, 95% band over chains and each chain thin, so a variant is read
+    against the run it is one change from; a column shares its y axis, so rows compare too."""
+    others = [v for v in runs if v != reference]
+    fig = new_figure((12, 1.45 * len(others) + 1.6))
+    axes = fig.subplots(len(others), len(LEARNING_PANELS), sharex=True, sharey="col", squeeze=False)
+    window = _window(runs)
+    smooth = f", trailing mean of {window} steps" if window > 1 else ""
+    colour = "tab:blue"  # one strong colour: a row is one variant, named at its left
+    for row, variant in enumerate(others):
+        for ax, (table, key, _, _) in zip(axes[row], LEARNING_PANELS):
+            for name, style in ((reference, REFERENCE), (variant, {"color": colour})):
+                steps, values = _series(runs[name], table, key, window)
+                if steps:
+                    _band(
+                        ax,
+                        steps,
+                        values,
+                        labels[name] if name == reference else None,
+                        metric_bounds(key),
+                        **style,
+                    )
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+        axes[row][0].set_ylabel(textwrap.fill(labels[variant], 18), fontsize=8.5, fontweight="bold")
+    for ax, (table, _, panel_title, unit) in zip(axes[0], LEARNING_PANELS):
+        ax.set_title(
+            textwrap.fill(f"{panel_title}: {unit}" + (smooth if table == "train" else ""), 40), fontsize=9
+        )
+    for ax in axes[-1]:
+        ax.set_xlabel("GRPO step", fontsize=8)
+    legend_below(fig, [*labelled(axes[0][:1]), chain_key()])
+    fig.suptitle(
+        textwrap.fill(
+            title + f"; each variant (a row, blue) against {reference} (grey, every row): chain mean, "
+            "its 95% band over chains and each chain",
+            150,
+        ),
+        fontsize=11,
     )
     return save(fig, path)
 

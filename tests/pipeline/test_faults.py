@@ -1806,6 +1806,58 @@ def test_ctrl_c_while_seed_workers_train_is_one_line_and_leaves_no_process(small
     assert statuses and set(statuses.values()) == {"KILLED"}, statuses  # the stage's run and its seeds'
 
 
+def _stage_and_workers(pattern: str) -> tuple[int | None, list[int]]:
+    """The stage process matching `pattern` and its forked seed workers (its children that match)."""
+    pids = _processes(pattern)
+    parents = {p: int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1]) for p in pids}
+    stage = next((p for p in pids if parents[p] not in pids), None)
+    return stage, [p for p in pids if parents[p] == stage]
+
+
+@pytest.mark.slow  # dvc repro of an SFT stage, one of its seed workers killed as the OOM killer would
+def test_a_seed_worker_killed_under_repro_is_one_line_fails_the_run_and_restore_mends_it(
+    small_repo, tmp_path
+):
+    """SIGKILL to one forked seed worker while the SFT stage trains: one line naming what happened
+    and what to do (no BrokenProcessPool traceback), no worker left, the stage's MLflow run FAILED
+    and none RUNNING; `rlvr restore` then leaves the checkout as committed."""
+    d, env = _committed_copy(small_repo, tmp_path)
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    raw["sft"]["single_digit"]["epochs"] = 400  # long enough to be killed mid-training
+    (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    subprocess.run("git commit -qam 'longer sft'", shell=True, cwd=d, env=env, check=True)
+    store = f"sqlite:///{d / 'mlflow.db'}"
+    proc = subprocess.Popen(
+        ["dvc", "repro", "sft@single_digit"],
+        cwd=d,
+        env={**env, "RLVR_THREADS": "2"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline, workers = time.monotonic() + 300, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        stage, workers = _stage_and_workers(SFT_STAGE)
+        if len(workers) >= 2 and "RUNNING" in _statuses(store, "sft@").values():
+            break
+        time.sleep(0.5)
+    assert workers, "the stage's seed workers never started"
+    os.kill(workers[0], signal.SIGKILL)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in out and "BrokenProcessPool" not in out, out[-3000:]
+    died = "rlvr: error: a seed worker died before returning its seed (killed from outside"
+    assert died in out, out[-3000:]
+    assert not _processes(SFT_STAGE), "a seed worker outlived its stage"
+    statuses = _statuses(store, "sft@")
+    assert statuses.get("sft@single_digit") == "FAILED" and "RUNNING" not in statuses.values(), statuses
+    run = subprocess.run(
+        [sys.executable, "-m", "rlvr", "restore"], cwd=d, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    status = subprocess.run("git status --porcelain", shell=True, cwd=d, capture_output=True, text=True)
+    assert status.stdout == "", status.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "kind, message",

@@ -477,3 +477,64 @@ def test_a_long_title_wraps_to_a_narrow_figure_instead_of_leaving_it(tmp_path):
     figure_title(fig, long)
     save(fig, tmp_path / "narrow.png")
     assert layout_problems(fig) == [] and "\n" in fig.get_suptitle()
+
+
+# --------------------------------------------------------------------------------------------
+# Small multiples where many variants would merge
+
+
+def _runs(variants: list[str], shift: float = 0.0) -> dict:
+    evals = {v: [[0.5 + 0.01 * i * (j + 1) + shift for i in range(4)] for j in range(3)] for v in variants}
+    return {
+        v: {
+            "train": [
+                [
+                    {"step": str(i), "reward_mean": "0.5", "kl_k3_nats": "0.1", "entropy_nats": "0.3"}
+                    for i in range(4)
+                ]
+                for _ in range(3)
+            ],
+            "eval": [[{"step": str(i), "eval_acc": str(x)} for i, x in enumerate(e)] for e in evals[v]],
+        }
+        for v in variants
+    }
+
+
+def test_many_variants_get_a_row_each_against_the_reference_and_few_share_panels(drawn, tmp_path):
+    many = ["grpo", *(f"v{i}" for i in range(trainplots.GRID_FROM - 1))]
+    labels = {v: f"{v} (3 chains)" for v in many}
+    trainplots.learning_curves(_runs(many), "t", tmp_path / "c.png", labels, reference="grpo")
+    few = many[: trainplots.GRID_FROM - 1]
+    trainplots.learning_curves(_runs(few), "t", tmp_path / "d.png", labels, reference="grpo")
+    grid, shared = drawn
+    rows = len(many) - 1
+    assert len(grid.axes) == rows * len(trainplots.LEARNING_PANELS) and len(shared.axes) == 4
+    for r, variant in enumerate(many[1:]):
+        first = grid.axes[r * len(trainplots.LEARNING_PANELS)]
+        assert first.get_ylabel().replace("\n", " ") == f"{variant} (3 chains)"
+        colours = {str(ln.get_color()) for ln in first.get_lines() if ln.get_linewidth() == 1.6}
+        assert colours == {trainplots.REFERENCE["color"], "tab:blue"}  # the reference and the row's variant
+    assert "grpo (3 chains)" in legend_texts(grid)
+
+
+def test_each_variants_pass_at_k_gets_a_panel_with_grpo_beside_it(drawn, tmp_path):
+    ks = [1, 2, 4]
+    start = [{"k": k, "pass_at_k": 0.9, "ci95_lo": 0.8, "ci95_hi": 0.95} for k in ks]
+
+    def variant(d):
+        return [
+            {"k": k, "pass_at_k": 0.9 + d, "ci95_lo": 0.8, "ci95_hi": 0.99, "minus_sft": d}
+            | {"minus_sft_lo": d - 0.01, "minus_sft_hi": d + 0.01}
+            for k in ks
+        ]
+
+    curves = {"sft": start, "grpo": variant(0.02), "a": variant(0.01), "b": variant(-0.01)}
+    crossovers = {"grpo": ["4"], "a": ["none"], "b": ["1"]}
+    passkplots.passk_curves(curves, 4, None, tmp_path / "c.png", crossovers, {"sft": "SFT s (x)"})
+    (fig,) = drawn
+    top, *panels = fig.axes
+    assert [ax.get_title().split("\n")[0] for ax in panels] == ["grpo", "a", "b"]
+    assert panels[0].get_title().endswith("crosses in 1 of 1 chains: k = 4")
+    grey = [[ln for ln in ax.get_lines() if ln.get_color() == "0.5"] for ax in panels]
+    assert [len(g) for g in grey] == [0, 1, 1]  # grpo's curve beside every other variant's
+    assert list(grey[1][0].get_ydata()) == [0.02] * 3

@@ -241,3 +241,54 @@ def test_a_store_inside_the_checkout_is_recorded_relative_to_it(tmp_path, monkey
     assert recorded_uri(f"sqlite:///{tmp_path}/runs/x.db") == "sqlite:///runs/x.db"
     assert recorded_uri("sqlite:////elsewhere/x.db") == "sqlite:////elsewhere/x.db"
     assert recorded_uri("http://u:secret@host:5000") == "http://u:***@host:5000"
+
+
+def test_the_reports_copy_of_a_figure_is_explained_as_the_stage_that_drew_it(repo, monkeypatch, capsys):
+    """Stage `report` copies reports/figures/<name> into reports/report-figures/ with the original's
+    provenance in the copy's PNG metadata; `rlvr provenance` of the copy names the same stage and
+    says whose copy it is. A figure the report draws itself is the report's."""
+    copy, own = "reports/report-figures/passk-curves.png", "reports/report-figures/grpo-curves.png"
+    for path in (copy, own):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("png bytes")
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    folder = {"path": "reports/report-figures", "hash": "md5", "md5": "fedcba9876543210fedcba9876543210.dir"}
+    lock["stages"]["report"] = {
+        "cmd": "python -m rlvr.pipeline report",
+        "deps": [entry(FIGURE)],
+        "outs": [folder],
+    }
+    (repo / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "report")
+    info = explain(repo, copy, check_stale=False)
+    assert info["stage"] == "passk" and info["path"] == copy
+    assert info["copy"] == {"of": FIGURE, "by": "report", "out": folder["md5"]}
+    assert info["git_commit"] == MADE["git_commit"]  # passk's run record: the code that drew it
+    assert explain(repo, own, check_stale=False)["stage"] == "report" and "copy" not in explain(
+        repo, own, check_stale=False
+    )
+    monkeypatch.chdir(repo)
+    assert main(["provenance", copy, "--no-status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith(f"copy      of {FIGURE}, by stage report") and lines[2].startswith(
+        "stage     passk"
+    )
+
+
+def test_every_committed_report_figure_and_its_provenance_name_one_stage_and_one_commit():
+    """Each PNG in reports/report-figures: the stage and commit its own metadata names are those
+    `rlvr provenance` gives for it (figures of commands outside the pipeline aside)."""
+    from conftest import ROOT
+    from PIL import Image
+
+    checked = 0
+    for png in sorted((ROOT / "reports/report-figures").glob("*.png")):
+        texts = Image.open(png).info
+        if "rlvr:git_commit" not in texts or texts["rlvr:stage"].startswith("made by"):
+            continue
+        info = explain(ROOT, png.relative_to(ROOT).as_posix(), check_stale=False)
+        assert texts["rlvr:stage"].partition(",")[0] == info["stage"], png.name
+        assert texts["rlvr:git_commit"] == info["git_commit"], png.name
+        checked += 1
+    assert checked >= 15

@@ -395,6 +395,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
                 f"Chapter {chapter}: GRPO learning curves on {task}, {starts}",
                 paths.figure_copies / name,
                 labels,
+                reference=PAIRED_BASE,  # from trainplots.GRID_FROM variants on: each against it
             )
             infos = [explain(root, (GRPO_CURVES / v).as_posix(), check_stale=False, lock=lock) for v in runs]
             prov = (
