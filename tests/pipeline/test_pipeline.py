@@ -195,6 +195,33 @@ def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo, mo
         client.set_tag(run_id, "git.commit", head)
 
 
+def test_every_declared_model_artifact_loads_as_docs_tracking_md_shows(repo):
+    """Each model of dvc.yaml's `artifacts:` (DVC's model registry) is a folder of seed<n>.pt that
+    loads back, as docs/tracking.md's one-liner loads one, into a TinyLM in eval mode that answers."""
+    d, env = repo
+    doc = (Path(__file__).parents[2] / "docs/tracking.md").read_text()
+    assert "from rlvr.pipeline.checkpoint import load; from rlvr.tokenizer import Tokenizer" in doc
+    script = """
+import json, sys
+from dvc.repo import Repo
+from rlvr.pipeline.checkpoint import load
+from rlvr.tokenizer import Tokenizer
+with Repo(".") as repo:
+    (declared,) = repo.artifacts.read().values()
+loaded = {}
+for name, artifact in declared.items():
+    files = sorted(__import__("pathlib").Path(artifact.path).glob("seed*.pt"))
+    assert files, name
+    model = load(str(files[0]), Tokenizer())
+    assert not model.training, name
+    loaded[name] = [str(f) for f in files]
+print(json.dumps(loaded))
+"""
+    loaded = json.loads(sh(f"{sys.executable} -c '{script}'", d, env).strip().splitlines()[-1])
+    raw = tiny_raw()
+    assert set(loaded) == {f"sft-{r}" for r in raw["sft"]} | {f"grpo-{v}" for v in raw["variants"]}
+
+
 def test_dvc_plots_overlay_each_variant_without_combs(repo):
     """`dvc plots show --json`: the chapter B accuracy chart overlays one curve per variant, coloured
     by file, with a value in every row (an empty cell would be drawn as 0, a comb)."""
