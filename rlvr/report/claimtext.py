@@ -4,8 +4,8 @@ rlvr.report.verdict's, the evidence rlvr.report.evidence's."""
 
 from __future__ import annotations
 
-from rlvr.report.claims import LEVEL, Claim
-from rlvr.report.verdict import Evidence, Judged, is_missing, num
+from rlvr.report.claims import Claim
+from rlvr.report.verdict import Evidence, Judged, is_missing, level_words, num
 
 OURS_HEADER = "ours [interval decided on: 95% unless it says]"
 ONE_RUN_HEADER = "book as one run"  # the consistency check: shown beside the verdict, never counted
@@ -46,11 +46,6 @@ def book_text(c: Claim) -> str:
     if c.kind == "less":
         return f"< {num(c.book)}"
     return num(c.book)
-
-
-def level_words(level: float) -> str:
-    """ "" at 95%; "; 97.2% interval, the plan's second look" at a second look's level."""
-    return "" if level == LEVEL else f"; {level:.1%} interval, the plan's second look"
 
 
 def interval_text(ev: Evidence) -> str:

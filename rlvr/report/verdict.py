@@ -37,7 +37,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.report.claims import Claim
+from rlvr.report.claims import LEVEL, Claim
 from rlvr.stats import t_quantile
 
 
@@ -95,6 +95,12 @@ def num(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
     return str(x)
+
+
+def level_words(level: float) -> str:
+    """What an interval's source adds about its level: "" at 95%; "; 97.2% interval, the plan's
+    second look" at a second look's."""
+    return "" if level == LEVEL else f"; {level:.1%} interval, the plan's second look"
 
 
 def region(claim: Claim) -> tuple[float, bool, float, bool]:
@@ -338,7 +344,7 @@ def reason(row: Judged) -> str:
         return f"Fewer than two chains give a value ({tested.source}): no verdict from one"
     low, _, high, _ = region(row.claim)
     what = f"Ours − {row.claim.other[1]}" if row.claim.other is not None else "Our interval"
-    span = f"{what} [{num(tested.lo)}, {num(tested.hi)}] ({tested.source})"
+    span = f"{what} [{num(tested.lo)}, {num(tested.hi)}] ({tested.source}{level_words(tested.level)})"
     if row.verdict == "differs":
         side = f"below {num(low)}" if tested.hi <= low else f"above {num(high)}"
         run = (

@@ -2,6 +2,7 @@
 validation measure, the validation split, variance components, and pass@k from unequal samples."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,6 +126,7 @@ def _sft_chain(monkeypatch, redraws: int, measure) -> dict:
     from rlvr.pipeline.checkpoint import WarmupState
     from rlvr.pipeline.stages import sft as stage
     from rlvr.pipeline.stages.warmup import train_seed as warm_seed
+    from rlvr.pipeline.warmups import Warmup
     from rlvr.sft import encode_sft
 
     clean_labels = {"kind": "uniform", "rate": 0.0}
@@ -138,10 +140,10 @@ def _sft_chain(monkeypatch, redraws: int, measure) -> dict:
     model = TinyLM(model_cfg, len(tok))
     model.load_state_dict(warm.state)
     state = WarmupState(model, warm.extra[0], warm.extra[1], warm.curve, "")
-    monkeypatch.setattr(stage, "load_warmup", lambda *a, **k: state)  # as the checkpoint would load it
+    monkeypatch.setattr(Warmup, "load", lambda *a, **k: state)  # as the checkpoint would load it
     scripted = lambda target, every, near, val, tok: StopAtTarget(0.5, 1, 0.0, measure)  # noqa: E731
     monkeypatch.setattr(chain, "accuracy_stop", scripted)  # the rule `controlled_start` builds
-    warmup = {"model": model_cfg, "clean": clean, "perturbation": 0.0}
+    warmup = Warmup(Path("unused"), "warmup@x", "h", "", model_cfg, clean, 0.0)
     problems = all_problems("single_digit")[:5]
     task = make(TaskConfig, heldout=0, validation=0, max_new_tokens=2)
     evals = (problems, [], problems)  # train, held-out (none: chapter A), validation

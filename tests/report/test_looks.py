@@ -11,7 +11,7 @@ from rlvr.fields import ConfigError
 from rlvr.report.claims import Claim, Look, read_looks
 from rlvr.report.claimtext import interval_text
 from rlvr.report.evidence import claim_level, judge, verdict_record
-from rlvr.report.verdict import chains_needed
+from rlvr.report.verdict import chains_needed, reason
 from rlvr.stats import share_interval
 
 BASE = {"chapter": "B", "quote": "q", "text": "More runs than not reach the controlled end.", "why": "w"}
@@ -96,6 +96,9 @@ def test_the_report_names_a_second_looks_level_and_says_nothing_at_95():
     assert interval_text(row.tested).endswith("(16 chains; 97.2% interval, the plan's second look)")
     row95 = judge(share_claim(), runs_file([1.0] * 7 + [0.0], seeds[:8]), LOOK)
     assert interval_text(row95.tested).endswith("(8 chains)")
+    undecided = judge(share_claim(), runs_file([1.0] * 12 + [0.0] * 4, seeds), LOOK)
+    assert "(16 chains; 97.2% interval, the plan's second look) straddles the bound 0.5" in reason(undecided)
+    assert "97.2%" not in reason(row95)
 
 
 def test_chains_needed_counts_at_the_level_decided_on():
