@@ -299,7 +299,11 @@ def _rows(path: Path) -> int:
     return sum(len(v) for v in data.values() if isinstance(v, list)) if isinstance(data, dict) else len(data)
 
 
+_STOPPED_BY: list[int] = []  # the signals that stopped this stage (Ctrl-C, SIGTERM, SIGHUP), while it runs
+
+
 def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
+    _STOPPED_BY.append(signum)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -307,7 +311,10 @@ def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001
 def _run(
     client, experiment_id: str, name: str, tags: dict[str, Any], start_time: int | None = None
 ) -> Iterator[Run]:
-    """An MLflow run open for the block: FINISHED (at `run.end_time` if set), FAILED or KILLED."""
+    """An MLflow run open for the block: FINISHED (at `run.end_time` if set), FAILED or KILLED.
+    KILLED too when the block ends otherwise once a signal has stopped the stage: a seed's run held
+    open by a generator (`rlvr.pipeline.seeds.over_seeds`) ends by GeneratorExit as the interrupt
+    unwinds the loop that consumed it."""
     info = client.create_run(
         experiment_id, start_time=start_time, run_name=name, tags={k: str(v) for k, v in tags.items()}
     )
@@ -322,6 +329,8 @@ def _run(
         status = "KILLED"
         raise
     finally:
+        if status == "FAILED" and _STOPPED_BY:
+            status = "KILLED"
         failed = None  # a store that fails here must not hide the error that ended the block
         try:
             run.flush()  # keep every step logged so far, even on a crash
@@ -483,7 +492,9 @@ def stage_run(
     all_tags.update({PID_TAG: os.getpid(), HOST_TAG: socket.gethostname(), CPU_TAG: made["cpu"]})
     if os.environ.get("DVC_EXP_NAME"):  # only inside `dvc exp run`
         all_tags["dvc.exp"] = os.environ["DVC_EXP_NAME"]
-    stops = (signal.SIGTERM, signal.SIGHUP)  # how DVC stops a stage; a terminal closed under it
+    stops = [signal.SIGTERM, signal.SIGHUP]  # how DVC stops a stage; a terminal closed under it
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C (unless it is ignored)
+        stops.append(signal.SIGINT)
     previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in stops}
     try:
         with _run(client, experiment_id, stage, all_tags, start_time=to_ms(start)) as run:
@@ -496,3 +507,4 @@ def stage_run(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _STOPPED_BY.clear()

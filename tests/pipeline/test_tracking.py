@@ -81,6 +81,35 @@ def test_interrupted_stage_leaves_a_killed_run(mlflow_store):
     assert runs(mlflow_store)[1][0].info.status == "KILLED"
 
 
+def test_a_signal_leaves_killed_the_seed_run_a_generator_holds_open(mlflow_store):
+    """As a stage consumes its seeds (`over_seeds` yields inside each seed's run): a signal that
+    stops it mid-loop unwinds the loop, the generator is closed (GeneratorExit, not the interrupt,
+    reaches the seed's run) and every run it opened ends KILLED, none FAILED or RUNNING."""
+    import os
+    import signal
+
+    def seeds(run):
+        for seed in (0, 1):
+            with run.child(f"grpo@v/seed{seed}", {"seed": seed}) as child:
+                yield child
+
+    with pytest.raises(KeyboardInterrupt):
+        with stage_run("grpo@v", {}, {}, "h") as run:
+            for _ in seeds(run):
+                os.kill(os.getpid(), signal.SIGTERM)  # as DVC stops a stage
+                time.sleep(5)  # the handler raises here
+    _, found = runs(mlflow_store)
+    assert sorted((r.info.run_name, r.info.status) for r in found) == [
+        ("grpo@v", "KILLED"),
+        ("grpo@v/seed0", "KILLED"),
+    ]
+    with pytest.raises(RuntimeError):  # and a later failure is a failure again
+        with stage_run("grpo@w", {}, {}, "h"):
+            raise RuntimeError("boom")
+    _, found = runs(mlflow_store)
+    assert {r.info.run_name: r.info.status for r in found}["grpo@w"] == "FAILED"
+
+
 def test_nested_runs_point_at_their_parent(mlflow_store):
     with stage_run("grpo@v", {}, {}, "h") as parent:
         with parent.child("seed0", {"seed": 0}) as child:
