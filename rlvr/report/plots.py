@@ -217,8 +217,9 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "grpo-end-curves-chapter-b.png": (
         "B",
-        "Chapter B's headline GRPO runs to their controlled end (validation pass@1 0.83): chain mean "
-        "over the chains still training at each step, with its 95% band and each chain as a thin line.",
+        "Chapter B's headline GRPO runs to their controlled end (validation pass@1 {target}, the target "
+        "params.yaml declares): chain mean over the chains still training at each step, with its 95% "
+        "band and each chain as a thin line.",
     ),
     "grpo-end-paths.png": (
         "B",

@@ -248,6 +248,18 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
         caption("new-figure.png")
 
 
+def test_the_controlled_end_caption_names_the_target_its_runs_recorded():
+    from rlvr.fields import ConfigError
+    from rlvr.pipeline.stages.report import ended_caption
+
+    name = "grpo-end-curves-chapter-b.png"
+    text = ended_caption(name, [{"target": 0.7}, {"target": 0.7}])
+    assert "validation pass@1 0.7," in text and "{" not in text
+    assert "0.6 / 0.75" in ended_caption(name, [{"target": 0.75}, {"target": 0.6}])
+    with pytest.raises(ConfigError, match="no run with a controlled end"):
+        ended_caption(name, [])
+
+
 def test_summary_fits_a_terminal_and_names_the_claims_that_differ(tmp_path):
     import json
 

@@ -128,6 +128,15 @@ def caption(name: str) -> tuple[str, str]:
     return captions[name]
 
 
+def ended_caption(name: str, metrics: list[dict]) -> str:
+    """The caption of a figure of runs with a controlled end, naming the target those runs recorded
+    (their metrics files' `target`), not a number written into the caption."""
+    targets = sorted({m["target"] for m in metrics})
+    if not targets:
+        raise ConfigError(f"figure {name}: no run with a controlled end to name the target of")
+    return caption(name)[1].format(target=" / ".join(f"{t:g}" for t in targets))
+
+
 def learning_curve_runs(metrics: dict[str, dict], task: str, ended: bool = False) -> dict[str, dict]:
     """variant -> {"train": [seed rows...], "eval": [seed rows...]} for the variants of `task` (their
     task and seeds as each variant's metrics file records them): those with a controlled end
@@ -172,7 +181,9 @@ def ended_figures(
     )
     figure_with_metadata(png, png, merged_info(infos, made))
     prov = f"drawn by stage `report` (code: {code_line(drawn_here(made))}) from `{GRPO_CURVES.as_posix()}`; "
-    out.append(figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="curves"))
+    ended = [m for m in metrics.values() if m.get("variant") in runs and m.get("target") is not None]
+    text = ended_caption(name, ended)
+    out.append(figure_entry(name, png, text, prov + footer_text, chapter="B", kind="curves"))
     for variant in runs:
         m = metrics[f"grpo-{variant}.json"]
         chain_paths = {s: plots.read_tsv(GRPO_CURVES / variant / f"seed{s}-path.tsv") for s in m["seeds"]}
