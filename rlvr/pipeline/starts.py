@@ -195,6 +195,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         chosen,
         figure,
         candidate_labels(params, results),
+        problems=len(held),
     )
     return {"sft_side_choice": chosen, "pipeline_start": params.passk.sft, "written": [str(out), str(figure)]}
 
@@ -227,6 +228,7 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
         old["sft_side_choice"],
         figure,
         candidate_labels(params, results),
+        problems=old["problems"],
     )
     return {"sft_side_choice": old["sft_side_choice"], "rescored": [str(out), str(figure)]}
 

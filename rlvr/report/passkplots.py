@@ -31,6 +31,23 @@ def _k_axis(ax, n: int) -> None:
     ax.set_xlim(1, n)
 
 
+def unsolved_floor(problems: int) -> float:
+    """Where 1 - pass@k is drawn once every problem is solved (0 has no place on a log axis): half a
+    problem's share, below any share a count of problems can take."""
+    if problems < 1:
+        raise ValueError(f"pass@k over {problems} problems: no share of them to draw")
+    return 0.5 / problems
+
+
+def _unsolved_axes(ax, n: int, title: str) -> None:
+    """The axes of 1 - pass@k, the share of problems still unsolved after k samples: log scale, so
+    the large-k end, where a start catches up, reads as well as k = 1."""
+    ax.set_yscale("log")
+    ax.set(xlabel="k (samples per problem)", ylabel="1 - pass@k (share of problems unsolved)", title=title)
+    _k_axis(ax, n)
+    ax.grid(alpha=0.3, which="both")
+
+
 def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
     """A variant's legend entry: its per-chain crossovers (a k, or why none: `rlvr.passk`'s
     `first_crossing` and `crossing_label`), or "no crossover up to n" when no chain crosses."""
@@ -63,18 +80,20 @@ def passk_curves(
     path: Path,
     crossovers: dict[str, list],
     labels: dict[str, str],
+    *,
+    problems: int,
 ) -> Path:
     """curves: `passk_summary.summarise_counts`'s; crossovers: variant -> its per-chain crossover k (the
     metrics' `per_seed.crossover_k`); labels: "sft" and the contrast -> what the legend calls them
-    (`rlvr.report.labels.sft_label`). The first panel: 1 - pass@k (the share of problems still
-    unsolved after k samples) on a log axis for the SFT start and a contrast if scored (chain mean,
-    95% band over chains) and GRPO (seed mean, band over seeds), so the large-k end, where SFT
-    catches up, is as readable as k = 1.
+    (`rlvr.report.labels.sft_label`); problems: how many the curves are over.
+    The first panel: 1 - pass@k (`_unsolved_axes`) for the SFT start and a contrast if scored (chain
+    mean, 95% band over chains) and GRPO (seed mean, band over seeds).
     Then a small panel per variant (a row holds PANEL_COLUMNS, sharing their axes): its pass@k minus
     its chain's SFT's, chain mean with its 95% band, on a symmetric-log axis (linear within +-0.01),
     with grpo's mean in grey beside every other variant; a dot marks each chain's crossover on the
     zero line. Thirteen variants on one panel would merge into one mass."""
     variants = [m for m, rows in curves.items() if rows and "minus_sft" in rows[0]]
+    floor = unsolved_floor(problems)
     rows_of_panels = -(-len(variants) // PANEL_COLUMNS)
     fig = new_figure((12, 4.6 + 2.3 * rows_of_panels))
     grid = fig.add_gridspec(1 + rows_of_panels, PANEL_COLUMNS, height_ratios=[2.0] + [1.0] * rows_of_panels)
@@ -90,18 +109,10 @@ def passk_curves(
         label = f"{labels[name]}: chain mean" if name != "grpo" else "grpo: chain mean"
         ks = [r["k"] for r in rows]
         lo, hi = ("ci95_lo", "ci95_hi") if "ci95_lo" in rows[0] else ("pass_at_k_lo", "pass_at_k_hi")
-        floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
         miss = lambda key: [max(1 - _within(r[key], PASS_BOUNDS), floor) for r in rows]  # noqa: E731
         left.plot(ks, miss("pass_at_k"), label=label, **style)
         left.fill_between(ks, miss(hi), miss(lo), color=style["color"], alpha=0.2, lw=0)
-    left.set_yscale("log")
-    left.set(
-        xlabel="k (samples per problem)",
-        ylabel="1 - pass@k (share of problems unsolved)",
-        title="problems still unsolved after k samples: SFT and grpo",
-    )
-    _k_axis(left, n)
-    left.grid(alpha=0.3, which="both")
+    _unsolved_axes(left, n, "problems still unsolved after k samples: SFT and grpo")
     panels = []
     for i, v in enumerate(variants):
         first = panels[0] if panels else None  # the panels share both axes
@@ -157,29 +168,25 @@ def _minus_sft_panel(ax, variant: str, rows: list[dict], per_chain: list | None,
     ax.set_xlabel("k", fontsize=8)
 
 
-def starts_passk(curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str]) -> Path:
+def starts_passk(
+    curves: dict[str, dict], n: int, chosen: str, path: Path, labels: dict[str, str], *, problems: int
+) -> Path:
     """`rlvr starts`: 1 - pass@k (the share of validation problems still unsolved after k samples,
     log axis) of every candidate start, SFT dashed and GRPO from it solid, one colour per candidate,
     chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n; labels:
-    candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`)."""
+    candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`); problems: how many
+    validation problems the curves are over."""
     fig = new_figure((7.5, 4.8))
     ax = fig.subplots()
     ks = np.arange(1, n + 1)
-    floor = 0.5 / 300  # below one problem in the held-out set: drawn at the axis floor
+    floor = unsolved_floor(problems)
     for i, (name, c) in enumerate(curves.items()):
         tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
         ax.plot(
             ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{labels[name]}{tag}"
         )
         ax.plot(ks, np.maximum(1 - c["grpo"], floor), color=f"C{i}", lw=2, label=f"{name}: GRPO from it")
-    ax.set_yscale("log")
-    ax.set(
-        xlabel="k (samples per problem)",
-        ylabel="1 - pass@k (share of problems unsolved)",
-        title="Chapter B's candidate starts: where GRPO narrows and where it does not",
-    )
-    _k_axis(ax, n)
-    ax.grid(alpha=0.3, which="both")
+    _unsolved_axes(ax, n, "Chapter B's candidate starts: where GRPO narrows and where it does not")
     legend_below(fig, fontsize=7)
     return save(fig, path)
 

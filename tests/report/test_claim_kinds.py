@@ -195,6 +195,7 @@ def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_pa
     old = {
         "made": "`rlvr starts` at commit abc, 2026-01-01, Some CPU",
         "n": n,
+        "problems": 4,
         "sft_side_choice": "two_digit",
         "starts": {"two_digit": {"counts": counts, "crossover_k_per_chain": [4, 7]}},  # 7: a tie, counted
     }

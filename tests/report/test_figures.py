@@ -63,7 +63,7 @@ def test_the_pass_at_k_figures_name_the_start_as_the_stage_gives_it(drawn, tmp_p
     metrics, curves = summarise_counts(counts, chains, n, [1, 8], 20, 0)
     label = sft_label("two_digit", **UNDER_TRAINED)
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
-    passkplots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, {"sft": label})
+    passkplots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, {"sft": label}, problems=30)
     passkplots.passk_solve_rates(
         counts, chains, {"sft": n, "v": n}, None, tmp_path / "r.png", {"sft": label}, n
     )
@@ -223,7 +223,7 @@ def test_the_pass_at_k_bands_stop_at_0_and_1_and_their_differences_at_minus_1_an
         for k in ks
     ]
     passkplots.passk_curves(
-        {"sft": start, "grpo": variant}, 4, None, tmp_path / "c.png", {}, {"sft": "SFT s (x)"}
+        {"sft": start, "grpo": variant}, 4, None, tmp_path / "c.png", {}, {"sft": "SFT s (x)"}, problems=300
     )
     (fig,) = drawn
     left, right = fig.axes
@@ -517,6 +517,22 @@ def test_many_variants_get_a_row_each_against_the_reference_and_few_share_panels
     assert "grpo (3 chains)" in legend_texts(grid)
 
 
+def test_a_solved_set_is_drawn_at_half_a_problem_of_the_set_the_curves_are_over(drawn, tmp_path):
+    import numpy as np
+
+    ks = [1, 2, 4]
+    solved = [{"k": k, "pass_at_k": 1.0, "ci95_lo": 1.0, "ci95_hi": 1.0} for k in ks]
+    passkplots.passk_curves({"sft": solved}, 4, None, tmp_path / "c.png", {}, {"sft": "S"}, problems=20)
+    passkplots.starts_passk(
+        {"c": {"sft": np.ones(4), "grpo": np.ones(4)}}, 4, "c", tmp_path / "s.png", {"c": "S"}, problems=8
+    )
+    curves_fig, starts_fig = drawn
+    assert {y for line in curves_fig.axes[0].lines for y in line.get_ydata()} == {0.5 / 20}
+    assert {y for line in starts_fig.axes[0].lines for y in line.get_ydata()} == {0.5 / 8}
+    with pytest.raises(ValueError, match="over 0 problems"):
+        passkplots.unsolved_floor(0)
+
+
 def test_each_variants_pass_at_k_gets_a_panel_with_grpo_beside_it(drawn, tmp_path):
     ks = [1, 2, 4]
     start = [{"k": k, "pass_at_k": 0.9, "ci95_lo": 0.8, "ci95_hi": 0.95} for k in ks]
@@ -530,7 +546,9 @@ def test_each_variants_pass_at_k_gets_a_panel_with_grpo_beside_it(drawn, tmp_pat
 
     curves = {"sft": start, "grpo": variant(0.02), "a": variant(0.01), "b": variant(-0.01)}
     crossovers = {"grpo": ["4"], "a": ["none"], "b": ["1"]}
-    passkplots.passk_curves(curves, 4, None, tmp_path / "c.png", crossovers, {"sft": "SFT s (x)"})
+    passkplots.passk_curves(
+        curves, 4, None, tmp_path / "c.png", crossovers, {"sft": "SFT s (x)"}, problems=300
+    )
     (fig,) = drawn
     top, *panels = fig.axes
     assert [ax.get_title().split("\n")[0] for ax in panels] == ["grpo", "a", "b"]

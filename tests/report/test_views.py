@@ -171,7 +171,7 @@ def test_passk_figures_draw_from_chain_counts(tmp_path):
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
     samples = {name: n for name in chains}
     for path in (
-        passkplots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers, LABELS),
+        passkplots.passk_curves(curves, n, "base2", tmp_path / "c.png", crossovers, LABELS, problems=30),
         passkplots.passk_scatter(counts, chains, samples, n, tmp_path / "s.png", LABELS),
         passkplots.passk_solve_rates(counts, chains, samples, "base2", tmp_path / "r.png", LABELS, n),
     ):
@@ -193,7 +193,7 @@ def test_passk_figures_without_a_contrast_show_the_starts_chains(tmp_path):
     samples = {name: n for name in chains}
     crossovers = {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()}
     with_chains = passkplots.passk_solve_rates(counts, chains, samples, None, tmp_path / "r.png", LABELS, n)
-    passkplots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, LABELS)
+    passkplots.passk_curves(curves, n, None, tmp_path / "c.png", crossovers, LABELS, problems=30)
     one = {"sft": [0], "v": seeds}
     one_chain = passkplots.passk_solve_rates(counts, one, samples, None, tmp_path / "1.png", LABELS, n)
     assert imread(with_chains).shape == imread(one_chain).shape

@@ -236,6 +236,7 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
                 paths.figure_curves,
                 {v: m["crossover_per_chain"] for v, m in metrics["variants"].items()},
                 labels,
+                problems=len(problems),
             ),
             passkplots.passk_scatter(counts, chains, samples, k_max, paths.figure_scatter, labels),
             passkplots.passk_solve_rates(
