@@ -315,9 +315,12 @@ class ReportPaths:
     html: Path
     figure_copies: Path  # folder: the figures with provenance in their PNG metadata
     verdicts: Path
+    # every other stage's run record, whose commit and MLflow runs the figures' provenance names: a
+    # stage rerun with outputs unchanged byte for byte still changes what the report must say
+    records: tuple[Path, ...] = ()
 
 
-def report() -> ReportPaths:
+def report(records: tuple[Path, ...] = ()) -> ReportPaths:
     return ReportPaths(
         CLAIMS,
         PLAN,
@@ -333,4 +336,5 @@ def report() -> ReportPaths:
         REPORTS / "report.html",
         REPORTS / "report-figures",
         REPORTS / "report.json",
+        records,
     )

@@ -210,7 +210,7 @@ STAGES: dict[str, Stage] = {
             "report",
             None,
             "every chapter claim beside our value and a verdict; figures with provenance",
-            paths=lambda key, item, p: paths.report(),
+            paths=lambda key, item, p: paths.report(upstream_records(p)),
             params=lambda key, item, p: ["threads"],  # its header names the thread budget
             deps=lambda x: [
                 x.claims,
@@ -223,6 +223,7 @@ STAGES: dict[str, Stage] = {
                 x.benchmarks,
                 x.starts,
                 x.reruns,
+                *x.records,
             ],
             outs=lambda x: {
                 x.markdown: {"cache": False},
@@ -230,9 +231,22 @@ STAGES: dict[str, Stage] = {
                 x.figure_copies: {"cache": False},
             },
             metrics=lambda x: [x.verdicts],
+            concrete=True,  # its deps name every stage instance's run record, from params.yaml
         ),
     )
 }
+
+
+def upstream_records(p: Params) -> tuple[Path, ...]:
+    """The run record of every stage instance but the report's (each results file's, beside it):
+    the report reads them for its provenance, so DVC reruns it when any of them changes."""
+    records = []
+    for s in STAGES.values():
+        if s.name == "report":
+            continue
+        for key in [None] if s.foreach is None else list(getattr(p, s.foreach)):
+            records += [Path(record_path(m)) for m in s.metrics(instance_paths(s.name, key, p))]
+    return tuple(records)
 
 
 def scored_variants(p: Params) -> tuple[str, ...]:

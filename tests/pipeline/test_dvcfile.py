@@ -195,6 +195,21 @@ def test_dvc_metrics_are_the_headlines_and_every_results_file_is_an_output_git_k
         assert all(outs[r] == outs[str(record_path(r))] == {"cache": False} for r in results), name
 
 
+def test_the_report_depends_on_every_run_record_its_provenance_names():
+    """A stage rerun whose outputs come out byte for byte the same (a refactor) still writes a new
+    run record (commit, MLflow run); the report embeds those in its figures, so it must rerun too."""
+    graph = stage_graph(committed(), read_yaml(ROOT / "params.yaml"))
+    records = {
+        out
+        for name, e in graph.items()
+        if name != "report"
+        for out in e["outs"]
+        if out.startswith("reports/runs/")
+    }
+    assert len(records) == len(graph) - 3  # all but check's, data's and the report's own
+    assert records <= set(graph["report"]["deps"])
+
+
 def test_every_output_git_keeps_is_not_ignored_by_git():
     """An output DVC does not cache (`cache: false`) is git's to keep: a fresh clone and the
     workspace `dvc exp run` copies have it only if git does. The guard's marker, every stage's

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from conftest import tiny_checkout, tiny_raw
 
+from rlvr.pipeline.provenance import embedded_provenance
+
 pytestmark = pytest.mark.slow  # integration: dvc repro
 
 BIN = Path(sys.executable).parent
@@ -273,10 +275,11 @@ def test_identical_training_leaves_identical_checkpoints_and_downstream_cached(r
     assert "grpo@" not in status and "hack" not in status, status
 
 
-def test_an_identical_rerun_leaves_the_report_cached_and_provenance_reaches_its_run(repo):
+def test_an_identical_rerun_reruns_only_the_report_and_provenance_reaches_its_run(repo):
     """A forced rerun of a GRPO stage trains the same weights but takes other seconds and makes new
     MLflow runs: those go to its run record (reports/runs/), so its metrics and curves keep their
-    bytes and `report` stays cached; provenance follows dvc.lock to the record and the new run."""
+    bytes and `passk` stays cached; the report, whose figures name the record, reruns and names the
+    new run; provenance follows dvc.lock to the record and the new run."""
     d, env = repo
     metrics = d / "reports/metrics/grpo-grpo.json"
     before = hashlib.md5(metrics.read_bytes()).hexdigest()
@@ -288,7 +291,14 @@ def test_an_identical_rerun_leaves_the_report_cached_and_provenance_reaches_its_
     assert "mlflow_run_id" not in json.loads(metrics.read_text())
     assert "step_seconds" not in (d / "reports/curves/grpo/grpo/seed0.tsv").read_text().splitlines()[0]
     status = json.loads(sh("dvc status --json", d, env))
-    assert set(status) <= {"check"}, status  # passk, report: nothing they read changed
+    assert "report" in status and set(status) <= {"check", "report"}, (
+        status
+    )  # passk: nothing it reads changed
+    figure = d / "reports/report-figures/grpo-curves-chapter-b.png"
+    assert record["mlflow_run_id"] not in embedded_provenance(figure)["rlvr:mlflow_runs"]
+    out = sh("dvc repro", d, env)
+    assert "Running stage 'report'" in out and "Running stage 'passk'" not in out, out
+    assert record["mlflow_run_id"] in embedded_provenance(figure)["rlvr:mlflow_runs"]
     prov = json.loads(sh("rlvr provenance reports/metrics/grpo-grpo.json --json --no-status", d, env))
     assert prov["mlflow_runs"]["stage"] == record["mlflow_run_id"]
 
