@@ -70,9 +70,11 @@ def check_reachable(uri: str) -> None:
             ) from None
 
 
-def _host(parts) -> str:
+def _address(parts) -> str:
+    """A split URI's host and port, without its credentials (an IPv6 host back in brackets)."""
     host = parts.hostname or ""
-    return f"[{host}]" if ":" in host else host
+    host = f"[{host}]" if ":" in host else host
+    return host + (f":{parts.port}" if parts.port else "")
 
 
 def public_uri(uri: str) -> str:
@@ -83,8 +85,7 @@ def public_uri(uri: str) -> str:
     if parts.password is None and parts.username is None:
         return uri
     user = parts.username + (":***" if parts.password is not None else "")
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}@{_host(parts)}{port}"))
+    return urlunsplit(parts._replace(netloc=f"{user}@{_address(parts)}"))
 
 
 def recorded_uri(uri: str) -> str:
@@ -107,7 +108,7 @@ def server_request(uri: str) -> tuple[str, dict[str, str]]:
     from urllib.parse import unquote, urlsplit, urlunsplit
 
     parts = urlsplit(uri)
-    bare = urlunsplit(parts._replace(netloc=_host(parts) + (f":{parts.port}" if parts.port else "")))
+    bare = urlunsplit(parts._replace(netloc=_address(parts)))
     token = os.environ.get("MLFLOW_TRACKING_TOKEN")
     user = os.environ.get("MLFLOW_TRACKING_USERNAME")
     password = os.environ.get("MLFLOW_TRACKING_PASSWORD")

@@ -221,6 +221,23 @@ def test_a_servers_password_stays_out_of_the_record():
     assert public_uri("sqlite:////home/a/mlflow.db") == "sqlite:////home/a/mlflow.db"
 
 
+def test_a_server_uri_keeps_its_host_and_port_and_sends_its_credentials_as_a_header(monkeypatch):
+    """The masked URI and the bare one MLflow's client requests keep the host (an IPv6 one in
+    brackets) and port; the credentials leave the URI for a Basic auth header."""
+    import base64
+
+    from rlvr.pipeline.store import public_uri, server_request
+
+    for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    uri = "http://bob:pw@[::1]:5000/mlflow"
+    assert public_uri(uri) == "http://bob:***@[::1]:5000/mlflow"
+    bare, headers = server_request(uri)
+    assert bare == "http://[::1]:5000/mlflow"
+    assert headers == {"Authorization": "Basic " + base64.b64encode(b"bob:pw").decode()}
+    assert server_request("https://mlflow.example.org/") == ("https://mlflow.example.org/", {})
+
+
 def test_the_alias_table_in_the_docs_is_the_one_the_runs_log():
     """docs/tracking.md's table pairs each of our per-step metrics with TRL's name: the pairs are
     TRL_NAMES, and a step logs each metric once, under TRL's name where TRL has one."""
