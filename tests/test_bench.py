@@ -672,3 +672,35 @@ def test_bootstrap_benchmark_finds_scipys_band_and_states_both_memories():
     assert out["max_abs_difference"] <= out["target_max_abs_difference"] == 1e-12
     assert out["scipy_peak_mib"] > 5 * out["ours_peak_mib"] > 0  # R*P*K floats against R*P counts
     assert out["ours_seconds"]["runs"] == out["scipy_seconds"]["runs"] == 1
+
+
+def test_cluster_benchmark_needs_ray_and_summarises_both_executors(monkeypatch):
+    """Without the extra: one line naming it. With a measurement in hand: chains per minute each
+    way from the median, and Ray's cost as their ratio; results that differ are an error."""
+    import json
+    import subprocess
+    import sys
+    import types
+
+    from rlvr.bench import cluster
+    from rlvr.fields import ConfigError
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ConfigError, match=r"bench 'cluster' needs Ray: pip install -e '.\[cluster\]'"):
+        cluster.bench(None)
+    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
+    measured = {"chains": 8, "pool_seconds": [30.0, 32.0, 31.0], "ray_seconds": [40.0, 36.0, 38.0]}
+    def answering(identical: bool):
+        printed = json.dumps({**measured, "identical": identical})
+        return lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, printed)
+
+
+    monkeypatch.setattr(cluster.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cluster.subprocess, "run", answering(True))
+    out = cluster.bench(None)
+    assert out["pool"]["seconds_median"] == 31.0 and out["pool"]["chains_per_minute"] == round(480 / 31, 1)
+    assert out["ray"]["seconds_median"] == 38.0 and out["ray_over_pool"] == round(38 / 31, 2)
+    assert (out["ray"]["nodes"], out["ray"]["cpus_per_node"], out["identical_results"]) == (2, 1, True)
+    monkeypatch.setattr(cluster.subprocess, "run", answering(False))
+    with pytest.raises(RuntimeError, match="different results"):
+        cluster.bench(None)

@@ -20,6 +20,7 @@ import torch
 
 from rlvr.bench import (
     bootstrap,
+    cluster,
     compiled,
     floor,
     grpo_step,
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Callable[..., dict]] = {  # in the order they run
     "bootstrap": bootstrap.bench,
     "pipeline": floor.bench,
     "queue": queue.bench,
+    "cluster": cluster.bench,
     "scaling": scaling.bench,
     "seed_profile": seed_profile.bench,
     "compiled": compiled.bench,

@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,19 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
     return write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+@dataclass(frozen=True)
+class FileBytes:
+    """An input file's bytes, read by the stage process and handed to a task by value: a task may
+    run on another machine (a Ray cluster shares no file system), and the bytes a task trained from
+    are then the ones the stage checked. `path` names the file in error lines."""
+
+    path: Path
+    data: bytes
+
+    def __repr__(self) -> str:  # a task's arguments in a traceback: not megabytes of weights
+        return f"FileBytes({str(self.path)!r}, {len(self.data)} bytes)"
 
 
 class InputError(UserError):

@@ -8,6 +8,10 @@ JSON. Identical training therefore gives an identical file, and DVC keeps downst
 Loading checks what the caller expects (vocabulary, run name, config hash), so a checkpoint copied
 from another run, left over from other params, or cut short, is refused in one line naming the file.
 
+A stage hands its tasks checkpoints by value (`carried`: the file's bytes, read and checked by the
+stage process), so a task needs no file system shared with the stage; `load` and `load_warmup` take
+those bytes as they take a path.
+
 Every tensor is saved on the CPU, so a checkpoint trained on a GPU loads on any machine; loading
 puts the model on the device asked for (params.yaml's `device` in the stages).
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import pickle
 import zipfile
 from dataclasses import asdict, dataclass
@@ -29,7 +34,7 @@ import torch
 
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError, UserError
-from rlvr.io.files import atomic_write
+from rlvr.io.files import FileBytes, atomic_write
 from rlvr.model import TinyLM
 from rlvr.pipeline.config import build
 from rlvr.tokenizer import Tokenizer
@@ -47,8 +52,24 @@ def save(path: str | Path, model: TinyLM, tok: Tokenizer, run: str, config_hash:
     return _write(path, _checkpoint(FORMAT, model, tok, run, config_hash))
 
 
+Source = str | Path | FileBytes  # a checkpoint's file, or its bytes carried to a task
+
+
+def carried(path: str | Path) -> FileBytes:
+    """A checkpoint file's bytes, to hand a task by value (`load` and `load_warmup` take them);
+    refused in one line when the file is missing or unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not found (run its DVC stage first: dvc repro)")
+    try:
+        return FileBytes(path, path.read_bytes())
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CheckpointError(f"{path}: cannot be read ({reason}); re-run the stage that writes it") from None
+
+
 def load(
-    path: str | Path,
+    path: Source,
     tok: Tokenizer,
     run: str | None = None,
     config_hash: str | None = None,
@@ -56,7 +77,7 @@ def load(
 ) -> TinyLM:
     """Rebuild the model of a checkpoint on `device`, in eval mode. `run` and `config_hash`, when
     given, must match what the checkpoint records; otherwise a one-line CheckpointError names the file."""
-    return _model(Path(path), _read(path, FORMAT, tok, run, config_hash), device)
+    return _model(_name(path), _read(path, FORMAT, tok, run, config_hash), device)
 
 
 @dataclass
@@ -98,11 +119,11 @@ def save_warmup(
 
 
 def load_warmup(
-    path: str | Path, tok: Tokenizer, run: str, config_hash: str, device: str | torch.device = "cpu"
+    path: Source, tok: Tokenizer, run: str, config_hash: str, device: str | torch.device = "cpu"
 ) -> WarmupState:
     """Read a warm-up state, checked like `load`, its model on `device`."""
     ckpt = _read(path, WARMUP_FORMAT, tok, run, config_hash)
-    model = _model(Path(path), ckpt, device).train()
+    model = _model(_name(path), ckpt, device).train()
     return WarmupState(model, ckpt["optimizer"], ckpt["generator"], ckpt["curve"], ckpt["answers"])
 
 
@@ -143,13 +164,18 @@ def _write(path: str | Path, obj: dict) -> Path:
     return atomic_write(path, write)
 
 
-def _read(path: str | Path, fmt: str, tok: Tokenizer, run: str | None, config_hash: str | None) -> dict:
-    """The checked contents of a checkpoint file of format `fmt`."""
-    path = Path(path)
-    if not path.is_file():
+def _name(source: Source) -> Path:
+    return source.path if isinstance(source, FileBytes) else Path(source)
+
+
+def _read(source: Source, fmt: str, tok: Tokenizer, run: str | None, config_hash: str | None) -> dict:
+    """The checked contents of a checkpoint of format `fmt`, from its file or its carried bytes."""
+    path = _name(source)
+    if not isinstance(source, FileBytes) and not path.is_file():
         raise CheckpointError(f"{path}: not found (run its DVC stage first: dvc repro)")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        where = io.BytesIO(source.data) if isinstance(source, FileBytes) else path
+        ckpt = torch.load(where, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's text advises weights_only=False: unsafe, and no cure for damage
         raise CheckpointError(
             f"{path}: not a readable checkpoint (it holds objects a weights-only load refuses); "

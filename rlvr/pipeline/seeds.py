@@ -74,13 +74,26 @@ def log_row(run: Run, keys: tuple[str, ...] | None = None) -> Callable[[dict], N
     )
 
 
-def load_start(start, seed: int, run: str, config_hash: str, tok, device: str = "cpu"):
-    """SFT seed `seed`'s checkpoint of run `run` (paths `start`, an SFTPaths), on `device`: the start
-    of chain `seed`, refused if it is not that run's (its run name and params hash)."""
+def carry_starts(start, seeds: list[int], run: str, config_hash: str, tok) -> tuple[dict, object]:
+    """Every chain's SFT checkpoint of run `run` (paths `start`, an SFTPaths) as the bytes its task
+    carries (`rlvr.pipeline.checkpoint.carried`), each checked as its task will load it: a missing
+    one, or one that is not that run's, is refused in one line before any training. Also returns a
+    model of their shape, which the stage loads each trained policy into to save it."""
     from rlvr.pipeline import checkpoint  # here, not at the top: stages without checkpoints never load torch
 
-    ckpt = start.checkpoint(seed)
-    return checkpoint.load(ckpt, tok, f"{run_name('sft', run)}/seed{seed}", config_hash, device)
+    starts = {seed: checkpoint.carried(start.checkpoint(seed)) for seed in seeds}
+    model = None
+    for seed in seeds:
+        model = load_start(starts[seed], seed, run, config_hash, tok)
+    return starts, model
+
+
+def load_start(start, seed: int, run: str, config_hash: str, tok, device: str = "cpu"):
+    """Chain `seed`'s start, SFT run `run`'s checkpoint (`start`: its file or carried bytes), on
+    `device`: refused if it is not that run's seed (its run name and params hash)."""
+    from rlvr.pipeline import checkpoint  # here, not at the top: stages without checkpoints never load torch
+
+    return checkpoint.load(start, tok, f"{run_name('sft', run)}/seed{seed}", config_hash, device)
 
 
 def over_seeds(

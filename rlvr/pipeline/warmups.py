@@ -2,13 +2,15 @@
 
 Stage `warmup@{name}` saves, per chain, where the clean epochs left it (weights, AdamW moments, the
 data-order generator, the curve so far); every SFT run naming that warm-up continues from it in its
-seed workers. `Warmup` is what such a run knows of its warm-up: where the states are, whose they
-must be, the true answers they were trained on, and what a redraw needs to make a chain's start
-afresh the warm-up's way.
+chain tasks. `Warmup` is what such a run knows of its warm-up: the states themselves (each file's
+bytes, read by the stage process and carried to the tasks by value), whose they must be, the true
+answers they were trained on, and what a redraw needs to make a chain's start afresh the warm-up's
+way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,15 +18,21 @@ import torch
 
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.fields import UserError
+from rlvr.io.files import FileBytes
 from rlvr.optim import AdamW
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.paths import seed_file
 from rlvr.tokenizer import Tokenizer
 
 
+def read_states(folder: Path, seeds: list[int]) -> dict[int, FileBytes]:
+    """Each chain's warm-up state file under `folder`, as bytes a task can carry."""
+    return {seed: checkpoint.carried(seed_file(folder, seed)) for seed in seeds}
+
+
 @dataclass(frozen=True)
 class Warmup:
-    folder: Path  # the warm-up stage's states, one seed<n>.pt a chain
+    states: Mapping[int, FileBytes]  # the warm-up stage's state of each chain (its seed<n>.pt)
     run: str  # its checkpoints' run name ("warmup@two_digit"): a state of another run is refused
     config_hash: str  # its params hash: a state trained with other settings is refused
     answers: str  # digest of this SFT run's true answers: the warm-up must have trained on them
@@ -34,9 +42,8 @@ class Warmup:
 
     def load(self, seed: int, tok: Tokenizer, device: str | torch.device = "cpu") -> checkpoint.WarmupState:
         """Chain `seed`'s state, its model on `device`; refused if it is not this warm-up's own."""
-        return checkpoint.load_warmup(
-            seed_file(self.folder, seed), tok, f"{self.run}/seed{seed}", self.config_hash, device
-        )
+        state = self.states[seed]
+        return checkpoint.load_warmup(state, tok, f"{self.run}/seed{seed}", self.config_hash, device)
 
     def check(self, name: str, cfg: SFTConfig, tok: Tokenizer) -> None:
         """Every chain's state loads (none missing, damaged or another run's) and was trained on SFT

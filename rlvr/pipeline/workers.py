@@ -1,14 +1,21 @@
-"""The seed workers: every seed of a stage trained side by side, each in a forked process.
+"""The executors: where a stage's chains (its seeds, or GRPO units) run.
 
-Seeds are independent runs, so a multi-seed stage trains them side by side: one worker process per
-core of the stage's thread budget (`determinism.thread_budget`: params.threads, or RLVR_THREADS), each
-training one seed at a time with one torch thread. A seed's numbers therefore never depend on how
-many workers ran: one thread, its own seed, its own generator. Workers are forked, so they start
-with torch already imported (spawned ones spent ~3 s a stage importing it again); a worker runs
-torch on one thread only, which is what makes a fork safe after the stage process used OpenMP
-(the rule torch's own DataLoader workers follow). Workers compute and return; the stage process
-writes (`rlvr.pipeline.seeds`). On a GPU (`device: cuda`) there are no workers: CUDA does not
-survive a fork, so the seeds run one after the other in the stage process.
+A stage hands `seed_results` a module-level function, its seeds and the arguments every seed shares
+(configs, problems, tensors, start checkpoints as bytes: inputs by value, never paths to read), and
+gets each seed's result back in seed order. Three executors run them, each seed with its own seed
+and one torch thread, so a seed's numbers never depend on which one ran it:
+
+- a Ray cluster, when RAY_ADDRESS is set (`rlvr.pipeline.cluster`: one task per seed);
+- the local pool (the default): one forked worker per core of the stage's thread budget
+  (`determinism.thread_budget`: params.threads, or RLVR_THREADS), each training one seed at a time.
+  Workers are forked, so they start with torch imported (spawned ones spent ~3 s a stage importing
+  it again) and inherit the shared arguments instead of unpickling a copy per seed; one torch
+  thread is what makes a fork safe after the stage process used OpenMP (the rule torch's own
+  DataLoader workers follow);
+- this process, one seed after the other: with one worker or one seed, and on a GPU (`device:
+  cuda`), since CUDA does not survive a fork.
+
+Executors compute and return; only the stage process writes files and logs (`rlvr.pipeline.seeds`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any, TypeVar
 
 from rlvr.fields import UserError
 from rlvr.io.files import WriteError, errno_reason, file_failure, what_to_do
+from rlvr.pipeline import cluster
 from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 
 
@@ -48,7 +56,8 @@ class SeedResult:
 R = TypeVar("R")  # what a seed function returns
 
 
-def _seeded(fn: Callable[..., R], seed: int, args: tuple) -> R:
+def run_seed(fn: Callable[..., R], seed: int, args: tuple) -> R:
+    """fn(seed, *args) as every executor runs it: seeded, on one torch thread, its span recorded."""
     started = time.time()
     set_determinism(seed, SEED_THREADS)
     result = fn(seed, *args)
@@ -64,7 +73,7 @@ def _in_order(fn: Callable[..., R], seeds: list[int], args: tuple) -> Iterator[R
     threads = torch.get_num_threads()
     try:
         for seed in seeds:
-            yield _seeded(fn, seed, args)
+            yield run_seed(fn, seed, args)
     finally:
         torch.set_num_threads(threads)
 
@@ -188,23 +197,39 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
+_SHARED: tuple | None = None  # the pool's (fn, args), set before its workers fork: they inherit it
+
+
+def _pooled(seed: int):
+    fn, args = _SHARED
+    return run_seed(fn, seed, args)
+
+
 @contextmanager
 def seed_results(
     fn: Callable[..., R], seeds: list[int], args: tuple, workers: int, device: str = "cpu"
 ) -> Iterator[Seeds[R]]:
-    """fn(seed, *args) for every seed (a module-level function, so that workers can import it),
-    yielded in seed order: in this process as they are consumed, or in `workers` forked ones.
-    Usually a seed's SeedResult; pass@k passes model indices and gets each model's counts.
+    """fn(seed, *args) for every seed (a module-level function, so that a Ray node can import it),
+    yielded in seed order: on the Ray cluster RAY_ADDRESS names, else in this process as they are
+    consumed, or in `workers` forked ones. Usually a seed's SeedResult; pass@k passes model indices
+    and gets each model's counts.
 
-    Workers start on entry: enter this before opening the stage's MLflow run, and they import torch
-    and train while this process imports MLflow (~3 s a stage here). An error in the block stops
-    every worker; leaving it normally waits for the seeds already running."""
+    Work starts on entry: enter this before opening the stage's MLflow run, and the chains train
+    while this process imports MLflow (~3 s a stage here). An error in the block stops every
+    worker; leaving it normally waits for the seeds already running."""
+    global _SHARED
+    where = cluster.address()
+    if where is not None:
+        with cluster.cluster_results(where, run_seed, fn, seeds, args, device) as (results, started):
+            yield Seeds(results, started)
+        return
     # In this process, one seed after the other: with one worker or one seed; and on a GPU, whatever
     # the thread budget, since CUDA does not survive a fork: there the GPU is the parallelism.
     if workers <= 1 or len(seeds) == 1 or device == "cuda":
         yield Seeds(_in_order(fn, seeds, args), time.time())
         return
     check_handoff(args)
+    _SHARED = (fn, args)  # before the pool forks its workers (all at once, on the first submit)
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(seeds)),
         mp_context=multiprocessing.get_context("fork"),
@@ -213,7 +238,7 @@ def seed_results(
     )
     started = time.time()
     try:
-        results = pool.map(_seeded, [fn] * len(seeds), seeds, [args] * len(seeds))  # submitted: workers start
+        results = pool.map(_pooled, seeds)  # submitted: the workers fork, holding fn and args
         yield Seeds(results, started)
     except BaseException:
         for proc in multiprocessing.active_children():  # the pool's workers: stop work nobody collects
@@ -221,3 +246,4 @@ def seed_results(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        _SHARED = None

@@ -191,6 +191,20 @@ def bench_rows(bench: dict) -> list[list]:
             get("queue", "back_to_back_seconds"),
             "<=",
         ),
+        (
+            "grpo@grpo's chains on the local pool (2 workers)",
+            get("cluster", "pool", "chains_per_minute"),
+            "chains/min",
+            None,
+            ">=",
+        ),
+        (
+            "the same chains on a local two-node Ray cluster, same 2 cores (against the pool)",
+            get("cluster", "ray", "chains_per_minute"),
+            "chains/min",
+            get("cluster", "pool", "chains_per_minute"),
+            ">=",
+        ),
     ]
     fmt = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"  # noqa: E731
     rows = []

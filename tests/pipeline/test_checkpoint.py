@@ -120,3 +120,20 @@ def test_a_warm_up_state_and_a_checkpoint_are_not_taken_for_each_other(tmp_path)
         checkpoint.load_warmup(state, TOK, "warmup@x", "other")
     back = checkpoint.load_warmup(state, TOK, "warmup@x", "h")
     assert back.model.training and back.answers == "digest" and back.curve == []
+
+
+def test_carried_bytes_load_as_the_file_does_and_are_refused_as_it_is(tmp_path):
+    """A task gets a checkpoint as bytes (`carried`): the same model as from the file, the same
+    one-line refusals naming the file; a missing file is refused when it is read."""
+    path = checkpoint.save(tmp_path / "m.pt", tiny(), TOK, "sft@x/seed0", "h")
+    carried = checkpoint.carried(path)
+    assert carried.path == path and repr(carried) == f"FileBytes({str(path)!r}, {len(carried.data)} bytes)"
+    a, b = checkpoint.load(path, TOK, "sft@x/seed0", "h"), checkpoint.load(carried, TOK, "sft@x/seed0", "h")
+    assert all(torch.equal(a.state_dict()[k], v) for k, v in b.state_dict().items())
+    with pytest.raises(CheckpointError, match=r"m.pt: made with other params"):
+        checkpoint.load(carried, TOK, "sft@x/seed0", "other")
+    damaged = type(carried)(path, carried.data[: len(carried.data) // 2])
+    with pytest.raises(CheckpointError, match=r"m.pt: not a readable checkpoint"):
+        checkpoint.load(damaged, TOK)
+    with pytest.raises(CheckpointError, match=r"nope.pt: not found \(run its DVC stage first"):
+        checkpoint.carried(tmp_path / "nope.pt")

@@ -2,7 +2,6 @@
 validation measure, the validation split, variance components, and pass@k from unequal samples."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,7 +142,7 @@ def _sft_chain(monkeypatch, redraws: int, measure) -> dict:
     monkeypatch.setattr(Warmup, "load", lambda *a, **k: state)  # as the checkpoint would load it
     scripted = lambda target, every, near, val, tok: StopAtTarget(0.5, 1, 0.0, measure)  # noqa: E731
     monkeypatch.setattr(chain, "accuracy_stop", scripted)  # the rule `controlled_start` builds
-    warmup = Warmup(Path("unused"), "warmup@x", "h", "", model_cfg, clean, 0.0)
+    warmup = Warmup({}, "warmup@x", "h", "", model_cfg, clean, 0.0)
     problems = all_problems("single_digit")[:5]
     task = make(TaskConfig, heldout=0, validation=0, max_new_tokens=2)
     evals = (problems, [], problems)  # train, held-out (none: chapter A), validation

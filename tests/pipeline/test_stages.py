@@ -157,7 +157,7 @@ def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_
     import torch
 
     from rlvr.pipeline import paths
-    from rlvr.pipeline.checkpoint import CheckpointError
+    from rlvr.pipeline.checkpoint import CheckpointError, carried
     from rlvr.pipeline.config import load_params
     from rlvr.pipeline.seeds import load_start
     from rlvr.pipeline.stageparams import config_hash
@@ -169,7 +169,7 @@ def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_
     assert hashlib.md5(ckpts[0]).digest() != hashlib.md5(ckpts[1]).digest()
     params = load_params(d / "params.yaml")
     h = config_hash("sft", "two_digit", params)
-    one = load_start(start, 1, "two_digit", h, Tokenizer())
+    one = load_start(carried(start.checkpoint(1)), 1, "two_digit", h, Tokenizer())
     saved = torch.load(start.checkpoint(1), weights_only=True)["model"]
     assert all(torch.equal(one.state_dict()[k], v) for k, v in saved.items())
     shutil.copy(start.checkpoint(0), start.checkpoint(1))

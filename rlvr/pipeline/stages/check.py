@@ -6,8 +6,10 @@ committed metrics and curves. This stage runs first on every `dvc repro` (`alway
 skipped, never restored from the run-cache) and every other stage depends on its marker. It checks
 params.yaml (the dispatcher has loaded it as `rlvr check` does, refusing a `device: cuda` that
 sees no GPU), the thread budget RLVR_THREADS gives, and that the MLflow store answers the calls
-the stages make (`rlvr.pipeline.probe`: on a server, a probe run made and deleted), and that every
-stage's outputs can be written (room, permission: `guard.preflight`). The marker's
+the stages make (`rlvr.pipeline.probe`: on a server, a probe run made and deleted), that the Ray
+cluster RAY_ADDRESS names (if set) answers and every node of it runs the stage code on this
+machine's torch (`rlvr.pipeline.cluster`), and that every stage's outputs can be written (room,
+permission: `guard.preflight`). The marker's
 bytes never change, so a passing check leaves every other stage cached; a failing one stops
 `dvc repro` here.
 
@@ -17,7 +19,7 @@ It logs no MLflow run: it runs on every `dvc repro`, and would add one run each 
 from __future__ import annotations
 
 from rlvr.io.files import write_text
-from rlvr.pipeline import guard
+from rlvr.pipeline import cluster, guard
 from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import CheckPaths
 from rlvr.pipeline.probe import probe_store
@@ -33,6 +35,8 @@ MARKER = (
 def run(params: StageParams, paths: CheckPaths, progress: bool = True) -> dict:  # noqa: ARG001
     threads = thread_budget(params.threads)  # a bad RLVR_THREADS stops here, not mid-stage
     probe_store(tracking_uri())
+    where = cluster.address()
+    nodes = cluster.check_cluster(where) if where is not None else None  # the chains' executor
     guard.preflight(params.every_output())  # what any stage will write: room, permission
     write_text(paths.marker, MARKER)
-    return {"ok": True, "threads": threads}
+    return {"ok": True, "threads": threads, **({"cluster": nodes} if nodes else {})}

@@ -4,16 +4,26 @@ start's own variance and the table of variance sources can tell the start's shar
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlvr.chain import end_summary, grpo_run
 from rlvr.configs import GRPOConfig
 from rlvr.grpo_stats import seed_summary
-from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
+from rlvr.io.files import FileBytes, read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.optim import diverged_at
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.paths import GRPOPaths, SFTPaths, unit_name
+from rlvr.pipeline.paths import GRPOPaths, unit_name
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import keep_policy, load_start, over_seeds, run_name, tracked, with_intervals
+from rlvr.pipeline.seeds import (
+    carry_starts,
+    keep_policy,
+    load_start,
+    over_seeds,
+    run_name,
+    tracked,
+    with_intervals,
+)
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.stats import seed_metrics, variance_components
@@ -41,16 +51,17 @@ def train_seed(
     cfg: GRPOConfig,
     max_new_tokens: int,
     problems: tuple[list[Problem], list[Problem], list[Problem]],
-    start: SFTPaths,
+    starts: dict[int, FileBytes],
     start_hash: str,
     device: str,
 ) -> SeedResult:
-    """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint,
+    """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint (its bytes,
+    carried in `starts`),
     `rlvr.chain.grpo_run` (GRPO seed `rep` of that chain; to its controlled end where the variant
     has a target, whose checks come back as the result's `extra`). problems: (train, held-out,
     validation)."""
     seed, rep = units[index]
-    policy = load_start(start, seed, cfg.sft, start_hash, Tokenizer(), device)
+    policy = load_start(starts[seed], seed, cfg.sft, start_hash, Tokenizer(), device)
     curve, stop = grpo_run(policy, cfg, problems, max_new_tokens, seed, rep, device)
     summary = seed_summary(curve)
     if stop is not None:
@@ -81,23 +92,30 @@ def _mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else float("nan")
 
 
-def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
+def chain_tasks(params: StageParams, name: str, paths: GRPOPaths) -> tuple[list[tuple[int, int]], tuple, Any]:
+    """What the stage hands its executor for variant `name`: its units (chain, GRPO seed) and the
+    arguments `train_seed` shares between them, every input by value (problems, each chain's start
+    checkpoint as bytes, checked here); and a model of the starts' shape, to save policies in."""
     cfg = params.variant(name)
     max_new_tokens = params.task(cfg.task).max_new_tokens
     start_hash = params.hash_of("sft", cfg.sft)
-    device, workers = params.device, thread_budget(params.threads)
     train = problems_of(read_jsonl(paths.start.data.rows), cfg.task)
     held = problems_of(read_heldout(paths.start.data.heldout), cfg.task)
     evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
     val = problems_of(read_validation(paths.start.data.heldout), cfg.task)
-    tok = Tokenizer()
-    model = None
-    for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
-        model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
+    starts, model = carry_starts(paths.start, cfg.seeds, cfg.sft, start_hash, Tokenizer())
     units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
+    args = (units, cfg, max_new_tokens, (train, evals, val), starts, start_hash, params.device)
+    return units, args, model
+
+
+def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
+    cfg = params.variant(name)
+    device, workers = params.device, thread_budget(params.threads)
+    tok = Tokenizer()
+    units, args, model = chain_tasks(params, name, paths)
     tags = {"task": cfg.task, "variant": name}
     per_unit, run_ids, eval_curves, eval_chains = {}, {}, [], []
-    args = (units, cfg, max_new_tokens, (train, evals, val), paths.start, start_hash, device)
     with (
         diverged_at(f"variants.{name}"),  # a unit that diverges stops the stage: one line, no outputs
         seed_results(train_seed, list(range(len(units))), args, workers, device) as results,

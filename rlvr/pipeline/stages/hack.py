@@ -7,13 +7,13 @@ import torch
 
 from rlvr.configs import GRPOConfig
 from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
-from rlvr.io.files import read_jsonl, svg_beside, write_json
+from rlvr.io.files import FileBytes, read_jsonl, svg_beside, write_json
 from rlvr.optim import diverged_at
 from rlvr.pipeline.config import HackConfig
 from rlvr.pipeline.determinism import thread_budget
-from rlvr.pipeline.paths import HackPaths, SFTPaths
+from rlvr.pipeline.paths import HackPaths
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import keep_policy, load_start, over_seeds, tracked, with_intervals
+from rlvr.pipeline.seeds import carry_starts, keep_policy, load_start, over_seeds, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.report import trainplots
@@ -45,14 +45,14 @@ def train_seed(
     cfg: HackConfig,
     grpo_cfg: GRPOConfig,
     train: list[Problem],
-    start: SFTPaths,
+    starts: dict[int, FileBytes],
     start_hash: str,
     device: str,
 ) -> SeedResult:
-    """One seed on the substring reward on `device`, from its chain's SFT checkpoint; its sample
-    tables ride along as `extra`."""
+    """One seed on the substring reward on `device`, from its chain's SFT checkpoint (its bytes,
+    carried in `starts`); its sample tables ride along as `extra`."""
     tok = Tokenizer()
-    policy = load_start(start, seed, cfg.sft, start_hash, tok, device)
+    policy = load_start(starts[seed], seed, cfg.sft, start_hash, tok, device)
     samples: dict[int, list] = {}
     reward = lambda resp, answers, n: substring_reward(resp, answers, n, tok)  # noqa: E731
     hooks = Hooks(
@@ -76,9 +76,7 @@ def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
     train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
     tok = Tokenizer()
     start_hash = params.hash_of("sft", cfg.sft)
-    model = None
-    for seed in cfg.seeds:  # fail before any training if a chain's start is missing or not the one
-        model = load_start(paths.start, seed, cfg.sft, start_hash, tok)
+    starts, model = carry_starts(paths.start, cfg.seeds, cfg.sft, start_hash, tok)
     tags = {"task": grpo_cfg.task, "variant": f"hack:{cfg.variant}"}
     finals, tables = {}, {}
     loop = f"variants.{cfg.variant}"  # the hack's lr and grad_clip are its variant's; temperature its own
@@ -87,7 +85,7 @@ def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
         seed_results(
             train_seed,
             cfg.seeds,
-            (cfg, grpo_cfg, train, paths.start, start_hash, params.device),
+            (cfg, grpo_cfg, train, starts, start_hash, params.device),
             thread_budget(params.threads),
             params.device,
         ) as results,

@@ -44,10 +44,10 @@ def score(
     seed: int,
     device: str,
 ) -> dict:
-    """Correct samples out of n per problem for models[index] (name, checkpoint, run, hash, n, every
-    temperature or the first only), drawn on `device` from their exact law: {"counts": at the first
-    temperature} and, for a model scored at every one, {"by_temperature": {key: counts}, "greedy":
-    0/1 per problem}. Each temperature's generator starts at the pipeline's seed."""
+    """Correct samples out of n per problem for models[index] (name, checkpoint (its carried bytes),
+    run, hash, n, every temperature or the first only), drawn on `device` from their exact law:
+    {"counts": at the first temperature} and, for a model scored at every one, {"by_temperature":
+    {key: counts}, "greedy": 0/1 per problem}. Each temperature's generator starts at the pipeline's seed."""
     _, path, ckpt_run, ckpt_hash, n, every = models[index]
     tok = Tokenizer()
     model = checkpoint.load(path, tok, ckpt_run, ckpt_hash, device)
@@ -159,7 +159,7 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
     models = [
         (
             unit_key(name, s),
-            start.checkpoint(s),
+            checkpoint.carried(start.checkpoint(s)),
             f"{run_name('sft', run)}/seed{s}",
             params.hash_of("sft", run),
             samples[name],
@@ -171,7 +171,7 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
     models += [
         (
             unit_key(v, s, r),
-            paths.variant_checkpoint(v, s, r),
+            checkpoint.carried(paths.variant_checkpoint(v, s, r)),
             f"{run_name('grpo', v)}/{unit_name(s, r)}",
             params.hash_of("grpo", v),
             samples[v],

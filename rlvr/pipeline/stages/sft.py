@@ -20,7 +20,7 @@ from rlvr.pipeline.paths import SFTPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
-from rlvr.pipeline.warmups import Warmup
+from rlvr.pipeline.warmups import Warmup, read_states
 from rlvr.pipeline.workers import SeedResult, seed_results
 from rlvr.rollout import answer_probability
 from rlvr.sft import encode_sft, final_loss
@@ -99,7 +99,7 @@ def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) 
     evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task), val)
     clean = encode_sft(rows, tok, field="answer")  # (N, T) tokens, (N, T-1) mask: the true answers
     warmup = Warmup(
-        paths.warmup,
+        read_states(paths.warmup, cfg.seeds),
         run_name("warmup", cfg.warmup),
         params.hash_of("warmup", cfg.warmup),
         checkpoint.answers_digest(clean[0]),
