@@ -704,3 +704,16 @@ def test_cluster_benchmark_needs_ray_and_summarises_both_executors(monkeypatch):
     monkeypatch.setattr(cluster.subprocess, "run", answering(False))
     with pytest.raises(RuntimeError, match="different results"):
         cluster.bench(None)
+
+
+def test_cluster_benchmark_runs_the_grpo_stages_own_chains(tiny_repo):
+    """The workload is `grpo@grpo` as its stage hands it to an executor: every unit, and every
+    chain's start carried as bytes."""
+    from rlvr.bench import cluster
+    from rlvr.io.files import FileBytes
+
+    _, raw = tiny_repo
+    seeds, args = cluster._chains("params.yaml")
+    units, starts = args[0], args[4]
+    assert seeds == list(range(len(units))) and len(units) == len(raw["variants"]["grpo"]["seeds"])
+    assert all(isinstance(starts[s], FileBytes) for s, _ in units)

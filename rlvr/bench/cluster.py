@@ -38,7 +38,7 @@ PORT = 6391
 def _chains(params_file: str) -> tuple[list[int], tuple]:
     """`grpo@grpo`'s units and arguments, as its stage builds them."""
     from rlvr.pipeline.config import load_params
-    from rlvr.pipeline.paths import instance_paths
+    from rlvr.pipeline.specs import instance_paths
     from rlvr.pipeline.stageparams import stage_params
     from rlvr.pipeline.stages.grpo import chain_tasks
 
@@ -50,12 +50,21 @@ def _chains(params_file: str) -> tuple[list[int], tuple]:
 
 
 def _timed(seeds: list[int], args: tuple, workers: int) -> tuple[float, list]:
+    """Seconds from submission to the last chain's result; each chain's result without its timings
+    (`records.VOLATILE`: what the stage keeps out of its metrics), weights as lists."""
+    from rlvr.pipeline.records import VOLATILE
     from rlvr.pipeline.stages.grpo import train_seed
     from rlvr.pipeline.workers import seed_results
 
     t0 = time.perf_counter()
     with seed_results(train_seed, seeds, args, workers) as results:
-        out = [(r.summary, {k: v.tolist() for k, v in r.state.items()}) for r in results]
+        out = [
+            (
+                {k: v for k, v in r.summary.items() if k not in VOLATILE},
+                {k: v.tolist() for k, v in r.state.items()},
+            )
+            for r in results
+        ]
     return time.perf_counter() - t0, out
 
 
