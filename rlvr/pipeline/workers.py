@@ -169,30 +169,17 @@ def _worker_signals(parent: int) -> None:
     Ctrl-C or a closed terminal, which reach the whole process group, are the stage's to handle
     (it stops its workers; a worker's own KeyboardInterrupt would print a traceback). And a
     worker dies with its stage: a stage killed with SIGKILL cannot stop its workers, which would
-    finish their seed and then wait forever for work, orphaned. The kernel kills the worker when its
-    parent dies (Linux's parent-death signal); elsewhere a watchdog thread notices the new parent."""
+    finish their seed and then wait forever for work, orphaned. A watch thread notices the new
+    parent within half a second and ends the worker (Python has no public call for Linux's
+    parent-death signal; `os._exit` is how a thread ends its process)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for sig in (signal.SIGINT, signal.SIGHUP):  # Ctrl-C, a closed terminal: the stage stops its workers
         signal.signal(sig, signal.SIG_IGN)
-    if not _die_with_parent():
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    if os.getppid() != parent:  # the stage died before the signal was armed
-        os._exit(1)
-
-
-def _die_with_parent() -> bool:
-    """prctl(PR_SET_PDEATHSIG, SIGKILL); False where there is no such call."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return False
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
 def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
+    while os.getppid() == parent:  # the stage lives (one that died already ends this at once)
         time.sleep(0.5)
     os._exit(1)
 
