@@ -16,7 +16,8 @@ import dataclasses
 import json
 import time
 
-from rlvr.chain import controlled_start, correct_out_of, end_summary, fresh_start, grpo_run, start_accuracies
+from rlvr.chain import correct_out_of, end_summary, grpo_run, start_accuracies
+from rlvr.chain import start as chain_start
 from rlvr.grpo_stats import seed_summary
 from rlvr.noise import sft_rows
 from rlvr.passk import never_solved_in, pass_at_k
@@ -31,37 +32,48 @@ CHAPTERS = {"A": ("single_digit", "a_grpo"), "B": ("two_digit", "grpo_end")}  # 
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    p.add_argument(
+    """The chain's knobs, each defaulting to what params.yaml gives the chapter's run and variant
+    (`--params` and `--chapter` are read first, so `--help` shows those values)."""
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument(
         "--chapter",
         choices=CHAPTERS,
         default="B",
         help="A: single_digit and a_grpo; B: two_digit and grpo_end",
     )
-    p.add_argument("--params", default="params.yaml", help="where every default below comes from")
+    first.add_argument("--params", default="params.yaml", help="where every default below comes from")
+    known, _ = first.parse_known_args(argv)
+    params = load_params(known.params)
+    run_name, variant = CHAPTERS[known.chapter]
+    sft, grpo = params.sft_run(run_name), params.variant(variant)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        parents=[first],
+    )
     p.add_argument("--seed", type=int, default=100, help="the chain: SFT seed, and the GRPO stream it owns")
     p.add_argument(
         "--sft-target",
         type=float,
-        help="SFT stops where validation accuracy reaches this (default: the run's)",
+        default=sft.target,
+        help="SFT stops where validation accuracy reaches this",
     )
-    p.add_argument("--sft-lr", type=float, help="SFT learning rate (default: the run's)")
-    p.add_argument("--sft-epochs", type=int, help="SFT step cap, in epochs (default: the run's)")
-    p.add_argument("--grpo-lr", type=float, help="GRPO learning rate (default: the variant's)")
-    p.add_argument("--prompts", type=int, help="GRPO prompts per step, P (default: the variant's)")
-    p.add_argument("--group-size", type=int, help="GRPO samples per prompt, G (default: the variant's)")
-    p.add_argument(
-        "--steps", type=int, help="GRPO steps, or the cap of a controlled end (default: the variant's)"
-    )
-    p.add_argument("--beta", type=float, help="KL coefficient (default: the variant's)")
+    p.add_argument("--sft-lr", type=float, default=sft.lr, help="SFT learning rate")
+    p.add_argument("--sft-epochs", type=int, default=sft.epochs, help="SFT step cap, in epochs")
+    p.add_argument("--grpo-lr", type=float, default=grpo.lr, help="GRPO learning rate")
+    p.add_argument("--prompts", type=int, default=grpo.prompts_per_step, help="GRPO prompts per step, P")
+    p.add_argument("--group-size", type=int, default=grpo.group_size, help="GRPO samples per prompt, G")
+    p.add_argument("--steps", type=int, default=grpo.steps, help="GRPO steps, or the cap of a controlled end")
+    p.add_argument("--beta", type=float, default=grpo.beta, help="KL coefficient")
     p.add_argument(
         "--end-target",
         type=float,
-        help="GRPO stops where validation pass@1 reaches this (default: the variant's)",
+        default=grpo.target,
+        help="GRPO stops where validation pass@1 reaches this (None: a fixed budget of steps)",
     )
-    p.add_argument("--samples", type=int, help="samples per held-out problem for pass@k (default: passk.n)")
+    p.add_argument(
+        "--samples", type=int, default=params.passk.n, help="samples per held-out problem for pass@k"
+    )
     return p.parse_args(argv)
 
 
@@ -97,10 +109,8 @@ def run_chain(args: argparse.Namespace) -> dict:
     model_cfg = sft.model or params.model
     t0 = time.perf_counter()
 
-    set_determinism(args.seed, SEED_THREADS)  # as a seed worker of the warm-up stage sets it
-    first = fresh_start(args.seed, sft, model_cfg, clean, 0.0, "cpu")
-    set_determinism(args.seed, SEED_THREADS)  # ... and of the SFT stage
-    start = controlled_start(args.seed, sft, model_cfg, (tokens, mask, clean), val, first, 0.0, "cpu")
+    set_determinism(args.seed, SEED_THREADS)  # as a seed worker of the warm-up and SFT stages sets it
+    start = chain_start(args.seed, sft, model_cfg, (tokens, mask, clean), val, 0.0, "cpu")
     stride = max(1, len(train) // sft.eval_max_prompts)
     accuracies = start_accuracies(
         start.model, task.max_new_tokens, train[::stride][: sft.eval_max_prompts], held, start.gen
@@ -130,7 +140,7 @@ def run_chain(args: argparse.Namespace) -> dict:
     if stop is not None:
         out["grpo"].update(end_summary(stop))
     if held:  # chapter B: pass@k of the start and of GRPO on the held-out problems
-        n = args.samples or params.passk.n
+        n = args.samples
         how = Sampling(tok, task.max_new_tokens, params.passk.temperatures[0])
         counts = {
             name: correct_out_of(m, held, n, how, params.seed)

@@ -2,11 +2,14 @@
 
 A chain is the unit of replication: SFT seed s, stopped where its validation accuracy reaches its
 run's target (drawn again from a fresh start while the step cap comes first), then GRPO from it
-(to a controlled end, or a fixed budget), then its pass@k counts. The stages (`warmup@`, `sft@`,
-`grpo@`, `passk`) call these functions one piece per process, with DVC caching each piece and
-MLflow logging it; `experiments/chain.py` calls the same functions for one chain in one process,
-with neither. So the two cannot drift (tests/pipeline/test_chain.py runs both on tiny params and
-compares them). Nothing here reads a file or a params section: it takes configs and problems.
+(to a controlled end, or a fixed budget), then its pass@k counts. Its phases, each seeded from the
+chain's own seed: `start` (= `fresh_start`, the warm-up, then `controlled_start`), `grpo_run`,
+`correct_out_of`. The stages (`warmup@`, `sft@`, `grpo@`, `passk`) call them one phase per
+process, with DVC caching each and MLflow logging it; `experiments/chain.py`, `rlvr starts` and
+`rlvr calibrate` call them in one process, with neither. None of them wires the training loops
+itself (tests/test_chain_owners.py), so they cannot drift (tests/pipeline/test_chain.py runs the
+one-file chain and the stages on tiny params and compares them). Nothing here reads a file or a
+params section: it takes configs and problems.
 """
 
 from __future__ import annotations
@@ -104,6 +107,23 @@ def controlled_start(
     return Start(model, gen, warm_curve + noisy, len(noisy), stop, draw)
 
 
+def start(
+    seed: int,
+    cfg: SFTConfig,
+    model_cfg: ModelConfig,
+    data: tuple,
+    val: list[Problem],
+    eps: float,
+    device: str,
+) -> Start:
+    """Chain `seed`'s start in one process: its warm-up (`fresh_start` under the seed), then its
+    noisy epochs to the controlled stop on `val` (`controlled_start`), as the warm-up and SFT stages
+    make it in two. data: tokens, mask, and the clean (true-answer) tokens and mask."""
+    with diverged_at(chain=seed):
+        first = fresh_start(seed, cfg, model_cfg, data[2], eps, device)
+    return controlled_start(seed, cfg, model_cfg, data, val, first, eps, device)
+
+
 def start_accuracies(
     model: TinyLM, max_new_tokens: int, train: list[Problem], held: list[Problem], gen: torch.Generator
 ) -> dict:
@@ -128,12 +148,13 @@ def start_accuracies(
 def end_stop(cfg: GRPOConfig, val: list[Problem], test: list[Problem], tok: Tokenizer) -> StopAtTarget | None:
     """A variant's controlled end (None without a target): validation pass@1 against `cfg.target`,
     reached from below, each check also drawing the run's path (exact pass@1 and pass@64 on
-    validation and test)."""
+    validation and test; on validation alone where `test` is `val` itself: a calibration run,
+    which must see no test problem)."""
     if cfg.target is None:
         return None
     if not val:
         raise ValueError(f"a controlled end needs validation problems (task {cfg.task} has none)")
-    splits = {"val": val, "test": test}
+    splits = {"val": val} if test is val else {"val": val, "test": test}
     return accuracy_stop(cfg.target, cfg.check_every, cfg.near, val, tok, splits, PATH_K, from_below=True)
 
 
@@ -157,9 +178,10 @@ def grpo_run(
     rep: int,
     device: str,
 ) -> tuple[list[dict], StopAtTarget | None]:
-    """GRPO seed `rep` of chain `seed` from `policy` (trained in place), on problems (train,
-    held-out, validation), sampling from the chain's GRPO stream (the same in every variant, so
-    variants are paired by chain and seed); to its controlled end where `cfg` has a target."""
+    """GRPO seed `rep` of chain `seed` from `policy` (trained in place, on `device`), on problems
+    (train, held-out, validation), sampling from the chain's GRPO stream (the same in every variant,
+    so variants are paired by chain and seed); to its controlled end where `cfg` has a target.
+    Calibration passes its validation problems as the held-out ones: then no test problem is seen."""
     train, evals, val = problems
     tok = Tokenizer()
     gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", rep))

@@ -121,25 +121,19 @@ def _plan(args):
 
 
 def _sweep_report(args) -> dict:
-    import subprocess
-
     import yaml
 
+    from rlvr.io.dvcinfo import experiments
     from rlvr.pipeline.dvcfile import params_feeding
     from rlvr.report.sweep import sweep_report
 
-    shown = subprocess.run(
-        [sys.executable, "-m", "dvc", "exp", "show", "--json"], capture_output=True, text=True
-    )
-    if shown.returncode != 0:
-        raise UserError(f"dvc exp show failed: {(shown.stderr.strip().splitlines() or ['?'])[-1]}")
     lock = Path("dvc.lock")
     feeding = params_feeding("passk", yaml.safe_load(lock.read_text())) if lock.exists() else None
-    return sweep_report(json.loads(shown.stdout), Path(args.out), feeding)
+    return sweep_report(experiments(), Path(args.out), feeding)
 
 
 def _starts(args) -> dict:
-    from rlvr.pipeline.starts import rescore_starts, run_starts
+    from rlvr.tools.starts import rescore_starts, run_starts
 
     if args.rescore:
         return rescore_starts(load_params(args.params))
@@ -147,7 +141,7 @@ def _starts(args) -> dict:
 
 
 def _calibrate(args) -> dict:
-    from rlvr.pipeline.calibrate import run_calibrate
+    from rlvr.tools.calibrate import run_calibrate
 
     which = tuple(args.only or ("grpo_end", "hack_temperature"))
     return run_calibrate(load_params(args.params), which, Path(args.plan))
@@ -161,15 +155,15 @@ class VerifyFailed(UserError):
 
 
 def _restore(args) -> dict:  # noqa: ARG001
-    from rlvr.pipeline.restore import restore
+    from rlvr.tools.restore import restore
 
     return restore(Path.cwd())
 
 
 def _verify(args) -> Text:
-    from rlvr.pipeline import rerun
     from rlvr.pipeline.paths import RERUNS
     from rlvr.report.moves import said
+    from rlvr.tools import rerun
 
     root = Path.cwd()
     for flag, given in (("--perturb", args.perturb), ("--keep-clone", args.keep_clone)):
@@ -186,7 +180,7 @@ def _verify(args) -> Text:
         if record["word"] == "moved":
             raise VerifyFailed(f"a verdict flipped between reproduced and differs (recorded in {RERUNS})")
         return Text(f"{record['word']} (recorded in {RERUNS})")
-    from rlvr.pipeline.verify import verify
+    from rlvr.tools.verify import verify
 
     results = verify(root)
     lines = [f"{'ok  ' if not problems else 'FAIL'}  {name}" for name, problems in results.items()]
@@ -209,7 +203,7 @@ def _verify(args) -> Text:
 
 def _ui(args) -> Text:
     from rlvr.fields import ConfigError
-    from rlvr.pipeline.ui import serve
+    from rlvr.tools.ui import serve
 
     try:
         n = load_params(args.params).passk.n  # the pass@n column the view shows

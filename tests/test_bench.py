@@ -587,7 +587,7 @@ def test_trl_steps_run_alone_with_no_hook_for_our_step():
 
 def test_a_stage_runs_from_its_running_line_to_the_next():
     from rlvr.bench.floor import by_kind, ratio_rows
-    from rlvr.pipeline.rerun import stage_walls
+    from rlvr.tools.rerun import stage_walls
 
     lines = [
         (1.0, "Running stage 'check':\n"),
@@ -610,14 +610,14 @@ def test_a_stage_runs_from_its_running_line_to_the_next():
 
 
 def test_a_repro_without_stages_is_an_error():
-    from rlvr.pipeline.rerun import stage_walls
+    from rlvr.tools.rerun import stage_walls
 
     with pytest.raises(RuntimeError, match="ran no stage"):
         stage_walls([(1.0, "Stage 'check' didn't change, skipping\n")], 0.0, 2.0)
 
 
 def test_a_failed_repro_says_why_from_its_stderr(tmp_path):
-    from rlvr.pipeline.rerun import clone_env, timed_repro
+    from rlvr.tools.rerun import clone_env, timed_repro
 
     with pytest.raises(RuntimeError, match="(?s)failed in the fresh clone.*not inside of a DVC repository"):
         timed_repro(tmp_path, clone_env(tmp_path))  # no DVC repository there: DVC says so on stderr

@@ -1,12 +1,12 @@
-"""The package is a stack: maths <- I/O <- report <- pipeline <- CLI and benchmarks.
+"""The package is a stack: maths <- I/O <- report <- pipeline <- tools <- CLI and benchmarks.
 
 `a <- b`: b may import a, never the reverse. The maths is `rlvr/*.py` (the top-level modules), the
 I/O floor `rlvr/io/` (files, git), the report `rlvr/report/`, the pipeline `rlvr/pipeline/` (its
-stages too), the top the CLI (`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`rlvr/bench/`).
-Every import of `rlvr...` is read from the source with `ast`, inside functions too (a
-lazy import is still an import). No modules import each other in a loop either, counting the
-imports inside functions. The maths and the report start no process and open no store: neither
-imports `subprocess`, `mlflow` or `dvc`.
+stages too: what DVC runs), the tools `rlvr/tools/` (what a person runs), the top the CLI
+(`rlvr/cli.py`, `rlvr/__main__.py`) and the benchmarks (`rlvr/bench/`). Every import of `rlvr...`
+is read from the source with `ast`, inside functions too (a lazy import is still an import). No
+modules import each other in a loop either, counting the imports inside functions. The maths and
+the report start no process and open no store: neither imports `subprocess`, `mlflow` or `dvc`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-STACK = ("maths", "I/O", "report", "pipeline", "cli and benchmarks")  # bottom first
+STACK = ("maths", "I/O", "report", "pipeline", "tools", "cli and benchmarks")  # bottom first
 MACHINERY = ("subprocess", "mlflow", "dvc")  # what the maths and the report never import
 PACKAGES = ("rlvr",)
 
@@ -29,6 +29,8 @@ def layer(module: str) -> int:
         return module == pkg or module.startswith(pkg + ".")
 
     if within("rlvr.bench") or within("rlvr.cli") or within("rlvr.__main__"):
+        return 5
+    if within("rlvr.tools"):
         return 4
     if within("rlvr.pipeline"):
         return 3
@@ -275,6 +277,7 @@ def test_every_module_stands_on_one_floor():
     assert floors["rlvr.io.files"] == floors["rlvr.io.gitinfo"] == "I/O"
     assert floors["rlvr.report.claims"] == "report"
     assert floors["rlvr.pipeline.stages.grpo"] == floors["rlvr.pipeline.__main__"] == "pipeline"
+    assert floors["rlvr.tools.verify"] == floors["rlvr.tools.starts"] == "tools"
     assert floors["rlvr.cli"] == floors["rlvr.__main__"] == floors["rlvr.bench.suite"] == "cli and benchmarks"
 
 
@@ -320,4 +323,21 @@ def test_a_loop_through_a_function_level_import_is_named(tmp_path):
     assert cycles(root) == [
         "rlvr/bench/floor.py, rlvr/bench/suite.py: "
         "rlvr/bench/floor.py:2 -> rlvr/bench/suite.py:1 -> rlvr/bench/floor.py"
+    ]
+
+
+def test_a_pipeline_module_importing_a_tool_is_named(tmp_path):
+    """What DVC runs never reaches what a person runs: a stage would then rerun for a tool's edit."""
+    root = _tree(
+        tmp_path,
+        {
+            "rlvr/__init__.py": "",
+            "rlvr/pipeline/__init__.py": "",
+            "rlvr/pipeline/guard.py": "from rlvr.tools.verify import verify\n",
+            "rlvr/tools/__init__.py": "",
+            "rlvr/tools/verify.py": "from rlvr.pipeline import guard\n",
+        },
+    )
+    assert against_the_stack(root) == [
+        "rlvr/pipeline/guard.py:1: `from rlvr.tools.verify import verify`: pipeline imports tools"
     ]

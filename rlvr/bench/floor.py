@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from rlvr.bench.targets import TARGETS
-from rlvr.pipeline.rerun import clone_env, timed_repro
+from rlvr.tools.rerun import clone_env, timed_repro
 
 
 def in_process_floor(clone: Path, env: dict[str, str], stages: list[str]) -> dict[str, float]:

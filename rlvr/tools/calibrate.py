@@ -21,11 +21,10 @@ from typing import Any
 
 import torch
 
-from rlvr.chain import PATH_K, controlled_start, fresh_start
+from rlvr.chain import PATH_K, start
+from rlvr.chain import grpo_run as chain_grpo
 from rlvr.configs import GRPOConfig, SFTConfig
-from rlvr.controlled import accuracy_stop
 from rlvr.fields import UserError
-from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.io.files import write_json
 from rlvr.noise import sft_rows
 from rlvr.optim import diverged_at
@@ -70,14 +69,11 @@ def load_plan(path: Path = PLAN) -> dict:
 
 
 def sft_start(seed: int, cfg: SFTConfig, model_cfg, data: tuple, val: list[Problem], device: str) -> dict:
-    """Calibration chain `seed`'s start, made as the warm-up and SFT stages make a pipeline chain's:
-    a fresh model under the seed, the run's clean then noisy epochs, stopped at its target on the
-    validation problems, drawn again while its step cap comes first."""
-    tokens, mask, clean = data
-    with diverged_at(chain=seed):
-        first = fresh_start(seed, cfg, model_cfg, clean, 0.0, device)
-    start = controlled_start(seed, cfg, model_cfg, (tokens, mask, clean), val, first, 0.0, device)
-    model, stop, draw = start.model, start.stop, start.draws
+    """Calibration chain `seed`'s start, `rlvr.chain.start` as for a pipeline chain: a fresh model
+    under the seed, the run's clean then noisy epochs, stopped at its target on the validation
+    problems, drawn again while its step cap comes first."""
+    made = start(seed, cfg, model_cfg, data, val, 0.0, device)
+    model, stop, draw = made.model, made.stop, made.draws
     return {
         "state": model.state_dict(),
         "model_cfg": model_cfg,
@@ -107,14 +103,8 @@ def grpo_run(
     policy = TinyLM(starts[chain]["model_cfg"], len(tok))
     policy.load_state_dict(starts[chain]["state"])
     policy.eval()
-    stop = accuracy_stop(
-        cfg.target, cfg.check_every, cfg.near, val, tok, {"val": val}, PATH_K, from_below=True
-    )
-    gen = torch.Generator().manual_seed(stream_seed(chain, "grpo", 0))
-    with diverged_at(chain=chain):
-        curve = train_grpo(
-            policy, cfg, GRPOData(train, val, tok, max_new), gen, shared_prefix=True, stop=stop
-        )
+    # validation as the held-out problems too: its cost, KL and path are validation values
+    curve, stop = chain_grpo(policy, cfg, (train, val, val), max_new, chain, 0, "cpu")
     steps = stop.chosen["step"]
     return {
         "chain": chain,
@@ -258,8 +248,8 @@ def run_calibrate(
 ) -> dict[str, Any]:
     """Run the declared calibrations named in `which` ("grpo_end", "hack_temperature"), write each
     record (reports/calibration/<name>.json) and its figure, and return what each chose."""
-    from rlvr.pipeline.starts import made
     from rlvr.report import plots
+    from rlvr.tools.starts import made
 
     plan = load_plan(plan_path)
     check_device(params.device)

@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from rlvr.chain import controlled_start, fresh_start
+from rlvr.chain import correct_out_of, grpo_run, start
 from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
-from rlvr.grpo_loop import GRPOData, train_grpo
 from rlvr.io.files import write_json
 from rlvr.model import TinyLM
 from rlvr.narrowing import temperature_key
@@ -43,8 +41,7 @@ from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.workers import seed_results
 from rlvr.report import passkplots
 from rlvr.report.labels import sft_run_label
-from rlvr.rollout import Sampling, binomial_counts
-from rlvr.seeding import stream_seed
+from rlvr.rollout import Sampling
 from rlvr.sft import encode_sft
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
@@ -80,10 +77,8 @@ class Scoring:
         tok = Tokenizer()
 
         def at(t: float) -> list[int]:
-            gen = torch.Generator(device=model.device).manual_seed(self.seed)
-            return binomial_counts(
-                model, self.held, self.n, Sampling(tok, self.task.max_new_tokens, t), gen
-            ).tolist()
+            how = Sampling(tok, self.task.max_new_tokens, t)
+            return correct_out_of(model, self.held, self.n, how, self.seed)
 
         return {
             "counts": at(self.temperatures[0]),
@@ -92,32 +87,25 @@ class Scoring:
 
 
 def train_chain(seed: int, cfg: SFTConfig, model_cfg, data: tuple, scoring: Scoring, device: str) -> dict:
-    """Chain `seed` of one candidate on `device`: SFT (its clean epochs then its epochs, from a model
-    initialised under the seed on the CPU, stopped at its target on the validation problems, drawn
-    again while its cap comes first, as the warm-up and SFT stages train it), the SFT policy's
-    correct counts (`scoring`), then the SFT weights (GRPO is trained from them in a second pass)."""
-    tokens, mask, clean = data
-    with diverged_at(chain=seed):
-        first = fresh_start(seed, cfg, model_cfg, clean, 0.0, device)
-    model = controlled_start(
-        seed, cfg, model_cfg, (tokens, mask, clean), scoring.held, first, 0.0, device
-    ).model
+    """Chain `seed` of one candidate on `device`: its start (`rlvr.chain.start`: the clean epochs
+    then its epochs, from a model initialised under the seed on the CPU, stopped at its target on
+    the validation problems, drawn again while its cap comes first), the SFT policy's correct counts
+    (`scoring`), then the SFT weights (GRPO is trained from them in a second pass)."""
+    model = start(seed, cfg, model_cfg, data, scoring.held, 0.0, device).model
     return {**scoring.counts(model), "state": model.state_dict(), "model_cfg": model_cfg}
 
 
 def train_grpo_chain(
     seed: int, starts: dict, cfg: GRPOConfig, train: list[Problem], scoring: Scoring, device: str
 ) -> dict:
-    """GRPO seed `seed` on `device` from its chain's SFT weights (`starts`: seed -> the chain's
-    result), as the GRPO stage trains it; its correct counts (`scoring`)."""
+    """GRPO seed 0 of chain `seed` on `device` from its SFT weights (`starts`: seed -> the chain's
+    result), `rlvr.chain.grpo_run` as the GRPO stage trains it; its correct counts (`scoring`)."""
     tok = Tokenizer()
     policy = TinyLM(starts[seed]["model_cfg"], len(tok))
     policy.load_state_dict(starts[seed]["state"])
     policy.to(device).eval()
-    data = GRPOData(train, scoring.held, tok, scoring.task.max_new_tokens)
-    gen = torch.Generator(device=device).manual_seed(stream_seed(seed, "grpo", 0))  # the grpo stage's stream
-    with diverged_at(chain=seed):
-        train_grpo(policy, cfg, data, gen, shared_prefix=True)
+    held = scoring.held  # validation problems: no test problem is seen
+    grpo_run(policy, cfg, (train, held, held), scoring.task.max_new_tokens, seed, 0, device)
     return scoring.counts(policy)
 
 
@@ -258,19 +246,15 @@ def _from_counts(counts: dict[str, list[int]], by_temperature: dict[str, dict] |
 def made() -> str:
     """Where and when: the command, commit, date and CPU, stated once beside the results."""
     import datetime
-    import subprocess
 
-    from rlvr.io.gitinfo import git_commit
+    from rlvr.io.gitinfo import code_version
     from rlvr.pipeline.determinism import cpu_model
 
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", "rlvr", "params.yaml"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()  # the code and params it ran
+    code = code_version(Path.cwd())  # the one definition of "the code differs from its commit"
+    changes = " with uncommitted changes" if code["dirty"] else ""
     return (
-        f"`rlvr starts` at commit {(git_commit(Path.cwd()) or 'unknown')[:10]}"
-        f"{' with uncommitted changes' if dirty else ''}, {datetime.date.today().isoformat()}, {cpu_model()}"
+        f"`rlvr starts` at commit {code['commit'][:10]}{changes}, "
+        f"{datetime.date.today().isoformat()}, {cpu_model()}"
     )
 
 

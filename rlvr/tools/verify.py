@@ -19,7 +19,7 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
 - reports/benchmarks.json names its machine.
 
 Each check returns its problems, one line each; none means it holds. Beside the checks, `rlvr
-verify` compares the workspace's results with HEAD's in one word (rlvr.pipeline.rerun,
+verify` compares the workspace's results with HEAD's in one word (rlvr.tools.rerun,
 rlvr.report.moves): identical, statistically the same, or moved (a verdict flipped between
 reproduced and differs: it fails).
 """

@@ -4,7 +4,7 @@ lacks a declared key is refused in one line before anything trains."""
 import pytest
 
 from rlvr.fields import UserError
-from rlvr.pipeline.calibrate import choose_setting, grpo_setting, load_plan
+from rlvr.tools.calibrate import choose_setting, grpo_setting, load_plan
 
 
 def runs(setting, rows):

@@ -39,7 +39,8 @@ def test_one_chain_in_one_process_is_the_pipelines_chain(tiny_repo, capsys):
     assert out["counts"]["sft"] == counts["sft/seed0"] and out["counts"]["grpo"] == counts["grpo_end/seed0"]
 
 
-def test_every_knob_is_an_argument_with_its_default(capsys):
+def test_every_knob_is_an_argument_with_its_default(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps help at the terminal's width
     chain = chain_module()
     try:
         chain.arguments(["--help"])
@@ -58,3 +59,12 @@ def test_every_knob_is_an_argument_with_its_default(capsys):
     ):
         assert flag in text
     assert "(default: B)" in text and "(default: 100)" in text
+    # every knob shows the value params.yaml gives the chapter's run and variant, not "the run's"
+    from rlvr.pipeline.config import load_params
+
+    params = load_params(ROOT / "params.yaml")
+    sft, grpo = params.sft_run("two_digit"), params.variant("grpo_end")
+    options = text.split("options:", 1)[1]
+    for flag, value in (("--sft-target", sft.target), ("--grpo-lr", grpo.lr), ("--end-target", grpo.target)):
+        assert f"(default: {value})" in options.split(flag, 1)[1].split("\n  --", 1)[0], flag
+    assert "the run's" not in text and "the variant's" not in text

@@ -1269,8 +1269,8 @@ def test_summary_and_verify_name_a_damaged_report_json(committed_reports, damage
     """`rlvr summary` and `rlvr verify` on a report.json that is a list, empty, holds a claim of the
     wrong type or is cut short: one line naming the file and the place (they were tracebacks)."""
     from rlvr.io.files import InputError
-    from rlvr.pipeline.verify import claims_problems
     from rlvr.report.summary import summary
+    from rlvr.tools.verify import claims_problems
 
     d = committed_reports
     path = d / "reports/report.json"
@@ -1302,7 +1302,7 @@ def test_summary_names_a_damaged_metrics_file_or_run_record(committed_reports, r
 
 def test_verify_names_a_damaged_metrics_file(committed_reports):
     from rlvr.io.files import InputError
-    from rlvr.pipeline.verify import claims_problems
+    from rlvr.tools.verify import claims_problems
 
     path = committed_reports / "reports/metrics/passk.json"
     _edit_json(path, lambda d: d.update(variants=[1, 2]))

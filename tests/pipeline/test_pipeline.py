@@ -183,7 +183,7 @@ def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo, mo
     with Image.open(d / "reports/report-figures/passk-curves.png") as im:
         assert im.text["rlvr:git_commit"] == head and json.loads(im.text["rlvr:made"]) == passk
     assert f"code: git {head[:10]}, made on {passk['host']}" in (d / "reports/report.md").read_text()
-    from rlvr.pipeline import verify
+    from rlvr.tools import verify
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the repo's own store, as a user's
     assert verify.commit_problems(d) == []  # dvc.lock, run records, figures and MLflow: one commit

@@ -195,7 +195,7 @@ def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelin
     never-solved count is closest to the target; the results and the figure are written where the
     report reads them."""
     from rlvr.pipeline.config import load_params
-    from rlvr.pipeline.starts import run_starts
+    from rlvr.tools.starts import run_starts
 
     d, _ = tiny_repo
     for variant in ("grpo_end", "grpo", "dapo"):
@@ -244,7 +244,7 @@ def test_passk_scores_the_start_and_headline_variants_at_every_temperature(tiny_
 
 
 def test_the_sft_side_choice_is_by_never_solved_then_pass_at_64():
-    from rlvr.pipeline.starts import sft_side_choice
+    from rlvr.tools.starts import sft_side_choice
 
     sft = {
         "a": {"never_solved": 2.0, "pass_at_n": 0.99},

@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from rlvr.cli import main
 from rlvr.fields import UserError
-from rlvr.pipeline import ui
 from rlvr.pipeline.tracking import EXPERIMENT, stage_run
+from rlvr.tools import ui
 
 
 def test_the_url_opens_the_runs_table_in_the_model_training_view_with_the_saved_columns():

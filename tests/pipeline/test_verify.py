@@ -8,8 +8,8 @@ import pytest
 import yaml
 from conftest import ROOT, at_head
 
-from rlvr.pipeline import verify
 from rlvr.report.claims import Claim
+from rlvr.tools import verify
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_a_result_made_from_uncommitted_deps_fails_verify_and_other_changes_do_n
     """`rlvr verify` holds a result to committed code: a run record whose changed files include a
     dep of its stage (or that says the tree differed without naming files) is a problem; changes
     to files the stage does not read are not."""
-    from rlvr.pipeline.verify import uncommitted_deps
+    from rlvr.tools.verify import uncommitted_deps
 
     info = {"stage": "passk", "deps": {"rlvr/passk.py": "a", "data/grpo": "b"}}
     clean = {"git_dirty": False, "git_changed": []}

@@ -183,7 +183,7 @@ def test_the_header_names_commit_state_machine_and_versions():
 
 def test_starts_rescore_recomputes_from_the_stored_counts_only(tmp_path, tiny_params):
     from rlvr.fields import UserError
-    from rlvr.pipeline.starts import rescore_starts
+    from rlvr.tools.starts import rescore_starts
 
     n = 8
     counts = {

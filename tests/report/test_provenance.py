@@ -177,7 +177,7 @@ def test_a_clone_without_the_runs_says_where_they_were_logged_and_when(repo, mon
     the store the runs went to, the host and the time from the run record, not a bare "missing";
     `rlvr verify`'s provenance check agrees: it fails on a stage whose record cannot say, and on one
     that ran from uncommitted code without naming the changed files."""
-    from rlvr.pipeline import verify
+    from rlvr.tools import verify
 
     monkeypatch.chdir(repo)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

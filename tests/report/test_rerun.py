@@ -1,5 +1,5 @@
 """`rlvr verify` in three words: a rerun's results against the committed ones are identical, the same
-statistically, or moved (rlvr.report.moves, rlvr.pipeline.rerun). On synthetic reports folders: no
+statistically, or moved (rlvr.report.moves, rlvr.tools.rerun). On synthetic reports folders: no
 pipeline runs here (tests/pipeline/test_pipeline.py reruns the tiny pipeline in a fresh clone)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from rlvr.cli import main
-from rlvr.pipeline import rerun, verify
 from rlvr.report.claims import Claim
 from rlvr.report.document import markdown
 from rlvr.report.moves import compare_results, moved_lines, said, verdict_moves, word
 from rlvr.report.reruns import perturbed_blocks, rerun_blocks, rerun_rows
+from rlvr.tools import rerun, verify
 
 CLAIMS = [
     Claim(id="acc", kind="exact", book=0.9, tol=0.05, metric=["g.json", "acc"], feasible=[0, 1]),
