@@ -349,7 +349,7 @@ def _run(
 
 KIND_TAG = "mlflow.experimentKind"
 # A model-training experiment. MLflow 3.17's UI picks its view from its GenAI / Model training toggle
-# rather than from this tag: `rlvr ui`'s URL sets the toggle (rlvr.pipeline.ui).
+# rather than from this tag: `rlvr ui`'s URL sets the toggle (rlvr.tools.ui).
 KIND = "custom_model_development"
 
 
