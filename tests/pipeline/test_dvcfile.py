@@ -57,7 +57,8 @@ def test_stage_functions_live_only_under_stages():
     out = subprocess.run(
         ["git", "grep", "-n", "def run_", "--", "rlvr/"], cwd=ROOT, capture_output=True, text=True
     )
-    assert [line for line in out.stdout.splitlines() if not line.startswith("rlvr/pipeline/")] == []
+    runners = ("rlvr/pipeline/", "rlvr/tools/")  # what DVC runs, and what a person runs
+    assert [line for line in out.stdout.splitlines() if not line.startswith(runners)] == []
 
 
 def test_every_stage_is_in_dvc_yaml():
