@@ -18,11 +18,11 @@ import time
 
 from rlvr.chain import correct_out_of, end_summary, grpo_run, start_accuracies
 from rlvr.chain import start as chain_start
+from rlvr.determinism import SEED_THREADS, set_determinism
 from rlvr.grpo_stats import seed_summary
+from rlvr.io.params import load_params
 from rlvr.noise import sft_rows
 from rlvr.passk import never_solved_in, pass_at_k
-from rlvr.pipeline.config import load_params
-from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 from rlvr.rollout import Sampling
 from rlvr.sft import encode_sft
 from rlvr.tasks import problem_rows, problems_of, split

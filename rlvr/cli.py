@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rlvr.fields import UserError
 from rlvr.io.files import error_line
-from rlvr.pipeline.config import load_params
+from rlvr.io.params import load_params
 
 
 class Text(str):
@@ -31,7 +31,7 @@ def _stage(args) -> dict:
 
 
 def _check(args) -> dict:
-    from rlvr.pipeline.determinism import check_device
+    from rlvr.determinism import check_device
     from rlvr.pipeline.probe import probe_store
     from rlvr.pipeline.store import public_uri, tracking_uri
     from rlvr.tasks import check_params
@@ -232,24 +232,35 @@ STAGE_HELP = {
 }
 
 
+def _command(sub, fn, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand `name` that runs `fn(args)`."""
+    s = sub.add_parser(name, **kwargs)
+    s.set_defaults(fn=fn)
+    return s
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rlvr", description=__doc__.splitlines()[0])
     p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser(
-        "check", help="validate params.yaml and ask the MLflow store what a stage will (the guard's checks)"
+    s = _command(
+        sub,
+        _check,
+        "check",
+        help="validate params.yaml and ask the MLflow store what a stage will (the guard's checks)",
     )
-    s.set_defaults(fn=_check)
     for name, (flag, text) in STAGE_HELP.items():
-        s = sub.add_parser(name, help=text)
+        s = _command(sub, _stage, name, help=text)
         if flag:
             table = {"--run": "sft", "--warmup": "warmups", "--variant": "variants"}[flag]
             s.add_argument(flag, required=True, help=f"an entry under `{table}` in params.yaml")
         s.add_argument("--quiet", action="store_true", help="no progress bars")
-        s.set_defaults(fn=_stage)
-    s = sub.add_parser(
-        "pipeline", help="print dvc.yaml as rlvr/pipeline/specs.py defines it (--write: replace it)"
+    s = _command(
+        sub,
+        _pipeline,
+        "pipeline",
+        help="print dvc.yaml as rlvr/pipeline/specs.py defines it (--write: replace it)",
     )
     s.add_argument("--write", action="store_true")
     s.add_argument(
@@ -257,13 +268,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rewrite .dvc/plots/offline.html, the offline page `dvc plots show` fills (needs '.[plots]')",
     )
-    s.set_defaults(fn=_pipeline)
-    s = sub.add_parser("provenance", help="which stage, params, inputs and MLflow runs produced PATH")
+    s = _command(
+        sub, _provenance, "provenance", help="which stage, params, inputs and MLflow runs produced PATH"
+    )
     s.add_argument("path", help="a figure, metrics file or other output recorded in dvc.lock")
     s.add_argument("--no-status", action="store_true", help="skip the `dvc status` staleness check")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
-    s.set_defaults(fn=_provenance)
-    s = sub.add_parser(
+    s = _command(
+        sub,
+        _diff,
         "diff",
         help="two GRPO variants side by side: final metrics, pass@k, a paired test, the settings they "
         "differ in and a one-line verdict per headline metric",
@@ -271,10 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("a", help="variant A, the reference (a name under `variants:` with results, e.g. grpo)")
     s.add_argument("b", help="variant B, compared with A: every difference is B - A (e.g. dr_grpo)")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    s.set_defaults(fn=_diff)
-    s = sub.add_parser("summary", help="verdict counts and one line per GRPO variant, in one terminal screen")
-    s.set_defaults(fn=_summary)
-    s = sub.add_parser(
+    s = _command(
+        sub, _summary, "summary", help="verdict counts and one line per GRPO variant, in one terminal screen"
+    )
+    s = _command(
+        sub,
+        _plan,
         "plan",
         help="every measured claim's precision on a set of results read as a pilot: half-width, "
         "target and the chains that would meet it",
@@ -284,13 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--plan", default="experiments/plan.yaml", help="the plan whose second looks set claims' levels"
     )
-    s.set_defaults(fn=_plan)
-    s = sub.add_parser(
-        "sweep-report", help="pass@1, pass@64, never solved and crossover across queued experiments"
+    s = _command(
+        sub,
+        _sweep_report,
+        "sweep-report",
+        help="pass@1, pass@64, never solved and crossover across queued experiments",
     )
     s.add_argument("--out", default="reports/sweep", help="folder for sweep.md, sweep.png and sweep.svg")
-    s.set_defaults(fn=_sweep_report)
-    s = sub.add_parser(
+    s = _command(
+        sub,
+        _starts,
         "starts",
         help="chapter B's candidate SFT starts side by side (SFT side, then GRPO) -> reports/starts.json",
     )
@@ -299,8 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="recompute the summaries from the counts starts.json stores (no training)",
     )
-    s.set_defaults(fn=_starts)
-    s = sub.add_parser(
+    s = _command(
+        sub,
+        _calibrate,
         "calibrate",
         help="the declared calibrations of experiments/calibration.yaml on validation values "
         "(chapter B's GRPO recipe, the hack's temperature) -> reports/calibration/",
@@ -312,14 +331,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="run this calibration only (repeatable; default: both)",
     )
     s.add_argument("--plan", default="experiments/calibration.yaml", help="the declared calibrations")
-    s.set_defaults(fn=_calibrate)
-    s = sub.add_parser(
+    s = _command(
+        sub,
+        _restore,
         "restore",
         help="put back the outputs a failed stage left missing (DVC removes them before it runs a "
         "stage): git-tracked ones from HEAD, checkpoints from DVC's cache",
     )
-    s.set_defaults(fn=_restore)
-    s = sub.add_parser(
+    s = _command(
+        sub,
+        _verify,
         "verify",
         help="check that the committed results are what the committed code produces, and say how the "
         "workspace's results compare with HEAD's: identical, statistically the same or moved (CI runs it)",
@@ -342,15 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --rerun: move the clone and its results to DIR instead of deleting it",
     )
-    s.set_defaults(fn=_verify)
-    s = sub.add_parser(
+    s = _command(
+        sub,
+        _ui,
         "ui",
         help="the MLflow UI on this checkout's mlflow.db; prints the URL of its runs table (Ctrl-C stops)",
     )
     s.add_argument("--port", type=port_number, default=5000, help="port to serve on (default: 5000)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    s.set_defaults(fn=_ui)
-    s = sub.add_parser("bench", help="speed/memory benchmarks -> reports/benchmarks.json")
+    s = _command(sub, _bench, "bench", help="speed/memory benchmarks -> reports/benchmarks.json")
     s.add_argument("--out", default="reports/benchmarks.json")
     s.add_argument("--only", nargs="*", default=None, help="names of benchmarks to run (default: all)")
     s.add_argument(
@@ -367,7 +388,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --only pipeline: first measure commit REV (the previous main, say) the same way, "
         "back to back on this machine",
     )
-    s.set_defaults(fn=_bench)
     return p
 
 

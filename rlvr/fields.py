@@ -11,7 +11,7 @@ says everything a value must satisfy:
 - `list[x]`, `bool`, `int`, `float` (finite: NaN and infinities are refused), `str` as usual.
 Rules that tie two fields together (d_model % n_head) are the section's `validate`.
 
-Nothing here reads a file: `rlvr.pipeline.config` builds sections from params.yaml and checks each
+Nothing here reads a file: `rlvr.io.params` builds sections from params.yaml and checks each
 value against these annotations.
 """
 
@@ -132,7 +132,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 class Section:
     """Base of every settings dataclass: a frozen dataclass whose fields' annotations are its rules
-    (`rlvr.pipeline.config.check_value` applies them) and whose `validate` holds the rest."""
+    (`rlvr.io.params.check_value` applies them) and whose `validate` holds the rest."""
 
     def validate(self, path: str) -> None:
         """Rules that involve more than one field; single-field rules are in the annotations."""

@@ -93,7 +93,7 @@ def check_params(params) -> None:
     """What params.yaml must satisfy beyond its types, given the tasks: every held-out split leaves
     problems to train on, every answer fits `max_new_tokens`, and every model's `max_len` holds the
     longest prompt plus its response. `rlvr check` and every stage run this before any work, on the
-    whole of params.yaml (`rlvr.pipeline.config.Params`)."""
+    whole of params.yaml (`rlvr.io.params.Params`)."""
     for name, task in params.tasks.items():
         problems = all_problems(name)
         if not 0 <= task.heldout + task.validation < len(problems):

@@ -12,7 +12,7 @@ import yaml
 from checkout_guard import _checkout_unchanged, pytest_sessionfinish, pytest_terminal_summary  # noqa: F401
 
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig, TaskConfig, WorkedConfig
-from rlvr.pipeline.config import build, parse_params, read_yaml
+from rlvr.io.params import build, parse_params, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 _COMMITTED: dict[str, Path] = {}  # a path of the checkout -> its HEAD version, extracted this session

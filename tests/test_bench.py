@@ -12,7 +12,7 @@ from rlvr import flops
 from rlvr.bench import fair, grpo_step, peer, sampling, scaling, seed_profile, suite, workloads
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import load_params
+from rlvr.io.params import load_params
 
 TINY = ModelConfig(d_model=8, n_layer=2, n_head=2, max_len=16)
 

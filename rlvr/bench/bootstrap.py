@@ -12,8 +12,8 @@ import numpy as np
 
 from rlvr.bench import fair
 from rlvr.bench.targets import TARGETS
+from rlvr.io.params import Params
 from rlvr.passk import bootstrap_band, pass_at_k
-from rlvr.pipeline.config import Params
 
 PROBLEMS, K = 300, 64  # the held-out split; the chapter's largest k
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import Params
+from rlvr.io.params import Params
 
 VARIANT = "grpo"  # chapter B's variant matrix baseline: 8 chains of 50 steps
 REPEATS = 3
@@ -37,7 +37,7 @@ PORT = 6391
 
 def _chains(params_file: str) -> tuple[list[int], tuple]:
     """`grpo@grpo`'s units and arguments, as its stage builds them."""
-    from rlvr.pipeline.config import load_params
+    from rlvr.io.params import load_params
     from rlvr.pipeline.specs import instance_paths
     from rlvr.pipeline.stageparams import stage_params
     from rlvr.pipeline.stages.grpo import chain_tasks

@@ -39,7 +39,7 @@ def _compile() -> None:
 def block(params, workload: str, compiled: bool) -> list[float]:
     """In a fresh process: the seconds of the first call and of RUNS more of `workload` ("grpo_step":
     16 prompts x G 8, 4 tokens, beta 0; "sampling": 300 prompts x 64, 4 tokens)."""
-    from rlvr.pipeline.determinism import set_determinism
+    from rlvr.determinism import set_determinism
 
     set_determinism(params.seed, params.threads)
     if compiled:

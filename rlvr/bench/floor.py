@@ -79,12 +79,12 @@ def measure(root: Path, rev: str) -> dict:
     kind and in total."""
     import tempfile
 
+    from rlvr.io.gitinfo import clone as clone_repo
     from rlvr.io.gitinfo import git_commit
 
     with tempfile.TemporaryDirectory(prefix="rlvr-floor-") as tmp:
         clone = Path(tmp) / "fresh"
-        subprocess.run(["git", "clone", "--quiet", str(root), str(clone)], check=True)
-        subprocess.run(["git", "checkout", "--quiet", "--detach", rev], cwd=clone, check=True)
+        clone_repo(root, clone, rev)
         env = clone_env(clone)
         commit = git_commit(clone)  # what ran: this checkout may move on meanwhile
         repro = timed_repro(clone, env)

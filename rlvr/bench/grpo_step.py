@@ -12,8 +12,8 @@ from rlvr.bench import peer as peers
 from rlvr.bench.targets import TARGETS
 from rlvr.bench.workloads import grpo_step_work, grpo_stepper
 from rlvr.configs import ModelConfig
-from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import set_determinism
+from rlvr.determinism import set_determinism
+from rlvr.io.params import Params
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 

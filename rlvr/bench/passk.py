@@ -10,8 +10,8 @@ import torch
 
 from rlvr.bench import fair
 from rlvr.bench.targets import TARGETS
+from rlvr.io.params import Params
 from rlvr.model import TinyLM
-from rlvr.pipeline.config import Params
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 

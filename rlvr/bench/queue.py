@@ -4,14 +4,16 @@ at a time (`dvc queue start -j 2`, one core each)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import Params
+from rlvr.io.dvcinfo import must
+from rlvr.io.dvcinfo import run as dvc
+from rlvr.io.gitinfo import clone
+from rlvr.io.params import Params
 from rlvr.pipeline.store import repo_root
 
 QUEUE_KEY = "variants.a_grpo.lr"  # reruns grpo@a_grpo (6 seeds), hack (hack.variant is a_grpo), passk, report
@@ -19,21 +21,11 @@ QUEUE_KEY = "variants.a_grpo.lr"  # reruns grpo@a_grpo (6 seeds), hack (hack.var
 
 def _clone_with_results(root: Path, into: Path, env: dict) -> None:
     """A clone of HEAD whose DVC outputs come from this checkout's cache (nothing recomputed)."""
-    subprocess.run(["git", "clone", "--quiet", str(root), str(into)], check=True)
-    cache = subprocess.run(
-        [sys.executable, "-m", "dvc", "cache", "dir"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    for cmd in (["config", "--local", "cache.dir", cache], ["checkout", "--quiet"]):
-        subprocess.run(
-            [sys.executable, "-m", "dvc", *cmd], cwd=into, env=env, check=True, capture_output=True
-        )
-    status = subprocess.run([sys.executable, "-m", "dvc", "status", "--quiet"], cwd=into, env=env)
-    if status.returncode != 0:
+    clone(root, into)
+    cache = must(root, "cache", "dir", env=env).strip()
+    must(into, "config", "--local", "cache.dir", cache, env=env)
+    must(into, "checkout", "--quiet", env=env)
+    if dvc(into, "status", "--quiet", env=env).returncode != 0:
         raise ConfigError(
             "the queue benchmark needs this checkout's results in the DVC cache; run `dvc repro` first"
         )
@@ -49,46 +41,25 @@ def bench(params: Params) -> dict:
         k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "RLVR_THREADS")
     }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    dvc = [sys.executable, "-m", "dvc"]
     with tempfile.TemporaryDirectory(prefix="rlvr-queue-") as tmp:
-        clone = Path(tmp) / "clone"
-        _clone_with_results(root, clone, env)
-        env["PYTHONPATH"] = str(clone)
+        clone_dir = Path(tmp) / "clone"
+        _clone_with_results(root, clone_dir, env)
+        env["PYTHONPATH"] = str(clone_dir)
         t0 = time.perf_counter()
         for lr in ("2e-3", "4e-3"):
-            subprocess.run(
-                [*dvc, "exp", "run", "-S", f"{QUEUE_KEY}={lr}"],
-                cwd=clone,
-                env=env,
-                check=True,
-                capture_output=True,
-            )
+            must(clone_dir, "exp", "run", "-S", f"{QUEUE_KEY}={lr}", env=env)
         back_to_back = time.perf_counter() - t0
         for lr in ("2.5e-3", "3.5e-3"):
-            subprocess.run(
-                [*dvc, "exp", "run", "--queue", "-S", f"{QUEUE_KEY}={lr}"],
-                cwd=clone,
-                env=env,
-                check=True,
-                capture_output=True,
-            )
+            must(clone_dir, "exp", "run", "--queue", "-S", f"{QUEUE_KEY}={lr}", env=env)
         t0 = time.perf_counter()
-        subprocess.run(
-            [*dvc, "queue", "start", "-j", "2"],
-            cwd=clone,
-            env={**env, "RLVR_THREADS": "1"},
-            check=True,
-            capture_output=True,
-        )
+        must(clone_dir, "queue", "start", "-j", "2", env={**env, "RLVR_THREADS": "1"})
         while True:
-            status = subprocess.run(
-                [*dvc, "queue", "status"], cwd=clone, env=env, capture_output=True, text=True
-            ).stdout
+            status = dvc(clone_dir, "queue", "status", env=env).stdout
             if not any(word in status for word in ("Queued", "Running")):
                 break
             time.sleep(2)
         queued = time.perf_counter() - t0
-        subprocess.run([*dvc, "queue", "stop"], cwd=clone, env=env, capture_output=True)
+        dvc(clone_dir, "queue", "stop", env=env)
         failed = status.count("Failed")
     return {
         "experiment": f"dvc exp run -S {QUEUE_KEY}=<lr> (grpo@a_grpo, hack, passk, report)",

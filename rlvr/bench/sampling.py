@@ -14,9 +14,9 @@ from rlvr.bench import fair
 from rlvr.bench import peer as peers
 from rlvr.bench.targets import TARGETS
 from rlvr.bench.workloads import SAMPLE_TOKENS, SAMPLES, sampling_work
+from rlvr.determinism import set_determinism
+from rlvr.io.params import Params
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, sample
-from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import set_determinism
 from rlvr.rollout import prompt_tensor
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer

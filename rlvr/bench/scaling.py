@@ -9,7 +9,7 @@ from dataclasses import replace
 from rlvr.bench import fair
 from rlvr.bench import peer as peers
 from rlvr.bench.grpo_step import StepShape, grpo_vs_trl, ours_alone
-from rlvr.pipeline.config import Params
+from rlvr.io.params import Params
 
 SCALING = {"group_size": (4, 8, 16, 64), "response_tokens": (2, 4, 8), "d_model": (64, 128, 256)}
 SCALING_BASE = {"group_size": 8, "response_tokens": 4, "d_model": 128}

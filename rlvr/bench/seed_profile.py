@@ -10,9 +10,9 @@ from dataclasses import replace
 import torch
 
 from rlvr.configs import GRPOConfig
+from rlvr.determinism import SEED_THREADS, set_determinism
+from rlvr.io.params import Params
 from rlvr.model import TinyLM
-from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer
 

@@ -6,10 +6,10 @@ import time
 
 from rlvr.bench import fair
 from rlvr.configs import SFTConfig
+from rlvr.io.params import Params
 from rlvr.model import TinyLM
 from rlvr.noise import sft_rows
 from rlvr.optim import AdamW
-from rlvr.pipeline.config import Params
 from rlvr.sft import encode_sft, sft_loss_shared_prefix
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer

@@ -12,7 +12,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,9 +31,10 @@ from rlvr.bench import (
     sft,
 )
 from rlvr.bench import peer as peers
+from rlvr.determinism import set_determinism
 from rlvr.io.files import write_json
-from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import cpu_model, set_determinism
+from rlvr.io.params import Params
+from rlvr.io.system import cpu_model
 
 BENCHMARKS: dict[str, Callable[..., dict]] = {  # in the order they run
     "sampling": sampling.bench,
@@ -120,16 +120,12 @@ def bench_all(
 def _commit_of(rev: str, pipeline_named: bool) -> str:
     """`--against REV` as a full commit id, or one clear error before any benchmark runs."""
     from rlvr.fields import ConfigError
+    from rlvr.io.gitinfo import resolve
     from rlvr.pipeline.store import repo_root
 
     if not pipeline_named:
         raise ConfigError("--against compares the pipeline benchmark: add --only pipeline")
-    run = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        cwd=repo_root(),
-        capture_output=True,
-        text=True,
-    )
-    if run.returncode != 0:
+    commit = resolve(repo_root(), rev)
+    if commit is None:
         raise ConfigError(f"--against {rev!r}: not a commit of this checkout (git rev-parse found none)")
-    return run.stdout.strip()
+    return commit

@@ -16,9 +16,9 @@ import torch
 
 from rlvr.bench import fair
 from rlvr.configs import ModelConfig
+from rlvr.io.params import Params
 from rlvr.model import DECODE_CHUNK_ROWS, TinyLM, prompt_levels, sample
 from rlvr.optim import AdamW
-from rlvr.pipeline.config import Params
 from rlvr.rollout import prompt_tensor
 from rlvr.tasks import split
 from rlvr.tokenizer import Tokenizer

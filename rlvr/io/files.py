@@ -174,6 +174,17 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     return path
 
 
+def md5(path: str | Path) -> str:
+    """The file's md5 (what DVC records for a file), read a megabyte at a time."""
+    import hashlib
+
+    h = hashlib.md5()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def svg_beside(png: str | Path) -> Path:
     """Where a figure's SVG lies: beside its PNG, under the same name (every figure is written as both)."""
     return Path(png).with_suffix(".svg")

@@ -1,4 +1,6 @@
-"""What git says about the checkout: the commit, and whether a file differs from it."""
+"""What git says about the checkout and what it does to one: the commit, whether a file differs
+from it ("dirty": `code_version`, the one definition), HEAD's files, a clone. Every git command the
+package runs is here."""
 
 from __future__ import annotations
 
@@ -10,11 +12,70 @@ CODE_PATHS = ("rlvr", "experiments", "params.yaml", "dvc.yaml", "pyproject.toml"
 
 
 def _git(root: Path, *args: str) -> str | None:
+    """git's stdout, stripped; None when git is missing, fails or hangs."""
     try:
         out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def ignored(root: Path, path: str) -> bool:
+    """True for a path git ignores (a DVC-cached output: DVC, not git, holds its committed version)."""
+    try:
+        out = subprocess.run(["git", "check-ignore", "-q", path], cwd=root, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def resolve(root: Path, rev: str) -> str | None:
+    """`rev` as a full commit id, or None where the checkout has no such commit."""
+    return _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+
+
+def clone(source: Path, into: Path, rev: str | None = None) -> None:
+    """A fresh clone of `source` at `into`, at `rev` (detached) when given; raises on failure."""
+    subprocess.run(["git", "clone", "--quiet", str(source), str(into)], check=True)
+    if rev is not None:
+        subprocess.run(["git", "checkout", "--quiet", "--detach", rev], cwd=into, check=True)
+
+
+def tracked_in_head(root: Path, paths: list[str]) -> set[str]:
+    """Those of `paths` HEAD holds (a file, or a folder with files in it)."""
+    out = _git(root, "ls-tree", "-r", "--name-only", "HEAD", "--", *paths) if paths else None
+    files = out.splitlines() if out else []
+    return {p for p in paths if any(f == p or f.startswith(p.rstrip("/") + "/") for f in files)}
+
+
+def checkout_head(root: Path, paths: list[str]) -> str | None:
+    """Put HEAD's version of `paths` back in the working tree: None, or git's last line of error."""
+    run = subprocess.run(["git", "checkout", "HEAD", "--", *paths], cwd=root, capture_output=True, text=True)
+    return (
+        None if run.returncode == 0 else (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1]
+    )
+
+
+def export_committed(root: Path, into: Path, *paths: str) -> bool:
+    """HEAD's version of `paths` (files or folders), written under `into` at the same relative paths;
+    False outside git or where HEAD lacks one of them."""
+    import io
+    import tarfile
+
+    try:
+        out = subprocess.run(
+            ["git", "archive", "--format=tar", "HEAD", "--", *paths],
+            cwd=root,
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if out.returncode != 0:
+        return False
+    with tarfile.open(fileobj=io.BytesIO(out.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return True
 
 
 def git_commit(root: Path, path: str | None = None) -> str:

@@ -35,8 +35,8 @@ import torch
 from rlvr.configs import ModelConfig
 from rlvr.fields import ConfigError, UserError
 from rlvr.io.files import FileBytes, atomic_write
+from rlvr.io.params import build
 from rlvr.model import TinyLM
-from rlvr.pipeline.config import build
 from rlvr.tokenizer import Tokenizer
 
 FORMAT = "rlvr-checkpoint/1"

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import Params, parse_params, read_yaml
+from rlvr.io.params import Params, parse_params, read_yaml
 from rlvr.pipeline.specs import STAGES, model_artifacts, plot_views, template
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: rlvr/ is ROOT / "rlvr"

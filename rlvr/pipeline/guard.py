@@ -11,12 +11,12 @@ A stage process (`python -m rlvr.pipeline ...`) runs under these guards:
   too (`watch_dvc`), so nothing is written behind DVC's back after `dvc` has exited;
 - when another `dvc repro` runs a stage in the same workspace, it says so if the two together ask
   for more threads than there are cores (`warn_if_sharing`).
-Both learn which `dvc` runs which stage from DVC's own lock on the outputs its stages write.
+Both learn which `dvc` runs which stage from the processes themselves (Linux's /proc): DVC puts
+DVC_ROOT and DVC_STAGE in the environment of every command it runs.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rlvr.fields import UserError
+from rlvr.io.system import environment, parent_pid, pid_running, pids
 
 
 class OutputError(UserError):
@@ -162,88 +163,69 @@ def ignore_file_size_signal() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-def _running(pid: int) -> bool:
-    """A process with this pid exists (one that exited but is not yet collected by its parent still
-    counts: an interactive shell, or the program that started `dvc`, collects it at once)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
-
-
-def _dvc_writers(root: Path) -> dict[str, int]:
-    """Resolved path -> pid of the `dvc` process holding DVC's write lock on it in `root`. While DVC
-    runs a stage's command it holds a write lock on each of the stage's outputs and metrics, naming
-    its own pid, in <root>/.dvc/tmp/rwlock; a `dvc` that was killed leaves its entries behind (the
-    pids are checked by the callers). Empty when there is no such file or it cannot be read."""
-    path = root / ".dvc" / "tmp" / "rwlock"
-    for _ in range(5):  # DVC rewrites the file in place when a stage starts or ends: read it again
-        try:
-            writes = json.loads(path.read_text()).get("write", {})
-            return {os.path.realpath(out): int(info["pid"]) for out, info in writes.items()}
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            time.sleep(0.05)
-    return {}
-
-
-def dvc_pid(outputs: list[Path]) -> int | None:
-    """The pid of the `dvc` running this stage: the one holding the write lock on its outputs. None
-    when DVC did not start this process (it sets DVC_STAGE and DVC_ROOT for every command it runs;
-    `rlvr sft ...` and the tests have neither)."""
-    root = os.environ.get("DVC_ROOT")
-    if not root or "DVC_STAGE" not in os.environ:
+def dvc_pid() -> int | None:
+    """The pid of the `dvc` running this stage; None when DVC did not start this process (it sets
+    DVC_STAGE and DVC_ROOT for every command it runs; `rlvr sft ...` and the tests have neither), or
+    where processes cannot be read (not Linux). DVC runs a stage's command with `$SHELL -c`, which
+    either becomes the command or stays between the two: `dvc` is the nearest ancestor that DVC did
+    not start (no DVC_STAGE in the environment it started with)."""
+    if not os.environ.get("DVC_ROOT") or "DVC_STAGE" not in os.environ:
         return None
-    writers = _dvc_writers(Path(root))
-    return next((writers[o] for o in map(os.path.realpath, outputs) if o in writers), None)
+    pid = os.getppid()
+    for _ in range(3):  # this process <- the shell, if it stayed <- dvc
+        env = environment(pid)
+        if env is None:
+            return None
+        if "DVC_STAGE" not in env:
+            return pid
+        pid = parent_pid(pid)
+        if pid is None:
+            return None
+    return None
 
 
-def other_repros(root: Path, outputs: list[Path]) -> dict[int, str]:
-    """pid -> an output (relative to `root`) of each other running `dvc` that is running a stage in
-    `root` now: DVC's write locks there, less those on this stage's outputs (its own dvc's) and those
-    left behind by a `dvc` that is gone."""
-    mine = {os.path.realpath(o) for o in outputs}
-    writers = _dvc_writers(root)
-    own = {pid for out, pid in writers.items() if out in mine} | {os.getpid(), os.getppid()}
-    found: dict[int, str] = {}
-    for out, pid in sorted(writers.items()):
-        if pid not in own and pid not in found and _running(pid):
-            found[pid] = os.path.relpath(out, os.path.realpath(root))
-    return found
+def other_repros(root: Path) -> dict[int, str]:
+    """pid -> stage of every stage another `dvc repro` runs in `root` now: the processes DVC started
+    there (DVC_ROOT is `root`) for a stage other than this one (DVC_STAGE; this stage's own shell
+    and seed workers share it), one pid a stage (the shell DVC starts it with, or the stage)."""
+    here, mine = os.path.realpath(root), os.environ.get("DVC_STAGE")
+    found: dict[str, int] = {}
+    for pid in pids():
+        env = environment(pid) or {}
+        stage = env.get("DVC_STAGE")
+        if stage and stage != mine and os.path.realpath(env.get("DVC_ROOT", "")) == here:
+            found.setdefault(stage, pid)
+    return {pid: stage for stage, pid in found.items()}
 
 
-def warn_if_sharing(root: Path, threads: int, outputs: list[Path]) -> None:
+def warn_if_sharing(root: Path, threads: int) -> None:
     """One line on stderr when another `dvc repro` runs a stage in this workspace at the same time
     (DVC allows two repros of disjoint stages): on a few cores both then run up to 10x slower."""
-    others = other_repros(root, outputs)
+    others = other_repros(root)
     if others and threads * (len(others) + 1) > (os.cpu_count() or 1):
-        names = "; ".join(f"pid {p} writing {out}" for p, out in list(others.items())[:3])
+        names = "; ".join(f"{stage} (pid {p})" for p, stage in list(others.items())[:3])
         print(
-            f"rlvr: warning: another dvc repro runs a stage in {root} ({names}); "
+            f"rlvr: warning: another dvc repro runs a stage in {root}: {names}; "
             f"{len(others) + 1} stages x {threads} threads "
             f"on {os.cpu_count()} cores run up to 10x slower: give each RLVR_THREADS=1, or wait",
             file=sys.stderr,
         )
 
 
-def watch_dvc(outputs: list[Path], interval: float = 1.0) -> int | None:
+def watch_dvc(interval: float = 1.0) -> int | None:
     """If a `dvc` process started this stage, stop the stage (SIGTERM to itself: the MLflow run is
     marked KILLED and no output is written) within `interval` seconds of that process, or of the
     process that started this one (the shell DVC runs the command with), being gone. Returns dvc's
     pid (None: not started by dvc, nothing to watch)."""
-    target = dvc_pid(outputs)
+    target = dvc_pid()
     if target is None:
         return None
     parent = os.getppid()
 
     def watch() -> None:
-        while _running(target) and os.getppid() == parent:  # once its parent is gone, another adopts it
+        while pid_running(target) and os.getppid() == parent:  # once its parent is gone, another adopts it
             time.sleep(interval)
-        gone = f"dvc (pid {target})" if not _running(target) else f"its parent (pid {parent})"
+        gone = f"dvc (pid {target})" if not pid_running(target) else f"its parent (pid {parent})"
         print(f"rlvr: {gone} is gone; stopping this stage", file=sys.stderr)
         os.kill(os.getpid(), signal.SIGTERM)
 

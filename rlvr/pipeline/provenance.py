@@ -11,20 +11,17 @@ Git says whether the file and the code differ from what was committed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rlvr.fields import UserError
-from rlvr.io.gitinfo import differs_from_commit, git_commit
-
-CODE_PATHS = ("rlvr", "params.yaml", "dvc.yaml", "dvc.lock")  # what decides how an output is made
+from rlvr.io.dvcinfo import stage_status
+from rlvr.io.files import md5
+from rlvr.io.gitinfo import code_version, differs_from_commit, git_commit, ignored
 
 
 class ProvenanceError(UserError):
@@ -110,62 +107,26 @@ def upstream(lock: dict, name: str) -> dict[str, dict]:
     return found
 
 
-def _md5(path: Path) -> str:
-    h = hashlib.md5()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _git_ignored(root: Path, path: str) -> bool:
-    """True for a path git ignores (a DVC-cached out: DVC, not git, holds its committed version)."""
-    try:
-        out = subprocess.run(["git", "check-ignore", "-q", path], cwd=root, capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0
-
-
 def file_dirty(root: Path, path: str, out: dict) -> bool | None:
     """Does `path` differ from its committed version? Git-tracked files: `git status` (untracked or
     deleted counts as differing). DVC-cached files (git-ignored): their md5 against dvc.lock's.
     None when it cannot be told here: outside git, or a file of a DVC-cached folder (its listing
     is in the DVC cache; `stale` covers it)."""
-    if not _git_ignored(root, path):
+    if not ignored(root, path):
         return differs_from_commit(root, path)
     p = root / path
     if not p.exists():
         return True
     if p.is_file() and out["path"].rstrip("/") == path and out.get("hash", "md5") == "md5" and out.get("md5"):
-        return _md5(p) != out["md5"]
+        return md5(p) != out["md5"]
     return None
 
 
-def code_changes(root: Path) -> list[str] | None:
-    """`git status --porcelain` lines for the code and settings (None outside git)."""
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--", *CODE_PATHS],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.splitlines() if out.returncode == 0 else None
-
-
 def dirty_flags(root: Path, path: str, out: dict) -> dict[str, Any]:
-    """{"file": does the output differ from its committed version, "code": do rlvr/, params.yaml,
-    dvc.yaml or dvc.lock differ from HEAD, "code_changes": which (git status lines)}; None: unknown."""
-    changes = code_changes(root)
-    return {
-        "file": file_dirty(root, path, out),
-        "code": None if changes is None else bool(changes),
-        "code_changes": changes or [],
-    }
+    """{"file": does the output differ from its committed version, "code": does the code differ from
+    HEAD (gitinfo.code_version, the one definition), "code_changes": the paths that do}; None: unknown."""
+    code = code_version(root)
+    return {"file": file_dirty(root, path, out), "code": code["dirty"], "code_changes": code["changed"]}
 
 
 def _json_outs(root: Path, stage: dict) -> list[dict]:
@@ -261,27 +222,8 @@ def explain(
     if mlflow_uri is not None and info["mlflow_runs"]:
         info["mlflow_status"] = _mlflow_status(mlflow_uri, info["mlflow_runs"])
     if check_stale:
-        info["stale"], info["dvc_status"] = dvc_status(root, name)
+        info["stale"], info["dvc_status"] = stage_status(root, name)
     return info
-
-
-def dvc_status(root: Path, name: str) -> tuple[bool | None, str]:
-    """(has the stage changed since dvc.lock was written, what `dvc status` said); None when dvc
-    could not answer. dvc runs from this interpreter's environment, so an unactivated venv works."""
-    try:
-        st = subprocess.run(
-            [sys.executable, "-m", "dvc", "status", name],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"dvc status failed: {exc}"
-    if st.returncode != 0:
-        return None, (st.stderr.strip().splitlines() or ["dvc status failed"])[-1]
-    out = st.stdout.strip()
-    return not (out == "" or "up to date" in out), out
 
 
 def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
@@ -409,7 +351,7 @@ def format_explain(info: dict[str, Any]) -> str:
     code = _flag(
         dirty["code"],
         f"{len(changes)} uncommitted change(s): "
-        + ", ".join(c[3:] for c in changes[:6])
+        + ", ".join(changes[:6])
         + (" ..." if len(changes) > 6 else ""),
         "clean",
     )

@@ -18,11 +18,11 @@ import signal
 import sys
 from pathlib import Path
 
+from rlvr.determinism import check_device, thread_budget
 from rlvr.fields import ConfigError
 from rlvr.io.files import error_line
+from rlvr.io.params import load_params
 from rlvr.pipeline import guard
-from rlvr.pipeline.config import load_params
-from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.specs import STAGES, instance_outputs, instance_paths, stage
 from rlvr.pipeline.stageparams import stage_params
 from rlvr.tasks import check_params
@@ -51,10 +51,10 @@ def run_stage(
     paths = instance_paths(name, key, params)
     outputs = instance_outputs(name, key, params)
     if watch:
-        guard.watch_dvc(outputs)
+        guard.watch_dvc()
     guard.preflight(outputs)
     if name != "check":  # the guard does no work worth sharing cores over
-        guard.warn_if_sharing(Path.cwd(), thread_budget(params.threads), outputs)
+        guard.warn_if_sharing(Path.cwd(), thread_budget(params.threads))
 
     with guard.outputs_or_nothing(outputs):
         args = (scoped, key, paths) if spec.foreach else (scoped, paths)

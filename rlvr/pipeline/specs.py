@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.io.files import svg_beside
+from rlvr.io.params import WARMUP_KEYS, Params
 from rlvr.pipeline import paths
-from rlvr.pipeline.config import WARMUP_KEYS, Params
 from rlvr.pipeline.records import headline_path, record_path
 
 LABEL_KEYS = ("noise", "target", "epochs")  # an SFT run's settings a figure names its start by

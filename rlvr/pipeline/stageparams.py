@@ -34,7 +34,7 @@ from typing import Any
 
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig, TaskConfig
 from rlvr.fields import UserError
-from rlvr.pipeline.config import GRPO_SETTINGS, TOP_KEYS, WARMUP_KEYS, Params, WarmupConfig
+from rlvr.io.params import GRPO_SETTINGS, TOP_KEYS, WARMUP_KEYS, Params, WarmupConfig
 from rlvr.pipeline.paths import data_role
 from rlvr.pipeline.specs import declared_keys, every_output, instance_inputs
 

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.fields import flatten
+from rlvr.io.files import md5
 from rlvr.io.gitinfo import code_version
-from rlvr.pipeline.determinism import cpu_model
+from rlvr.io.system import cpu_model, pid_running
 from rlvr.pipeline.store import (
     TrackingError,
     check_reachable,
@@ -206,7 +207,7 @@ class Run:
             DatasetInput(
                 Dataset(
                     name=path.as_posix(),
-                    digest=_md5(path),
+                    digest=md5(path),
                     source_type="local",
                     source=json.dumps({"uri": path.as_posix()}),
                     profile=json.dumps({"rows": _rows(path)}),
@@ -283,12 +284,6 @@ class Run:
             if params:
                 run.log_params(params)
             yield run
-
-
-def _md5(path: Path) -> str:
-    import hashlib
-
-    return hashlib.md5(path.read_bytes()).hexdigest()
 
 
 def _rows(path: Path) -> int:
@@ -408,16 +403,6 @@ COMPARE_NOTE = (
 RAW_HASH_TAG = "params.raw_hash"  # hash of the raw params.yaml keys a stage depends on (params.json)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
-
-
 def close_dead_runs(client, experiment_id: str, stage: str) -> list[str]:
     """Mark KILLED the runs of `stage` still RUNNING whose process, on this host, is gone (killed
     with SIGKILL, or the machine lost power: nothing could mark them). Their seed runs too.
@@ -429,7 +414,7 @@ def close_dead_runs(client, experiment_id: str, stage: str) -> list[str]:
     closed = []
     for r in stale:
         pid = r.data.tags.get(PID_TAG)
-        if r.data.tags.get(HOST_TAG) == host and pid and pid.isdigit() and not _pid_alive(int(pid)):
+        if r.data.tags.get(HOST_TAG) == host and pid and pid.isdigit() and not pid_running(int(pid)):
             client.set_terminated(r.info.run_id, status="KILLED")
             closed.append(r.info.run_id)
     return closed

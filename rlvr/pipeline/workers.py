@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rlvr.determinism import SEED_THREADS, set_determinism
 from rlvr.fields import UserError
 from rlvr.io.files import WriteError, errno_reason, file_failure, what_to_do
 from rlvr.pipeline import cluster
-from rlvr.pipeline.determinism import SEED_THREADS, set_determinism
 
 
 @dataclass
@@ -107,7 +107,7 @@ class Seeds(Iterator[R]):
 
 
 HANDOFF = (
-    "seed workers take their tensors through shared memory: {advice}, or set RLVR_THREADS=1 to "
+    "seed workers hand their tensors back through shared memory: {advice}, or set RLVR_THREADS=1 to "
     "train the seeds in the stage process"
 )
 
@@ -141,9 +141,11 @@ def _tensors(obj: Any) -> Iterator:
 
 
 def check_handoff(args: tuple) -> None:
-    """Before any worker starts: the largest tensor the workers are handed fits a shared-memory file
-    (made and dropped here, as torch makes one per tensor), and /dev/shm holds them all. Raises the
-    one line `handoff_error` gives."""
+    """Before any worker starts: a worker inherits its arguments through the fork, but hands its
+    result back through shared memory, a file per tensor (torch's pickling between processes); a
+    chain's result holds tensors the size of those it was handed (its weights), so the largest of
+    `args`' tensors must fit one such file (made and dropped here) and /dev/shm hold them all.
+    Raises the one line `handoff_error` gives."""
     torch = sys.modules.get("torch")
     if torch is None:  # no tensor exists before torch is loaded: nothing to hand over
         return
@@ -158,7 +160,7 @@ def check_handoff(args: tuple) -> None:
     free = shutil.disk_usage(shm).free if shm.is_dir() else None
     if free is not None and free < sum(sizes):
         raise WriteError(
-            f"{shm}: cannot be written ({free} bytes free, the workers' inputs take {sum(sizes)}): "
+            f"{shm}: cannot be written ({free} bytes free, the workers' results take {sum(sizes)}): "
             + HANDOFF.format(advice="free some space")
         )
 
@@ -223,12 +225,13 @@ def seed_results(
         initializer=_worker_signals,
         initargs=(os.getpid(),),
     )
+    others = set(multiprocessing.active_children())  # the stage's other children, left alone
     started = time.time()
     try:
         results = pool.map(_pooled, seeds)  # submitted: the workers fork, holding fn and args
         yield Seeds(results, started)
     except BaseException:
-        for proc in multiprocessing.active_children():  # the pool's workers: stop work nobody collects
+        for proc in set(multiprocessing.active_children()) - others:  # the pool's: stop work nobody collects
             proc.terminate()
         raise
     finally:

@@ -24,12 +24,12 @@ import torch
 from rlvr.chain import PATH_K, start
 from rlvr.chain import grpo_run as chain_grpo
 from rlvr.configs import GRPOConfig, SFTConfig
+from rlvr.determinism import check_device, thread_budget
 from rlvr.fields import UserError
 from rlvr.io.files import write_json
+from rlvr.io.params import Params, read_yaml
 from rlvr.noise import sft_rows
 from rlvr.optim import diverged_at
-from rlvr.pipeline.config import Params, read_yaml
-from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import REPORTS
 from rlvr.pipeline.workers import seed_results
 from rlvr.rollout import Sampling, sample_scored

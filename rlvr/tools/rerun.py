@@ -18,15 +18,16 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from rlvr.io.dvcinfo import repro_stream
 from rlvr.io.files import read_json, write_json
-from rlvr.io.gitinfo import git_commit, short_commit
-from rlvr.pipeline.determinism import cpu_model
+from rlvr.io.gitinfo import clone as clone_repo
+from rlvr.io.gitinfo import code_version, export_committed, git_commit, short_commit
+from rlvr.io.system import cpu_model
 from rlvr.pipeline.paths import PLAN
 from rlvr.report.claims import load_claims, read_looks
 from rlvr.report.moves import compare_results
@@ -63,15 +64,7 @@ def timed_repro(clone: Path, env: dict[str, str]) -> dict:
     DVC's start, each stage's wall (`stage_walls`). A failure raises with the tail of its stderr."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:  # progress bars and errors: a file, never a full pipe
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dvc", "repro", "--force"],
-            cwd=clone,
-            env={**env, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            bufsize=1,
-        )
+        proc = repro_stream(clone, ["repro", "--force"], {**env, "PYTHONUNBUFFERED": "1"}, err)
         lines = [(time.perf_counter(), line) for line in proc.stdout]
         code = proc.wait()
         t_end = time.perf_counter()
@@ -133,14 +126,6 @@ def machine() -> dict:
     return {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "torch": version("torch")}
 
 
-def _dirty(root: Path) -> bool:
-    """Whether tracked files differ from HEAD: the clone runs HEAD, not what the workspace holds."""
-    out = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
-    )
-    return bool(out.stdout.strip())
-
-
 def rerun_in_clone(root: Path, perturb: bool = False, keep: Path | None = None) -> dict:
     """`dvc repro --force` in a fresh clone of HEAD (with RLVR_PERTURB when `perturb`), its results
     against the ones its commit holds (rlvr.report.moves.compare_results): the record of the rerun.
@@ -152,7 +137,7 @@ def rerun_in_clone(root: Path, perturb: bool = False, keep: Path | None = None) 
     flag = " --perturb" if perturb else ""
     with tempfile.TemporaryDirectory(prefix="rlvr-rerun-") as tmp:
         clone = Path(tmp) / "clone"
-        subprocess.run(["git", "clone", "--quiet", str(root), str(clone)], check=True)
+        clone_repo(root, clone)
         committed = Path(tmp) / "committed"  # the commit's results, before the rerun replaces them
         shutil.copytree(clone / "reports", committed)
         env = {**clone_env(clone), **({"RLVR_PERTURB": PERTURBATION} if perturb else {})}
@@ -161,7 +146,7 @@ def rerun_in_clone(root: Path, perturb: bool = False, keep: Path | None = None) 
             "command": f"rlvr verify --rerun{flag}",
             "perturbation": f"RLVR_PERTURB={PERTURBATION}" if perturb else None,
             "commit": git_commit(clone),  # the clone's: the checkout may have moved on meanwhile
-            "working_tree_differs_from_commit": _dirty(root),
+            "working_tree_differs_from_commit": code_version(root)["dirty"],
             "wall_seconds": round(run["wall_seconds"], 1),
             "target_wall_seconds": BUDGET_SECONDS,
             "stages_run": len(run["stage_walls"]),
@@ -184,28 +169,6 @@ def write_record(path: Path, kind: str, record: dict) -> Path:
     keeping the other kind's."""
     records = read_json(path) if path.is_file() else {}
     return write_json(path, {**records, kind: record})
-
-
-def export_committed(root: Path, into: Path, *paths: str) -> bool:
-    """HEAD's version of `paths` (files or folders), written under `into` at the same relative paths;
-    False outside git or where HEAD lacks one of them."""
-    import io
-    import tarfile
-
-    try:
-        out = subprocess.run(
-            ["git", "archive", "--format=tar", "HEAD", "--", *paths],
-            cwd=root,
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    if out.returncode != 0:
-        return False
-    with tarfile.open(fileobj=io.BytesIO(out.stdout)) as archive:
-        archive.extractall(into, filter="data")
-    return True
 
 
 def workspace_against_head(root: Path) -> dict | None:

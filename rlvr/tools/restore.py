@@ -10,10 +10,12 @@ that is there, changed or not, is left as it is.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from rlvr.fields import UserError
+from rlvr.io.dvcinfo import last_error
+from rlvr.io.dvcinfo import run as dvc
+from rlvr.io.gitinfo import checkout_head, tracked_in_head
 from rlvr.pipeline.paths import CHECKED
 from rlvr.pipeline.provenance import load_lock
 
@@ -30,36 +32,23 @@ def missing_outputs(root: Path) -> list[str]:
     return [p for p in dict.fromkeys(outs) if not (root / p).exists() and Path(p) != CHECKED]
 
 
-def _git_tracked(root: Path, paths: list[str]) -> set[str]:
-    """Those of `paths` HEAD holds (a file, or a folder with files in it)."""
-    if not paths:
-        return set()
-    run = subprocess.run(
-        ["git", "ls-tree", "-r", "--name-only", "HEAD", "--", *paths],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
-    files = run.stdout.splitlines() if run.returncode == 0 else []
-    return {p for p in paths if any(f == p or f.startswith(p.rstrip("/") + "/") for f in files)}
-
-
-def _run(root: Path, command: list[str], what: str) -> None:
-    run = subprocess.run(command, cwd=root, capture_output=True, text=True)
-    if run.returncode != 0:
-        last = (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1]
-        raise RestoreError(f"{what}: `{' '.join(command[:3])} ...` failed ({last})")
+def _failed(what: str, command: str, why: str | None) -> None:
+    if why is not None:
+        raise RestoreError(f"{what}: `{command} ...` failed ({why})")
 
 
 def restore(root: Path) -> dict:
     """Put back every missing output: git-tracked ones from HEAD, the others from DVC's cache."""
     missing = missing_outputs(root)
-    from_git = _git_tracked(root, missing)
+    from_git = tracked_in_head(root, missing)
     from_cache = [p for p in missing if p not in from_git]
     if from_git:
-        _run(root, ["git", "checkout", "HEAD", "--", *sorted(from_git)], "outputs git tracks")
+        _failed("outputs git tracks", "git checkout HEAD", checkout_head(root, sorted(from_git)))
     if from_cache:
-        _run(root, ["dvc", "checkout", "--quiet", *from_cache], "outputs DVC's cache holds")
+        done = dvc(root, "checkout", "--quiet", *from_cache)
+        _failed(
+            "outputs DVC's cache holds", "dvc checkout --quiet", last_error(done) if done.returncode else None
+        )
     still = [p for p in missing if not (root / p).exists()]
     if still:
         raise RestoreError(

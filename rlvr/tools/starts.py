@@ -28,15 +28,15 @@ import numpy as np
 
 from rlvr.chain import correct_out_of, grpo_run, start
 from rlvr.configs import GRPOConfig, SFTConfig, TaskConfig
+from rlvr.determinism import check_device, thread_budget
 from rlvr.io.files import write_json
+from rlvr.io.params import Params
 from rlvr.model import TinyLM
 from rlvr.narrowing import temperature_key
 from rlvr.noise import sft_rows
 from rlvr.optim import diverged_at
 from rlvr.passk import pass_at_k_curve
 from rlvr.passk_summary import summarise_counts
-from rlvr.pipeline.config import Params
-from rlvr.pipeline.determinism import check_device, thread_budget
 from rlvr.pipeline.paths import STARTS
 from rlvr.pipeline.workers import seed_results
 from rlvr.report import passkplots
@@ -248,7 +248,7 @@ def made() -> str:
     import datetime
 
     from rlvr.io.gitinfo import code_version
-    from rlvr.pipeline.determinism import cpu_model
+    from rlvr.io.system import cpu_model
 
     code = code_version(Path.cwd())  # the one definition of "the code differs from its commit"
     changes = " with uncommitted changes" if code["dirty"] else ""

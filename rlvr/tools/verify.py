@@ -27,13 +27,12 @@ reproduced and differs: it fails).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
+from rlvr.io.dvcinfo import status as dvc_status
 from rlvr.report.inputs import read_metrics_dir, read_verdicts
 
 
@@ -85,15 +84,6 @@ def produced_paths(root: Path) -> set[str]:
     from rlvr.pipeline.provenance import load_lock
 
     return {o["path"] for s in load_lock(root).values() for o in s.get("outs", [])}
-
-
-def dvc_status(root: Path) -> dict:
-    out = subprocess.run(  # this Python's DVC: the venv's, whether or not it is on PATH
-        [sys.executable, "-m", "dvc", "status", "--json"], cwd=root, capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        return {"dvc status": [f"failed: {out.stderr.strip().splitlines()[-1:] or out.returncode}"]}
-    return json.loads(out.stdout or "{}")
 
 
 def claims_problems(root: Path) -> list[str]:

@@ -60,7 +60,7 @@ def test_every_knob_is_an_argument_with_its_default(capsys, monkeypatch):
         assert flag in text
     assert "(default: B)" in text and "(default: 100)" in text
     # every knob shows the value params.yaml gives the chapter's run and variant, not "the run's"
-    from rlvr.pipeline.config import load_params
+    from rlvr.io.params import load_params
 
     params = load_params(ROOT / "params.yaml")
     sft, grpo = params.sft_run("two_digit"), params.variant("grpo_end")
@@ -68,3 +68,15 @@ def test_every_knob_is_an_argument_with_its_default(capsys, monkeypatch):
     for flag, value in (("--sft-target", sft.target), ("--grpo-lr", grpo.lr), ("--end-target", grpo.target)):
         assert f"(default: {value})" in options.split(flag, 1)[1].split("\n  --", 1)[0], flag
     assert "the run's" not in text and "the variant's" not in text
+
+
+def test_the_one_file_chain_stands_on_rlvr_alone():
+    """experiments/chain.py imports the maths and its I/O, never the machinery DVC runs: a reader can
+    follow a chain without the pipeline."""
+    import ast
+
+    tree = ast.parse((ROOT / "experiments/chain.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert any(m.startswith("rlvr.") for m in imported)
+    assert not [m for m in imported if m.startswith(("rlvr.pipeline", "rlvr.tools", "rlvr.bench"))]

@@ -17,8 +17,8 @@ from conftest import make, tiny_raw
 from rlvr.cli import main
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig
 from rlvr.fields import SEED_MAX, Above, AtLeast, Between, DistinctSeeds, UserError
+from rlvr.io.params import parse_params
 from rlvr.optim import Diverged
-from rlvr.pipeline.config import parse_params
 
 SEED_RANGE = "must lie in [0, 4294967295] (a 32-bit seed)"
 
@@ -294,7 +294,7 @@ def test_a_stage_whose_chain_diverges_stops_in_one_line_and_leaves_no_outputs(
         r"lower or check variants\.a_grpo\.lr \(0\.003\)",
     ):
         run_stage("grpo", "a_grpo", progress=False)
-    from rlvr.pipeline.config import load_params
+    from rlvr.io.params import load_params
 
     loaded = load_params(d / "params.yaml")
     grpo = stage("grpo")

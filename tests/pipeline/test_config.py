@@ -6,7 +6,7 @@ import yaml
 
 from rlvr.cli import main
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import parse_params
+from rlvr.io.params import parse_params
 
 
 def run_check(tmp_path, raw, capsys):
@@ -330,7 +330,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 def test_a_run_merges_the_sft_defaults_and_states_only_what_differs(tmp_path):
     """params.yaml's runs merge the `sft_defaults` anchor (YAML's `<<`): a run gets every default it
     does not state, its own value wins, and no two runs share a value object once read."""
-    from rlvr.pipeline.config import read_yaml
+    from rlvr.io.params import read_yaml
 
     path = tmp_path / "p.yaml"
     path.write_text(

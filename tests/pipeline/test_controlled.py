@@ -181,7 +181,7 @@ def test_a_redraw_is_a_fresh_start_of_its_own_and_draw_0_is_the_chains():
 def test_redraws_without_a_target_are_refused():
     from conftest import ROOT
 
-    from rlvr.pipeline.config import parse_params, read_yaml
+    from rlvr.io.params import parse_params, read_yaml
 
     raw = read_yaml(ROOT / "params.yaml")
     raw["sft"]["single_digit"].update(target=None, redraws=1)  # fitted to its budget: no target

@@ -20,7 +20,7 @@ def test_json_nested_deeper_than_the_parser_goes_is_one_line(tmp_path):
 
 
 def test_a_params_file_that_is_not_utf8_is_one_line(tmp_path):
-    from rlvr.pipeline.config import load_params
+    from rlvr.io.params import load_params
 
     path = tmp_path / "params.yaml"
     path.write_bytes(b"seed: 1\n\xff\n")

@@ -6,7 +6,7 @@ import sys
 
 def test_set_determinism_turns_on_deterministic_ops_without_importing_the_compiler():
     code = (
-        "import sys, torch; from rlvr.pipeline.determinism import set_determinism; set_determinism(3, 1); "
+        "import sys, torch; from rlvr.determinism import set_determinism; set_determinism(3, 1); "
         "print(torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), "
         "'torch._inductor.config' in sys.modules, torch.initial_seed())"
     )
@@ -18,7 +18,7 @@ def test_set_determinism_turns_on_deterministic_ops_without_importing_the_compil
 
 def test_deterministic_ops_leave_new_memory_unfilled():
     code = (
-        "import torch; from rlvr.pipeline.determinism import set_determinism; set_determinism(0, 1); "
+        "import torch; from rlvr.determinism import set_determinism; set_determinism(0, 1); "
         "import torch.utils.deterministic as d; print(d.fill_uninitialized_memory)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -34,11 +34,11 @@ def _sample_and_train(fill: bool) -> list:
     import torch.utils.deterministic
 
     from rlvr.configs import ModelConfig
+    from rlvr.determinism import set_determinism
     from rlvr.grpo_loop import grpo_update, rollout_groups
+    from rlvr.io.params import parse_params
     from rlvr.model import TinyLM
     from rlvr.optim import AdamW
-    from rlvr.pipeline.config import parse_params
-    from rlvr.pipeline.determinism import set_determinism
     from rlvr.tasks import split
     from rlvr.tokenizer import Tokenizer
     from tests.conftest import tiny_raw
@@ -97,7 +97,7 @@ def _fake_lscpu(tmp_path, monkeypatch, body: str) -> None:
 
 
 def test_cpu_model_names_family_and_model_from_flat_or_nested_lscpu(tmp_path, monkeypatch):
-    from rlvr.pipeline.determinism import cpu_model
+    from rlvr.io.system import cpu_model
 
     flat = (
         '{"lscpu": [{"field": "Model name:", "data": "Chip X"}, {"field": "CPU family:", "data": "25"},'
@@ -117,7 +117,7 @@ def test_cpu_model_names_family_and_model_from_flat_or_nested_lscpu(tmp_path, mo
 def test_cpu_model_falls_back_to_platform_when_lscpu_says_nothing_usable(tmp_path, monkeypatch):
     import platform
 
-    from rlvr.pipeline.determinism import cpu_model
+    from rlvr.io.system import cpu_model
 
     _fake_lscpu(tmp_path, monkeypatch, "not json")
     assert cpu_model() == (platform.processor() or platform.machine())

@@ -11,12 +11,12 @@ from conftest import ROOT, make
 
 from rlvr.cli import main
 from rlvr.configs import GRPOConfig, ModelConfig
+from rlvr.determinism import check_device
 from rlvr.fields import ConfigError
 from rlvr.grpo_loop import GRPOData, train_grpo
+from rlvr.io.params import load_params, parse_params
 from rlvr.model import TinyLM, sample
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.config import load_params, parse_params
-from rlvr.pipeline.determinism import check_device
 from rlvr.pipeline.specs import STAGES
 from rlvr.pipeline.stageparams import ON_DEVICE, stage_params
 from rlvr.rollout import prompt_tensor
@@ -73,8 +73,8 @@ def test_validating_the_default_device_never_imports_torch():
     """The check, data and report stages never load torch: neither the params nor the device check
     make them."""
     code = (
-        "import sys; from rlvr.pipeline.config import load_params; "
-        "from rlvr.pipeline.determinism import check_device; "
+        "import sys; from rlvr.io.params import load_params; "
+        "from rlvr.determinism import check_device; "
         f"check_device(load_params({str(ROOT / 'params.yaml')!r}).device); print('torch' in sys.modules)"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -182,7 +182,7 @@ def test_checkpoint_tensors_are_saved_on_the_cpu_and_load_on_the_device_asked(tm
 def test_cuda_runs_are_repeatable_and_their_checkpoints_load_on_the_cpu(tmp_path, deterministic_mode):
     """On a GPU, in the stages' deterministic mode: the same seed twice gives the same tokens,
     losses and weights; a checkpoint written there holds CPU tensors and loads on the CPU."""
-    from rlvr.pipeline.determinism import deterministic_ops
+    from rlvr.determinism import deterministic_ops
 
     deterministic_ops()
     assert _same(_run("cuda"), _run("cuda"))

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from conftest import ROOT, at_head
 
+from rlvr.io.params import read_yaml
 from rlvr.pipeline import dvcfile
-from rlvr.pipeline.config import read_yaml
 from rlvr.pipeline.records import headline_path, record_path
 from rlvr.pipeline.specs import STAGES
 
@@ -46,7 +46,7 @@ def test_grpo_stage_reaches_the_prompt_encoding():
     for f in (
         "rlvr/tasks.py",
         "rlvr/tokenizer.py",
-        "rlvr/pipeline/config.py",
+        "rlvr/io/params.py",
         "rlvr/rollout.py",
         "rlvr/pipeline/stages/grpo.py",
     ):

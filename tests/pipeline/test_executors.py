@@ -35,6 +35,34 @@ def test_the_pool_and_this_process_give_each_seed_the_same_numbers(monkeypatch):
     assert workers._SHARED is None  # the pool's arguments are not kept past it
 
 
+def nap(seed: int, seconds: float) -> int:
+    import time
+
+    time.sleep(seconds)
+    return seed
+
+
+def test_an_error_stops_the_pools_workers_and_no_other_child_of_the_stage(monkeypatch):
+    """An error in the block ends the pool's workers (nobody collects their work), but a process
+    the stage started for itself (a server, a helper) lives on."""
+    import multiprocessing
+    import time
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    helper = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    helper.start()
+    try:
+        with pytest.raises(RuntimeError, match="stop"):
+            with workers.seed_results(nap, [1, 2], (30.0,), 2):
+                time.sleep(0.5)  # both workers busy with their 30 s seed
+                raise RuntimeError("stop")
+        assert helper.is_alive()
+        assert multiprocessing.active_children() == [helper]
+    finally:
+        helper.terminate()
+        helper.join()
+
+
 def test_ray_address_sends_the_seeds_to_the_cluster(monkeypatch):
     """With RAY_ADDRESS set, `seed_results` hands every seed to the cluster executor, whatever the
     thread budget (the cluster is the budget)."""

@@ -25,8 +25,8 @@ import yaml
 from conftest import ROOT, at_head, tiny_raw, tmpfs
 
 from rlvr.fields import ConfigError
+from rlvr.io.params import load_params
 from rlvr.pipeline import guard
-from rlvr.pipeline.config import load_params
 from rlvr.tasks import check_params
 
 BIN = Path(sys.executable).parent
@@ -379,23 +379,15 @@ def test_a_run_left_running_by_a_killed_stage_is_marked_killed(mlflow_store, tmp
 # ------------------------------------------------------------------ orphans and interrupts
 
 
-def _rwlock(root: Path, writes: dict[Path, int]) -> None:
-    """DVC's lock file as `dvc repro` leaves it while a stage's command runs: a write lock on each
-    output (absolute path) naming the pid of the `dvc` running the stage."""
-    (root / ".dvc" / "tmp").mkdir(parents=True, exist_ok=True)
-    lock = {"write": {str(out): {"pid": pid, "cmd": "dvc repro"} for out, pid in writes.items()}}
-    (root / ".dvc" / "tmp" / "rwlock").write_text(json.dumps(lock))
-
-
 @pytest.mark.slow
 def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
-    """A parent standing in for `dvc` write-locks the stage's output, starts a stage-like child
-    through a shell that stays between them (dash does not exec the command), as DVC does, and is
-    killed with SIGKILL: the child stops within seconds and never writes its output."""
+    """A parent standing in for `dvc` starts a stage-like child through a shell that stays between
+    them (dash does not exec the command), with DVC's environment, as DVC does, and is killed with
+    SIGKILL: the child stops within seconds and never writes its output."""
     output, watching = tmp_path / "late-output.txt", tmp_path / "watching"
     child = (
         f"import time, pathlib; from rlvr.pipeline import guard; out = pathlib.Path({str(output)!r}); "
-        f"assert guard.watch_dvc([out], 0.2); pathlib.Path({str(watching)!r}).touch(); time.sleep(8); "
+        f"assert guard.watch_dvc(0.2); pathlib.Path({str(watching)!r}).touch(); time.sleep(8); "
         "out.write_text('written behind dvc')"
     )
     fake_dvc = tmp_path / "bin" / "dvc"
@@ -403,10 +395,6 @@ def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
     fake_dvc.write_text(
         textwrap.dedent(f"""
         import json, os, pathlib, subprocess, sys, time
-        tmp = pathlib.Path({str(tmp_path / ".dvc" / "tmp")!r})
-        tmp.mkdir(parents=True)
-        lock = {{"write": {{{str(output)!r}: {{"pid": os.getpid(), "cmd": "dvc repro"}}}}}}
-        (tmp / "rwlock").write_text(json.dumps(lock))
         env = dict(os.environ, DVC_ROOT={str(tmp_path)!r}, DVC_STAGE="late")
         p = subprocess.Popen(["/bin/sh", "-c", {f"{sys.executable} -c {child!r}; echo done"!r}], env=env)
         print(p.pid, flush=True)
@@ -433,24 +421,27 @@ def test_a_stage_stops_when_the_dvc_that_started_it_dies(tmp_path):
         pass
 
 
-def test_no_watchdog_without_dvc(tmp_path, monkeypatch):
+def test_no_watchdog_without_dvc(monkeypatch):
     monkeypatch.delenv("DVC_STAGE", raising=False)  # pytest was not started by dvc
-    assert guard.watch_dvc([tmp_path / "x.json"]) is None
+    assert guard.watch_dvc() is None
 
 
-def test_the_dvc_running_a_stage_is_the_one_locking_its_outputs(tmp_path, monkeypatch):
-    out, other = tmp_path / "data" / "out.json", tmp_path / "data" / "other.json"
-    _rwlock(tmp_path, {out: 4242, other: 4343})
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    monkeypatch.setenv("DVC_STAGE", "s")
-    monkeypatch.chdir(tmp_path)
-    assert guard.dvc_pid([Path("data/out.json")]) == 4242  # relative to the stage's folder, as in specs
-    assert guard.dvc_pid([tmp_path / "elsewhere.json"]) is None
-    (tmp_path / ".dvc" / "tmp" / "rwlock").write_text('{"write": {')  # DVC rewriting it as we read
-    assert guard.dvc_pid([out]) is None
-    monkeypatch.delenv("DVC_STAGE")
-    _rwlock(tmp_path, {out: 4242})
-    assert guard.dvc_pid([out]) is None  # DVC sets DVC_STAGE for every command it runs
+PRINT_DVC_PID = "from rlvr.pipeline import guard; print(guard.dvc_pid())"
+
+
+@pytest.mark.parametrize("through_shell", [True, False])
+def test_the_dvc_running_a_stage_is_its_nearest_ancestor_dvc_did_not_start(tmp_path, through_shell):
+    """This test stands in for `dvc`: it starts a stage-like process with DVC's environment, through
+    a shell that stays between them (`; true` keeps dash from exec-ing the command) or directly."""
+    env = {**os.environ, "DVC_ROOT": str(tmp_path), "DVC_STAGE": "s", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", PRINT_DVC_PID]
+    if through_shell:
+        command = ["/bin/sh", "-c", f"{sys.executable} -c '{PRINT_DVC_PID}'; true"]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(os.getpid())
+    env.pop("DVC_STAGE")  # DVC sets DVC_STAGE for every command it runs
+    out = subprocess.run([sys.executable, "-c", PRINT_DVC_PID], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "None"
 
 
 def test_ctrl_c_in_a_stage_is_one_line(monkeypatch, capsys):
@@ -616,28 +607,32 @@ def test_seed_workers_die_with_their_stage_and_write_nothing(tmp_path):
 
 def test_a_second_stage_training_in_the_same_workspace_is_warned_about(tmp_path, monkeypatch, capsys):
     """Two `dvc repro` of disjoint stages in one workspace share the cores: the later stage says so.
-    Its own dvc's locks are not counted, nor those a killed dvc left behind."""
-    data = tmp_path / "data"
-    ours, theirs, stale = data / "sft", data / "grpo" / "dapo", data / "old"
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    own_dvc, other_dvc = (subprocess.Popen(["sleep", "30"]) for _ in range(2))
+    Processes of its own stage (its shell, its seed workers) are not counted, nor a stage running in
+    another workspace."""
+    monkeypatch.setenv("DVC_STAGE", "sft@two_digit")
+
+    def stage(name: str, root: Path) -> subprocess.Popen:
+        env = {**os.environ, "DVC_ROOT": str(root), "DVC_STAGE": name}
+        return subprocess.Popen(["sleep", "30"], env=env)
+
+    procs = [stage("sft@two_digit", tmp_path), stage("grpo@dapo", tmp_path)]
+    procs.append(stage("grpo@rloo", tmp_path / "x"))
     try:
-        _rwlock(tmp_path, {ours: own_dvc.pid, theirs: other_dvc.pid, stale: gone.pid})
-        assert guard.other_repros(tmp_path, [ours]) == {other_dvc.pid: os.path.join("data", "grpo", "dapo")}
-        assert guard.other_repros(tmp_path / "elsewhere", [ours]) == {}
+        theirs = procs[1].pid
+        assert guard.other_repros(tmp_path) == {theirs: "grpo@dapo"}
+        assert guard.other_repros(tmp_path / "elsewhere") == {}
         monkeypatch.setattr(os, "cpu_count", lambda: 2)
-        guard.warn_if_sharing(tmp_path, threads=2, outputs=[ours])
+        guard.warn_if_sharing(tmp_path, threads=2)
         err = capsys.readouterr().err
         assert err.startswith(
-            f"rlvr: warning: another dvc repro runs a stage in {tmp_path} (pid {other_dvc.pid} writing "
-            "data/grpo/dapo); 2 stages x 2 threads on 2 cores"
+            f"rlvr: warning: another dvc repro runs a stage in {tmp_path}: grpo@dapo (pid {theirs}); "
+            "2 stages x 2 threads on 2 cores"
         )
         assert "RLVR_THREADS=1" in err and len(err.splitlines()) == 1
-        guard.warn_if_sharing(tmp_path, threads=1, outputs=[ours])  # 2 stages x 1 thread on 2 cores: fine
+        guard.warn_if_sharing(tmp_path, threads=1)  # 2 stages x 1 thread on 2 cores: fine
         assert capsys.readouterr().err == ""
     finally:
-        for proc in (own_dvc, other_dvc):
+        for proc in procs:
             proc.kill()
             proc.wait(timeout=10)
 
@@ -1078,7 +1073,7 @@ def test_tensors_too_large_for_the_workers_shared_memory_are_one_line(tmp_path, 
         ": cannot be written (File too large: the file-size limit (ulimit -f) is 1048576 bytes)" in lines[0]
     )
     assert lines[0].endswith(
-        "seed workers take their tensors through shared memory: raise the limit, or set "
+        "seed workers hand their tensors back through shared memory: raise the limit, or set "
         "RLVR_THREADS=1 to train the seeds in the stage process"
     )
 
@@ -1187,8 +1182,8 @@ def test_a_damaged_checkpoint_of_any_scored_model_stops_passk_before_any_scoring
 ):
     """The last checkpoint passk scores is cut short: named before any model is scored (its
     workers used to find it, after the others had been scored)."""
+    from rlvr.io.params import load_params
     from rlvr.pipeline.checkpoint import CheckpointError
-    from rlvr.pipeline.config import load_params
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)

@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT
 from mlflow.tracking import MlflowClient
 
-from rlvr.pipeline.config import load_params
+from rlvr.io.params import load_params
 from rlvr.pipeline.seeds import tracked
 from rlvr.pipeline.specs import STAGES
 from rlvr.pipeline.stageparams import stage_params

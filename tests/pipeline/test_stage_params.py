@@ -17,7 +17,7 @@ import pytest
 from conftest import tiny_raw
 
 from rlvr.fields import UserError
-from rlvr.pipeline.config import load_params, parse_params
+from rlvr.io.params import load_params, parse_params
 from rlvr.pipeline.specs import STAGES, scored_variants
 from rlvr.pipeline.stageparams import StageParams, UndeclaredParam, data_run_settings, stage_params
 

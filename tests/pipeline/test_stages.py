@@ -94,7 +94,7 @@ def test_passk_counts_do_not_depend_on_how_many_workers_scored_them(tiny_repo):
     """pass@k scores its models in the seed workers, one torch thread each: the counts of one worker
     and of two are the same, and every model gets the same draws (one checkpoint listed three times)."""
     from rlvr.io.files import read_heldout
-    from rlvr.pipeline.config import load_params
+    from rlvr.io.params import load_params
     from rlvr.pipeline.stageparams import config_hash
     from rlvr.pipeline.stages.passk import score
     from rlvr.pipeline.workers import seed_results
@@ -156,9 +156,9 @@ def test_each_chain_has_its_own_sft_start_and_grpo_seed_s_loads_sft_seed_s(tiny_
 
     import torch
 
+    from rlvr.io.params import load_params
     from rlvr.pipeline import paths
     from rlvr.pipeline.checkpoint import CheckpointError, carried
-    from rlvr.pipeline.config import load_params
     from rlvr.pipeline.seeds import load_start
     from rlvr.pipeline.stageparams import config_hash
     from rlvr.tokenizer import Tokenizer
@@ -194,7 +194,7 @@ def test_starts_compares_candidates_on_the_sft_side_first_and_shares_the_pipelin
     validation problems only (never the held-out test set). The chosen start is the one whose SFT
     never-solved count is closest to the target; the results and the figure are written where the
     report reads them."""
-    from rlvr.pipeline.config import load_params
+    from rlvr.io.params import load_params
     from rlvr.tools.starts import run_starts
 
     d, _ = tiny_repo

@@ -3,7 +3,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from rlvr.pipeline.determinism import cpu_model
+from rlvr.io.system import cpu_model
 from rlvr.pipeline.store import TrackingError
 from rlvr.pipeline.tracking import COMPARE_NOTE, EXPERIMENT, NOTE_TAG, stage_run
 

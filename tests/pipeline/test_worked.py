@@ -5,7 +5,7 @@ from conftest import TEST_SETTINGS, make, tiny_raw
 
 from rlvr.configs import WorkedConfig
 from rlvr.fields import ConfigError
-from rlvr.pipeline.config import build, parse_params
+from rlvr.io.params import build, parse_params
 from rlvr.worked import (
     a1_group_of_eight,
     a2_three_groups,

@@ -110,7 +110,7 @@ def test_dirty_flags_follow_git_and_dvc_hashes(repo):
     (repo / "rlvr/passk.py").write_text("# passk, edited\n")
     dirty = explain(repo, FIGURE, check_stale=False)["dirty"]
     assert dirty["file"] is True and dirty["code"] is True
-    assert [c[3:] for c in dirty["code_changes"]] == ["rlvr/passk.py"]
+    assert dirty["code_changes"] == ["rlvr/passk.py"]
     assert explain(repo, CKPT, check_stale=False)["dirty"]["file"] is True  # md5 vs dvc.lock
     assert explain(repo, "data/x/sft.jsonl", check_stale=False)["dirty"]["file"] is False
 

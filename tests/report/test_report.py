@@ -333,8 +333,8 @@ def test_a_tolerance_finer_than_the_chains_spread_is_decided_on_the_interval_and
     "value, ok", [("", False), ("abc", False), ("-1e-6", False), ("0.5", False), ("1e-6", True), ("0", True)]
 )
 def test_the_perturbation_knob_is_checked(monkeypatch, value, ok):
+    from rlvr.determinism import perturbation
     from rlvr.fields import ConfigError
-    from rlvr.pipeline.determinism import perturbation
 
     monkeypatch.setenv("RLVR_PERTURB", value)
     if ok:

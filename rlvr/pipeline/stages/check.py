@@ -18,9 +18,9 @@ It logs no MLflow run: it runs on every `dvc repro`, and would add one run each 
 
 from __future__ import annotations
 
+from rlvr.determinism import thread_budget
 from rlvr.io.files import write_text
 from rlvr.pipeline import cluster, guard
-from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import CheckPaths
 from rlvr.pipeline.probe import probe_store
 from rlvr.pipeline.stageparams import StageParams

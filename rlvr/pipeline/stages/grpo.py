@@ -8,11 +8,11 @@ from typing import Any
 
 from rlvr.chain import end_summary, grpo_run
 from rlvr.configs import GRPOConfig
+from rlvr.determinism import thread_budget
 from rlvr.grpo_stats import seed_summary
 from rlvr.io.files import FileBytes, read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.optim import diverged_at
 from rlvr.pipeline.curves import curve_band, split_curve
-from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import GRPOPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import (

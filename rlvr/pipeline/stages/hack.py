@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 
 from rlvr.configs import GRPOConfig
+from rlvr.determinism import thread_budget
 from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
 from rlvr.io.files import FileBytes, read_jsonl, svg_beside, write_json
+from rlvr.io.params import HackConfig
 from rlvr.optim import diverged_at
-from rlvr.pipeline.config import HackConfig
-from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import HackPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import carry_starts, keep_policy, load_start, over_seeds, tracked, with_intervals

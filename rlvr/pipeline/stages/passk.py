@@ -17,12 +17,12 @@ from __future__ import annotations
 from tqdm import tqdm
 
 from rlvr.chain import correct_out_of
+from rlvr.determinism import thread_budget
 from rlvr.io.files import read_heldout, svg_beside, write_json, write_tsv
 from rlvr.narrowing import greedy_summary, temperature_key
 from rlvr.passk import unit_key
 from rlvr.passk_summary import summarise_counts
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.determinism import thread_budget
 from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import run_name, tracked

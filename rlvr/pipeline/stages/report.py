@@ -20,11 +20,12 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rlvr.determinism import thread_budget
 from rlvr.fields import ConfigError
 from rlvr.io.files import atomic_write, svg_beside, write_text
 from rlvr.io.gitinfo import differs_from_commit, git_commit, short_commit
+from rlvr.io.system import cpu_model
 from rlvr.pipeline.committed import against_committed, changed_code
-from rlvr.pipeline.determinism import cpu_model, thread_budget
 from rlvr.pipeline.paths import GRPO_CURVES, ReportPaths
 from rlvr.pipeline.provenance import (
     code_line,

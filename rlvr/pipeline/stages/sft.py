@@ -11,11 +11,11 @@ import torch
 
 from rlvr.chain import controlled_start, start_accuracies
 from rlvr.configs import SFTConfig, TaskConfig
+from rlvr.determinism import perturbation, thread_budget
 from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.determinism import perturbation, thread_budget
 from rlvr.pipeline.paths import SFTPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals

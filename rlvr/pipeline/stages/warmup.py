@@ -13,11 +13,11 @@ import time
 
 from rlvr.chain import fresh_start
 from rlvr.configs import ModelConfig, SFTConfig
+from rlvr.determinism import perturbation, thread_budget
 from rlvr.io.files import read_jsonl
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
-from rlvr.pipeline.determinism import perturbation, thread_budget
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals

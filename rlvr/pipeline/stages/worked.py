@@ -3,8 +3,8 @@ the figures drawn from it."""
 
 from __future__ import annotations
 
+from rlvr.determinism import set_determinism, thread_budget
 from rlvr.io.files import svg_beside
-from rlvr.pipeline.determinism import set_determinism, thread_budget
 from rlvr.pipeline.paths import WorkedPaths
 from rlvr.pipeline.records import write_metrics
 from rlvr.pipeline.seeds import tracked

@@ -7,11 +7,8 @@ torch is imported inside the functions that use it: the check, data and report s
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import random
-import subprocess
 import sys
 
 from rlvr.fields import ConfigError
@@ -74,9 +71,13 @@ def check_device(device: str) -> None:
 
 
 def deterministic_ops() -> None:
-    """`torch.use_deterministic_algorithms(True)` for eager ops. The public call also imports the
-    inductor compiler to set its flag, about 2 s per process here; no stage compiles, so the
-    compiler's flag is set only if it is already loaded.
+    """`torch.use_deterministic_algorithms(True)` for eager ops. Since pytorch/pytorch#165950 the
+    public call also imports the inductor compiler to set its flag (about 2.5 s per process here,
+    a stage or a seed worker each); no stage compiles, so the compiler's flag is set only if it is
+    already loaded. What is missing upstream is a public switch for eager ops alone; until torch has
+    one (no upstream issue asks for it yet), the eager flag is set through `torch._C`, the setter the
+    public call itself uses, and `tests/pipeline/test_determinism_and_files.py` checks that torch then
+    reports deterministic mode on.
 
     Deterministic mode also fills every new uninitialised tensor with NaN, so that code reading
     memory it never wrote shows NaN instead of stale numbers. No code here does (the sampler and
@@ -97,25 +98,3 @@ def deterministic_ops() -> None:
     else:
         torch._C._set_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = False
-
-
-def cpu_model() -> str:
-    """The CPU's name with its family and model (what decides float rounding between machines of
-    one name), as `lscpu` reports them; else what `platform` knows (no lscpu: not Linux)."""
-    try:
-        run = subprocess.run(
-            ["lscpu", "-J"], capture_output=True, text=True, timeout=10, env={**os.environ, "LC_ALL": "C"}
-        )
-        fields = dict(_lscpu_fields(json.loads(run.stdout)["lscpu"]))
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
-        return platform.processor() or platform.machine()
-    name = fields.get("Model name") or platform.processor() or platform.machine()
-    family, model = fields.get("CPU family"), fields.get("Model")
-    return f"{name} (family {family}, model {model})" if family and model else name
-
-
-def _lscpu_fields(entries: list[dict]):
-    """(field, value) pairs of `lscpu -J`, flat or nested (newer util-linux nests them in `children`)."""
-    for e in entries:
-        yield e["field"].rstrip(":"), e.get("data")
-        yield from _lscpu_fields(e.get("children", []))
