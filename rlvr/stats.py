@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 
 
 def t_quantile(df: float, q: float = 0.975) -> float:
@@ -133,6 +134,57 @@ def share_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lo, hi
 
 
+def survival(steps: list[float], reached: list[bool], level: float = 0.95) -> dict:
+    """Steps to an event (a controlled end) over runs, some censored (the step cap came first: the
+    run's `steps` is where it stopped, and all we know is that its event lies beyond): the
+    Kaplan-Meier estimate of the share of runs still short of the event after each step, with its
+    pointwise `level` band (log-log; `scipy.stats.ecdf` on `CensoredData`), and the median steps with
+    its interval, read off the curve and its band (Brookmeyer-Crowley). A median or bound that the
+    curve never reaches (more than half the runs censored) is None: "not reached"."""
+    import numpy as np
+    from scipy.stats import CensoredData, ecdf
+
+    if len(steps) != len(reached) or not steps:
+        raise ValueError(f"survival: {len(steps)} step counts for {len(reached)} runs")
+    done = [float(t) for t, r in zip(steps, reached) if r]
+    capped = [float(t) for t, r in zip(steps, reached) if not r]
+    sf = ecdf(CensoredData(uncensored=np.asarray(done), right=np.asarray(capped))).sf
+    with warnings.catch_warnings():  # the log-log band is undefined where the curve is 0 or 1
+        warnings.simplefilter("ignore", RuntimeWarning)
+        band = sf.confidence_interval(level, method="log-log")
+    at, still = sf.quantiles.tolist(), sf.probabilities.tolist()
+    # where the band is undefined (the curve at 0), it is the curve itself
+    lo = [p if math.isnan(b) else b for p, b in zip(still, band.low.probabilities.tolist())]
+    hi = [p if math.isnan(b) else b for p, b in zip(still, band.high.probabilities.tolist())]
+
+    def first_below_half(curve: list[float]) -> float | None:
+        return next((t for t, p in zip(at, curve) if p <= 0.5), None)
+
+    return {
+        "steps": at,
+        "still_short": still,  # share of runs not yet at the event after each step of `steps`
+        "band": [lo, hi],
+        "median": first_below_half(still),
+        "median_ci": [first_below_half(lo), first_below_half(hi)],
+        "level": level,
+        "runs": len(steps),
+        "censored": sorted(capped),
+    }
+
+
+def step_cap(steps: list[float], miss: float, multiple: int = 100) -> int:
+    """A step cap that one more run misses with probability `miss`: the upper one-sided 1 - `miss`
+    prediction bound for one run's steps to its end, from calibration runs that all reached it
+    (steps to a target are positive and right-skewed: on the log scale, mean + t(n-1) s
+    sqrt(1 + 1/n)), rounded up to a `multiple` of steps."""
+    if len(steps) < 2 or any(t <= 0 for t in steps):
+        raise ValueError(f"step_cap: needs two or more positive step counts, got {steps}")
+    logs = [math.log(t) for t in steps]
+    n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
+    bound = math.exp(mean + t_quantile(n - 1, 1 - miss) * sd * math.sqrt(1 + 1 / n))
+    return multiple * math.ceil(bound / multiple - 1e-9)  # exp(log(x)) may land a hair above x
+
+
 def bca_interval(
     values: list[float], seed: int = 0, resamples: int = 9999, level: float = 0.95
 ) -> tuple[float, float]:
@@ -155,7 +207,7 @@ def bca_interval(
 def one_run_interval(
     chains: list[float], reps: list[list[float]] | None = None, eval_sd: float = 0.0, level: float = 0.95
 ) -> tuple[float, float]:
-    """The 95% prediction interval for one run like the book's (one start, one GRPO seed), from
+    """The `level` prediction interval for one run like the book's (one start, one GRPO seed), from
     chains whose value is the mean of their nested runs `reps`: mean ± t(n-1) sqrt(s_run² + s²/n),
     where s² is the spread of the chain values and one run's variance s_run² adds back the part of
     the within-chain spread that averaging R runs removed, s² + w² (1 - 1/R), and `eval_sd`², the

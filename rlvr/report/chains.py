@@ -3,7 +3,7 @@
 Two tables the verdicts rest on. *Controlled starts*: every SFT run that stops at a target gives,
 per chain, the steps it took, its validation value at the stop (exact: no sampling noise) and the
 test-side value measured afterwards (held-out, or chapter A's own prompts again); a chain whose
-cap came first is listed as missed (and left out of the claims about its start). *Where the
+cap came first is listed as missed (censored: counted where it stopped). *Where the
 variance lives*: for each measured claim whose metric carries variance components, the SD one
 chain's value owes to its start, to its GRPO seeds and to the evaluation, beside the half-width of
 the interval that decided the claim, so a reader sees which source keeps an undecided claim
@@ -146,24 +146,42 @@ def _ends(metrics: dict[str, Any]):
             yield m["variant"], m, m.get("per_seed") or {}
 
 
+def end_survival(m: dict[str, Any]) -> dict | None:
+    """Steps to a variant's controlled end over every run (rlvr.stats.survival): a run that reached
+    it at its step, one the cap stopped censored at the cap. None without per-run steps."""
+    from rlvr.stats import survival
+
+    ps = m.get("per_seed") or {}
+    reached, steps = ps.get("end_reached"), ps.get("end_steps")
+    if not reached or not isinstance(steps, list) or len(steps) != len(reached):
+        return None
+    cap = float(m.get("steps_cap") or 0)
+    return survival([s if r == 1 else cap for s, r in zip(steps, reached)], [r == 1 for r in reached])
+
+
+def survival_text(km: dict | None) -> str:
+    """ "193 [146, 311]; 2 of 16 censored at 800": the median steps, its interval ("not reached"
+    where the curve never crosses one half), and the censored runs."""
+    if km is None:
+        return "–"
+
+    def at(x):
+        return "not reached" if x is None else str(int(x))
+
+    lo, hi = km["median_ci"]
+    censored = km["censored"]
+    tail = f"; {len(censored)} of {km['runs']} censored at {int(censored[0])}" if censored else ""
+    return f"{at(km['median'])} [{at(lo)}, {at(hi)}]{tail}"
+
+
 def end_rows(metrics: dict[str, Any]) -> list[list[str]]:
     """One row per variant with a controlled end: its target and cap, how many chains' runs reached
-    it, the steps they took (mean, its 95% interval over the chains that reached, and range), the
-    validation value at the stops and the held-out pass@1 there (exact)."""
-    from rlvr.stats import mean_ci
-
+    it, the steps to it (the Kaplan-Meier median over every run, censored ones included, with its
+    95% interval), the validation value at the stops and the held-out pass@1 there (exact)."""
     rows = []
     for variant, m, ps in _ends(metrics):
         reached = ps.get("end_reached", [])
-        steps = [s for s, r in zip(ps.get("end_steps", []), reached) if r == 1 and s == s]
-        mean, lo, hi = mean_ci(steps) if steps else (None, None, None)
-        steps_text = (
-            "–"
-            if mean is None
-            else f"{num(mean)}"
-            + ("" if lo is None else f" [{num(lo)}, {num(hi)}]")
-            + f" (range {int(min(steps))}–{int(max(steps))})"
-        )
+        steps_text = survival_text(end_survival(m))
         val, test = ps.get("end_val", []), ps.get("eval_acc_final", [])
         rows.append(
             [
@@ -189,7 +207,7 @@ def end_chain_rows(metrics: dict[str, Any]) -> list[list[str]]:
                 [
                     variant,
                     str(seed),
-                    "reached" if reached else "not reached (cap)",
+                    "reached" if reached else "censored (cap came first)",
                     str(int(ps["end_steps"][i])) if reached else f"> {m.get('steps_cap', '?')}",
                     num(ps["end_val"][i]),
                     num(ps["eval_acc_final"][i]),

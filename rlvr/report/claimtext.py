@@ -97,7 +97,8 @@ def consistency_text(row: Judged) -> str:
     where = "inside" if c["verdict"] == "consistent" else "outside"
     return (
         f"book as one run: {c['verdict']} (the book's {num(row.claim.book)} lies {where} "
-        f"[{num(lo)}, {num(hi)}], our 95% prediction interval for one run like the book's: one start, "
+        f"[{num(lo)}, {num(hi)}], our {row.tested.level:.1%} prediction interval for one run like the "
+        "book's: one start, "
         "one GRPO seed; not counted)"
     )
 
@@ -123,10 +124,32 @@ def one_run_word(row: Judged) -> str:
 
 
 def verdict_word(row: Judged) -> str:
-    """The verdict as the report prints it: a calibrated start is matched or not, never reproduced."""
-    if row.claim.category == "calibrated":
-        return CALIBRATED_WORDS.get(row.verdict, row.verdict)
-    return row.verdict
+    """The verdict as the report prints it: a calibrated start is matched or not, never reproduced;
+    where chains are censored, the sensitivity analysis's verdict beside it ("reproduced; without
+    censored: inconclusive")."""
+    word = (
+        CALIBRATED_WORDS.get(row.verdict, row.verdict) if row.claim.category == "calibrated" else row.verdict
+    )
+    if row.sensitivity is None:
+        return word
+    aside = row.sensitivity
+    other = (
+        CALIBRATED_WORDS.get(aside.verdict, aside.verdict)
+        if row.claim.category == "calibrated"
+        else aside.verdict
+    )
+    return f"{word}; without censored: {other}"
+
+
+def sensitivity_text(row: Judged) -> str:
+    """The sensitivity analysis in words, for a claim's details ("" where no chain is censored)."""
+    aside = row.sensitivity
+    if aside is None or aside.tested is None:
+        return ""
+    return (
+        f"sensitivity, without the censored chains: {interval_text(aside.tested)} → {aside.verdict} "
+        "(shown, never deciding: a run that missed its end is a result)"
+    )
 
 
 def counts_line(by_class: dict[str, dict[str, int]], bold: bool = True) -> str:

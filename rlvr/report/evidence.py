@@ -64,13 +64,20 @@ def _span(feasible) -> list | None:
 
 
 def evidence(
-    metrics: dict[str, Any], ref, feasible=None, estimand: str = "mean", endpoint=None, level: float = LEVEL
+    metrics: dict[str, Any],
+    ref,
+    feasible=None,
+    estimand: str = "mean",
+    endpoint=None,
+    level: float = LEVEL,
+    leave_out: bool = False,
 ) -> Evidence:
     """What the metrics say about [file, key]: its value, per-chain values and interval by the
-    estimand at `level` (cut to `feasible`, the values the metric can take, when given), leaving out
-    chains whose start missed its target and, for a claim at a controlled end (`endpoint`), chains
-    whose runs did not reach it."""
-    return clip(_evidence(metrics, ref, estimand, endpoint, level), feasible)
+    estimand at `level` (cut to `feasible`, the values the metric can take, when given), over every
+    chain. A chain whose start missed its target, or (for a claim at a controlled end, `endpoint`)
+    whose run missed that end, is censored: it counts where it stopped, and the words name it;
+    `leave_out` drops those chains instead (the sensitivity analysis shown beside the verdict)."""
+    return clip(_evidence(metrics, ref, estimand, endpoint, level, leave_out), feasible)
 
 
 def start_run(metrics: dict[str, Any], ref) -> str | None:
@@ -118,8 +125,32 @@ def missed_ends(metrics: dict[str, Any], variant: str | None) -> set[int] | None
     return {s for s, r in zip(m["seeds"], reached) if r < 1}
 
 
+def censored(metrics: dict[str, Any], ref, endpoint: str | None) -> dict[str, set[int]]:
+    """Why -> the chains of [file, key] that did not get where the claim is measured: a start that
+    missed its target by its step cap, a run that missed its controlled end by its cap. Each is a
+    result, never an exclusion: the claim counts it where it stopped."""
+    missed = {"start missed its target": missed_starts(metrics, ref)}
+    ends = missed_ends(metrics, endpoint)
+    if ends:
+        missed[f"missed {endpoint}'s end by its cap"] = ends
+    return {why: chains for why, chains in missed.items() if chains}
+
+
+def _counted(per_seed: list, seeds, missed: dict[str, set[int]]) -> str:
+    """The words for every chain counted, censored ones named ("16 chains; censored (counted where
+    they stopped), missed grpo_end's end by its cap: 110, 114")."""
+    words = f"{len(per_seed)} chains"
+    if not isinstance(seeds, list) or len(seeds) != len(per_seed):
+        return words
+    for why, chains in missed.items():
+        named = sorted(s for s in seeds if s in chains)
+        if named:
+            words += f"; censored (counted where they stopped), {why}: " + ", ".join(map(str, named))
+    return words
+
+
 def _left_out(per_seed: list, seeds, reps, missed: dict[str, set[int]]) -> tuple[list, list, list, str]:
-    """per_seed, seeds and reps less the chains left out (missed: why -> chains), and the words for
+    """per_seed, seeds and reps less the censored chains (missed: why -> chains), and the words for
     the chains that are left ("7 of 8 chains; left out, start missed its target: 4")."""
     out = set().union(*missed.values()) if missed else set()
     if not isinstance(seeds, list) or len(seeds) != len(per_seed) or not out & set(seeds):
@@ -151,13 +182,26 @@ def interval(
     return mean_ci(values, level)
 
 
+def share_one_run(lo: float, hi: float, level: float) -> tuple[float, float]:
+    """The `level` prediction interval for one run of a share (it reaches, 1, or does not, 0), from
+    the share's interval [lo, hi]: 0 is in it where the chance of a miss can be as high as the
+    tails' (1 - lo >= (1 - level) / 2), 1 where the chance of a reach can (hi >= (1 - level) / 2)."""
+    tail = (1 - level) / 2
+    return (0.0 if 1 - lo >= tail else 1.0), (1.0 if hi >= tail else 0.0)
+
+
 def _positive(values: list[float], estimand: str, ref) -> None:
     if estimand == "log_mean" and any(v <= 0 for v in values):
         raise ValueError(f"{ref[0]}: {ref[1]} has a value <= 0; its estimand log_mean needs positive values")
 
 
 def _evidence(
-    metrics: dict[str, Any], ref, estimand: str = "mean", endpoint: str | None = None, level: float = LEVEL
+    metrics: dict[str, Any],
+    ref,
+    estimand: str = "mean",
+    endpoint: str | None = None,
+    level: float = LEVEL,
+    leave_out: bool = False,
 ) -> Evidence:
     value = lookup(metrics, ref)
     last = str(ref[1]).rpartition(".")[2]
@@ -167,11 +211,11 @@ def _evidence(
     variance = (_sibling(metrics, ref, "variance") or {}).get(last)  # {"starts"|"grpo"|"evaluation": SD}
     variance = variance if isinstance(variance, dict) else None
     if isinstance(per_seed, list) and per_seed:  # a value per chain: the chains decide, never a point
-        missed = {"start missed its target": missed_starts(metrics, ref)}
-        ends = missed_ends(metrics, endpoint)
-        if ends:
-            missed[f"did not reach {endpoint}'s end"] = ends
-        per_seed, seeds, reps, chains = _left_out(per_seed, seeds, reps, missed)
+        missed = censored(metrics, ref, endpoint)
+        if leave_out:
+            per_seed, seeds, reps, chains = _left_out(per_seed, seeds, reps, missed)
+        else:
+            chains = _counted(per_seed, seeds, missed)
         defined = [float(v) for v in per_seed if not is_missing(v)]
         if len(defined) < len(per_seed) or len(defined) < 2:  # a chain with no value, or under two
             gone = len(per_seed) - len(defined)
@@ -184,13 +228,13 @@ def _evidence(
         if estimand == "log_mean":
             logs = [math.log(v) for v in defined]
             check = tuple(math.exp(x) for x in bca_interval(logs, level=level))
-            one_run = tuple(math.exp(x) for x in one_run_interval(logs))
+            one_run = tuple(math.exp(x) for x in one_run_interval(logs, level=level))
         elif estimand == "share":
-            one_run = (min(defined), max(defined))  # one run reaches or does not
+            one_run = share_one_run(lo, hi, level)
         else:
             book_sd = _sibling(metrics, ref, f"chapter_sd_{last}")  # the book's own evaluation noise
             one_run = one_run_interval(
-                defined, reps, float(book_sd) if isinstance(book_sd, (int, float)) else 0.0
+                defined, reps, float(book_sd) if isinstance(book_sd, (int, float)) else 0.0, level
             )
         return Evidence(mean, lo, hi, chains, per_seed, seeds, variance, reps, check, one_run, level)
     if is_missing(value):
@@ -228,12 +272,22 @@ def difference(a: Evidence, b: Evidence) -> Evidence:
     if a.per_seed and b.per_seed and a.seeds and a.seeds == b.seeds and a.lo is not None and b.lo is not None:
         diffs = [float(x) - float(y) for x, y in zip(a.per_seed, b.per_seed)]
         mean, lo, hi = mean_ci(diffs, a.level)
-        left_out = a.source.partition("; ")[2]  # chains left out, where any
-        source = f"{len(diffs)} chains, paired" + (f"; {left_out}" if left_out else "")
+        named = a.source.partition("; ")[2]  # chains censored or left out, where any
+        source = f"{len(diffs)} chains, paired" + (f"; {named}" if named else "")
         reps = _rep_differences(a, b)
         variance = variance_components(reps) if reps else None
         return Evidence(
-            mean, lo, hi, source, diffs, a.seeds, variance, reps, None, one_run_interval(diffs, reps), a.level
+            mean,
+            lo,
+            hi,
+            source,
+            diffs,
+            a.seeds,
+            variance,
+            reps,
+            None,
+            one_run_interval(diffs, reps, level=a.level),
+            a.level,
         )
     if a.lo is None or b.lo is None:
         return Evidence(a.value - b.value, None, None, "undefined in some chains")
@@ -272,10 +326,14 @@ def claim_level(claim: Claim, metrics: dict[str, Any], looks: dict[str, Look] | 
     return look.level
 
 
-def judge(claim: Claim, metrics: dict[str, Any], looks: dict[str, Look] | None = None) -> Judged:
+def judge(
+    claim: Claim, metrics: dict[str, Any], looks: dict[str, Look] | None = None, leave_out: bool = False
+) -> Judged:
     """Our evidence, the interval the claim is decided on (`tested`: ours, or the paired difference
     ours - other) at its level (`claim_level`: the plan's `looks`), the verdict and the consistency
-    of the book's value with one run like the book's."""
+    of the book's value with one run like the book's. Every chain counts, censored ones where they
+    stopped; where the claim has any, `sensitivity` is the same claim judged without them
+    (`leave_out`), shown beside the verdict and never deciding it."""
     if claim.kind == "cited":
         return Judged(claim, "cited")
     try:
@@ -283,19 +341,23 @@ def judge(claim: Claim, metrics: dict[str, Any], looks: dict[str, Look] | None =
         if far is not None:
             return Judged(claim, "not comparable", error=far)
         level = claim_level(claim, metrics, looks)
-        ours = evidence(metrics, claim.metric, claim.feasible, claim.estimand, claim.endpoint, level)
-        other = (
-            evidence(metrics, claim.other, claim.feasible, claim.estimand, claim.endpoint, level)
-            if claim.other is not None
-            else None
+        ours, other = (
+            None
+            if ref is None
+            else evidence(metrics, ref, claim.feasible, claim.estimand, claim.endpoint, level, leave_out)
+            for ref in (claim.metric, claim.other)
         )
+        some = claim.metric is not None and censored(metrics, claim.metric, claim.endpoint)
     except (KeyError, IndexError, ValueError) as exc:
         return Judged(claim, "missing", error=str(exc))
     if ours.value is None and not ours.per_seed:
         return Judged(claim, "missing", ours, error="metric is null")
     cut = _span(claim.feasible) if other is not None else claim.feasible  # what the tested quantity can take
     tested = clip(difference(ours, other), cut) if other is not None else ours
-    return Judged(claim, decide(tested, claim), ours, other, tested, consistency(tested, claim))
+    aside = judge(claim, metrics, looks, leave_out=True) if some and not leave_out else None
+    return Judged(
+        claim, decide(tested, claim), ours, other, tested, consistency(tested, claim), sensitivity=aside
+    )
 
 
 def judge_all(
@@ -323,6 +385,18 @@ def verdict_record(row: Judged) -> dict:
         "decided_on": None if tested is None or tested.lo is None else [tested.lo, tested.hi],
         "level": None if tested is None or tested.lo is None else tested.level,  # of decided_on
         "consistency": row.consistency,
+        "sensitivity": None if row.sensitivity is None else _sensitivity_record(row.sensitivity),
+    }
+
+
+def _sensitivity_record(row: Judged) -> dict:
+    """The sensitivity analysis's line in report.json: the claim judged without its censored chains."""
+    tested = row.tested
+    return {
+        "verdict": row.verdict,
+        "ours": row.ours,
+        "source": None if row.evidence is None else row.evidence.source,
+        "decided_on": None if tested is None or tested.lo is None else [tested.lo, tested.hi],
     }
 
 

@@ -30,6 +30,7 @@ from rlvr.report.claimtext import (
     per_chain_text,
     precision_text,
     rule_text,
+    sensitivity_text,
     verdict_word,
 )
 from rlvr.report.document import (
@@ -156,6 +157,7 @@ def _details(r: Judged) -> str:
         f"the chapter: “{c.quote}” · rule: {rule_text(r)} · why: {c.why} · source: "
         + (f"`{c.metric[0]}` `{c.metric[1]}`" if c.metric is not None else "the chapter")
         + (f" · {consistency_text(r)}" if r.consistency else "")
+        + (f" · {sensitivity_text(r)}" if r.sensitivity else "")
         + (f" · note: {c.note}" if c.note else "")
     )
 
@@ -170,10 +172,14 @@ SUMMARY_RULE = (
     "bootstrap; the share of runs); a claim against another metric is decided on the interval of "
     "the per-chain differences. **reproduced**: the whole interval lies inside what the claim allows "
     "(the book's value ± its tolerance, its range or its bound); **differs**: the whole interval lies "
-    "outside it *and* the book's value lies outside our 95% prediction interval for one run like "
-    "the book's (one start, one GRPO seed), so the book's single run could not have been a lucky "
+    "outside it *and* the book's value lies outside our prediction interval for one run like "
+    "the book's (one start, one GRPO seed; at the claim's level), so the book's single run could "
+    "not have been a lucky "
     "one of ours; **inconclusive**: otherwise, and always on fewer than two chains or a chain with no "
-    "value; **not comparable**: measured at a controlled end our runs did not reach. “Precision” is "
+    "value; **not comparable**: measured at a controlled end our runs did not reach. No chain is left "
+    "out: a run that missed its controlled end by the step cap is censored, counted where it stopped, "
+    "and the claim judged without such runs is shown beside its verdict (“without censored”), never "
+    "deciding it. “Precision” is "
     "the interval's half-width against the target declared with the plan (half the tolerance, or a "
     "directional claim's smallest effect of interest): **powered** where it is met; where it is "
     "not, the chains that would meet it at this spread. Beside the verdict and never counted, “book "
@@ -238,17 +244,21 @@ CONTROLLED_STARTS = (
     "no split: its 55 prompts again, exactly). A chain whose step cap comes first (stuck on a "
     "plateau) is drawn again, from a fresh initialisation and data order, up to the run's "
     "`redraws` times, declared in params.yaml before any run; one whose last draw misses too is "
-    "listed as missed and left out of every claim about that start and GRPO from it (each such "
-    "claim's line names it)."
+    "listed as missed: censored, it counts where it stopped in every claim about that start and "
+    "GRPO from it, each such claim's line names it, and the claim without it is shown beside."
 )
 CONTROLLED_ENDS = (
     "Chapter B's claims after GRPO are about a model whose pass@1 GRPO had lifted from 0.53 to 0.83. "
     "So its headline runs end the way starts do: each stops at the first check where its validation "
     "pass@1 (exact, from the answer probabilities) reaches the target, the nearer of that check and "
     "the one before being its end, within a step cap declared with its recipe (docs/calibration.md). "
-    "A run the cap stops first is reported as not reached and never drawn again: that is a result. "
-    "Claims measured at the end leave such chains out and name them; with fewer than two chains "
-    "there, they are not comparable. The held-out pass@1 beside it is measured afterwards."
+    "The cap is set from calibration so that one more run misses it with probability 0.05 "
+    "(experiments/calibration.yaml `end_cap_miss`). A run the cap stops first is censored and never "
+    "drawn again: that is a result. Claims measured at the end count it where it stopped and name "
+    "it, with the claim judged without such runs shown beside (a sensitivity analysis); with fewer "
+    "than two runs at the end, they are not comparable. Steps to the end are a Kaplan-Meier estimate "
+    "over every run, censored ones included (`end-survival.png`): its median and 95% interval, "
+    "never a mean over the runs that got there. The held-out pass@1 beside it is measured afterwards."
 )
 VARIANCE = (
     "For each measured claim, the SD that one chain's value owes to each source: the spread "
@@ -266,7 +276,7 @@ END_COLUMNS = [
     "variant",
     "target (validation pass@1)",
     "reached",
-    "steps to it",
+    "steps to it (Kaplan-Meier median, 95%)",
     "validation at the stop",
     "held-out pass@1 at the stop",
 ]

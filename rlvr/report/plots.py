@@ -221,6 +221,14 @@ CAPTIONS: dict[str, tuple[str, str]] = {
         "params.yaml declares): chain mean over the chains still training at each step, with its 95% "
         "band and each chain as a thin line.",
     ),
+    "end-survival.png": (
+        "B",
+        "How many steps chapter B's headline runs take to their controlled end (validation pass@1 at "
+        "the target): the share of runs there by each step, a Kaplan-Meier estimate over every run "
+        "with its 95% band (log-log); a run the step cap stopped first is censored (a cross at the "
+        "cap), never left out. The dashed line is the median steps, the shaded strip its 95% "
+        "interval.",
+    ),
     "grpo-end-paths.png": (
         "B",
         "Each chain's path from its SFT start to its controlled end in the (pass@1, pass@64) plane of "
@@ -391,6 +399,50 @@ def endpoint_paths(paths: dict[int, list[dict]], book: dict, k: int, path: Path,
     )
     legend_below(fig)
     return save(fig, path)
+
+
+def end_survival(km: dict, cap: float, path: Path, label: str) -> Path:
+    """The share of runs at their controlled end by each step (1 - the Kaplan-Meier curve of
+    `rlvr.stats.survival`), its band, censored runs as crosses at the cap, the median and its
+    interval; label: what the runs are (the variant and its rule)."""
+    fig = new_figure((7.5, 4.6))
+    ax = fig.subplots()
+    steps = [0.0, *km["steps"], cap]
+    there = [0.0, *(1 - p for p in km["still_short"])]
+    there.append(there[-1])
+    lo = [0.0, *(1 - p for p in km["band"][1])]
+    hi = [0.0, *(1 - p for p in km["band"][0])]
+    lo.append(lo[-1])
+    hi.append(hi[-1])
+    ax.fill_between(steps, lo, hi, step="post", color="tab:blue", alpha=0.2, label="95% band (log-log)")
+    ax.step(
+        steps, there, where="post", color="tab:blue", lw=1.8, label="share of runs at the end (Kaplan-Meier)"
+    )
+    if km["censored"]:
+        n = len(km["censored"])
+        ax.plot(
+            [cap] * n, [there[-1]] * n, "x", color="tab:red", ms=10, mew=2, label=f"censored at the cap ({n})"
+        )
+    median, (m_lo, m_hi) = km["median"], km["median_ci"]
+    if median is not None:
+        ax.axvline(median, color="k", ls="--", lw=1, label=f"median {median:g} steps")
+        ax.axvspan(
+            m_lo if m_lo is not None else 0,
+            m_hi if m_hi is not None else cap,
+            color="k",
+            alpha=0.06,
+            label="the median's 95% interval",
+        )
+    ax.set(xlim=(0, cap * 1.03), ylim=(0, 1.02), xlabel="GRPO steps", ylabel="share of runs at the end")
+    ax.grid(alpha=0.3)
+    span = "not reached" if median is None else f"{median:g} [{_or_open(m_lo)}, {_or_open(m_hi)}]"
+    figure_title(fig, f"Steps to the controlled end ({label}): median {span}, {km['runs']} runs")
+    legend_below(fig)
+    return save(fig, path)
+
+
+def _or_open(x: float | None) -> str:
+    return "not reached" if x is None else f"{x:g}"
 
 
 def paired_figure(panels: list[dict], base: str, title: str, path: Path) -> Path:

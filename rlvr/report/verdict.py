@@ -13,13 +13,17 @@
 4. **differs** only when it lies wholly outside the region *and* one run like the book's (one
    start, one GRPO seed, the chapter's evaluation) could not have shown the book's value: the
    book's value (for `exact`), or any value of the region (for the other kinds), lies outside our
-   95% prediction interval for one such run. The book's value is one run: a band missed by our
+   prediction interval for one such run, at the claim's own level (95%, or a second look's).
+   The book's value is one run: a band missed by our
    mean is not a difference while the book's single run could have been a lucky one of ours.
 5. **inconclusive** otherwise, with its reason; and always when fewer than two chains give a value,
    when any chain gives none (a chain without a value never decides a claim either way), or when a
    declared check (BCa) would decide otherwise than the interval.
 6. **not comparable**: a claim measured at a controlled end (`endpoint`) that fewer than two chains
-   reached. The chapter's model was never there: no verdict, and no "inconclusive" either.
+   reached. The chapter's model was never there: no verdict, and no "inconclusive" either. Short of
+   that, every chain counts: a run that missed its end by the cap (or whose start missed its target)
+   is censored, counted where it stopped; the same claim judged without such chains is shown beside
+   the verdict as a sensitivity analysis, never deciding it.
 7. Consistency, shown beside the verdict and never counted: "consistent" when the book's value lies
    in that prediction interval for one run like the book's.
 
@@ -59,7 +63,7 @@ class Evidence:
     variance: dict | None = None  # SD of one chain's value by source: "starts", "grpo", "evaluation"
     reps: list | None = None  # per chain, its GRPO seeds' values (nested runs), where the file has them
     check: tuple[float, float] | None = None  # a declared check's interval (BCa), decided on too
-    one_run: tuple[float, float] | None = None  # 95% prediction interval for one run like the book's
+    one_run: tuple[float, float] | None = None  # prediction interval (at `level`) for one run like the book's
     level: float = 0.95  # the confidence level of [lo, hi] (and of the check): a second look's is higher
 
 
@@ -74,6 +78,7 @@ class Judged:
     tested: Evidence | None = None  # the deciding interval: ours, or ours - other paired by chain
     consistency: dict | None = None  # rule 7: {"verdict", "interval"}, or None where it does not apply
     error: str | None = None  # why a claim is missing or not comparable
+    sensitivity: Judged | None = None  # the claim without its censored chains: shown, never deciding
 
     @property
     def ours(self) -> float | None:
@@ -173,8 +178,8 @@ def _defined_chains(ev: Evidence) -> list[float] | None:
 
 def consistency(tested: Evidence, claim: Claim) -> dict | None:
     """Is the book's value what one run like the book's could give (rule 7)? {"verdict":
-    "consistent" or "not consistent", "interval": [lo, hi]}, our 95% prediction interval for one
-    such run; None where it does not apply. Never part of the verdict."""
+    "consistent" or "not consistent", "interval": [lo, hi]}, our prediction interval for one
+    such run at the claim's level; None where it does not apply. Never part of the verdict."""
     book = claim.book
     if (
         claim.kind not in ("exact", "range")
@@ -197,8 +202,14 @@ COMPONENTS = {
 def blocker(row: Judged) -> str:
     """What keeps an inconclusive interval wide: the largest variance component of one chain where
     the metrics give them (for a claim against another metric, those of the paired differences),
-    else the spread between chains, else the metric's sampling interval."""
+    else the spread between chains, else the metric's sampling interval. A claim decided on the log
+    scale (`log_mean`) names the spread of the log values, the scale of its interval."""
     tested = row.tested
+    chains = _defined_chains(tested)
+    if row.claim.estimand == "log_mean" and chains is not None and min(chains) > 0:
+        sd = statistics.stdev(math.log(v) for v in chains)  # the interval's own scale
+        factor = f"a factor of {math.exp(sd):.2g}"
+        return f"blocked by the spread between chains (SD {num(sd)} of the log per chain, {factor})"
     components = {
         k: float(v)
         for k, v in ((tested.variance if tested else None) or {}).items()
@@ -208,7 +219,6 @@ def blocker(row: Judged) -> str:
         name = max(components, key=components.get)
         what = "of the paired differences " if row.claim.other is not None else ""
         return f"blocked by {COMPONENTS[name]} {what}(SD {num(components[name])} per chain)"
-    chains = _defined_chains(tested)
     if chains is not None:
         what = (
             "the spread of the paired differences between chains"
@@ -360,7 +370,8 @@ def reason(row: Judged) -> str:
     if by == "differs":
         return (
             f"{span} lies wholly outside [{num(low)}, {num(high)}], but one run like the book's could "
-            f"have shown the book's value (its 95% prediction interval [{num(tested.one_run[0])}, "
+            f"have shown the book's value (its {tested.level:.1%} prediction interval "
+            f"[{num(tested.one_run[0])}, "
             f"{num(tested.one_run[1])}])" + precision_clause(row)
             if tested.one_run is not None
             else f"{span} lies wholly outside the region, with no prediction interval for one run"

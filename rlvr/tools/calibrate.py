@@ -35,6 +35,7 @@ from rlvr.pipeline.workers import seed_results
 from rlvr.rollout import Sampling, sample_scored
 from rlvr.seeding import stream_seed
 from rlvr.sft import encode_sft
+from rlvr.stats import step_cap
 from rlvr.tasks import Problem, problem_rows, problems_of, split
 from rlvr.tokenizer import Tokenizer
 from rlvr.verifiers import digit_counts
@@ -55,6 +56,7 @@ def load_plan(path: Path = PLAN) -> dict:
             "grid",
             "kl_max_nats",
             "matrix_prompts",
+            "end_cap_miss",
         ),
         "hack_temperature": ("sft", "chains", "grid", "samples", "min_multi_digit"),
     }
@@ -132,6 +134,17 @@ def choose_setting(settings: list[dict], runs: list[dict], kl_max: float) -> dic
     return {"chosen": best, "settings": scored}
 
 
+def end_cap(runs: list[dict], setting: int, miss: float) -> int:
+    """The controlled end's step cap (experiments/calibration.yaml `end_cap_miss`): one more run at
+    the chosen `setting` misses it with probability `miss`, by its calibration runs' steps to the
+    end (rlvr.stats.step_cap). One line where fewer than two of them got there."""
+    steps = [r["steps"] for r in runs if r["setting"] == setting and r["reached"]]
+    if len(steps) < 2:
+        got = f"{len(steps)} runs of the chosen setting got to the end"
+        raise UserError(f"calibration: {got}; a cap needs two")
+    return step_cap(steps, miss)
+
+
 def calibration_starts(
     params: Params, run: str, rows: list[dict], val: list, chains: list[int], workers: int, device: str
 ) -> dict:
@@ -178,6 +191,7 @@ def calibrate_grpo(params: Params, plan: dict, workers: int, device: str, progre
         runs = list(out)
     choice = choose_setting(settings, runs, spec["kl_max_nats"])
     chosen = choice["chosen"]
+    at = settings.index({"lr": chosen["lr"], "prompts_per_step": chosen["prompts_per_step"]})
     return {
         "declared": spec,
         "starts": {
@@ -188,7 +202,7 @@ def calibrate_grpo(params: Params, plan: dict, workers: int, device: str, progre
         "params": {
             "lr": chosen["lr"],
             "prompts_per_step": chosen["prompts_per_step"],
-            "steps": spec["budget_prompts"] // chosen["prompts_per_step"],
+            "steps": end_cap(runs, at, spec["end_cap_miss"]),
             "matrix_steps": spec["matrix_prompts"] // chosen["prompts_per_step"],
         },
     }

@@ -243,6 +243,55 @@ def test_the_controlled_ends_table_counts_the_runs_that_got_there_and_their_step
     }
     (row,) = end_rows(m)
     assert row[:3] == ["e", "0.83 (cap 800 steps)", "2 of 3"]
-    assert row[3].startswith("200 [") and row[3].endswith("(range 150–250)")  # over the two that reached
+    # Kaplan-Meier over all three runs, the third censored at the cap: S = 2/3 after 150 steps, 1/3
+    # after 250 (the median); the band's upper curve never falls to one half: "not reached"
+    assert row[3] == "250 [150, not reached]; 1 of 3 censored at 800"
     rows = end_chain_rows(m)
-    assert [r[2] for r in rows] == ["reached", "reached", "not reached (cap)"] and rows[2][3] == "> 800"
+    assert [r[2] for r in rows] == ["reached", "reached", "censored (cap came first)"]
+    assert rows[2][3] == "> 800"
+
+
+def end_metrics(pass1: list[float], reached: list[float]) -> dict:
+    """Synthetic chapter B results at the controlled end: each chain's held-out pass@1 there (or
+    where its cap stopped it) and whether it reached the end."""
+    seeds = list(range(100, 100 + len(pass1)))
+    return {
+        "passk.json": {
+            "sft_run": "two_digit",
+            "variants": {
+                "grpo_end": {
+                    "seeds": seeds,
+                    "pass_at_1_rl": sum(pass1) / len(pass1),
+                    "per_seed": {"pass_at_1_rl": pass1},
+                }
+            },
+        },
+        "grpo-grpo_end.json": {
+            "variant": "grpo_end",
+            "sft": "two_digit",
+            "seeds": seeds,
+            "target": 0.83,
+            "steps_cap": 900,
+            "per_seed": {"end_reached": reached},
+        },
+    }
+
+
+def test_b_grpo_pass1_can_come_out_reproduced_differs_or_inconclusive():
+    """The chapter's "from 51% to over 80%" is decided on held-out pass@1 at the end over every
+    chain: runs above 0.80 reproduce it; runs that stall below it say it differs; a spread across
+    0.80 cannot tell. A run that missed the end counts where it stopped."""
+    (c,) = [c for c in load_claims(ROOT / "experiments" / "claims.yaml") if c.id == "B-grpo-pass1"]
+    every = [1.0] * 8
+    assert (
+        judge(c, end_metrics([0.84, 0.842, 0.838, 0.845, 0.836, 0.841, 0.839, 0.843], every)).verdict
+        == "reproduced"
+    )
+    stalled = [0.70, 0.702, 0.698, 0.705, 0.696, 0.701, 0.699, 0.703]
+    assert judge(c, end_metrics(stalled, [0.0] * 6 + [1.0] * 2)).verdict == "differs"
+    spread = judge(c, end_metrics([0.86, 0.75, 0.84, 0.78, 0.83, 0.76, 0.85, 0.79], every))
+    assert spread.verdict == "inconclusive"
+    censored = judge(
+        c, end_metrics([0.84, 0.842, 0.838, 0.845, 0.836, 0.841, 0.839, 0.60], every[:7] + [0.0])
+    )
+    assert censored.evidence.per_seed[-1] == 0.60 and censored.sensitivity.verdict == "reproduced"

@@ -186,8 +186,8 @@ def test_a_chain_without_a_value_never_decides_a_claim():
 
 
 def test_no_verdict_from_fewer_than_two_chains():
-    """One chain (or one left after the others were left out) is never decided as a point, however
-    far it lies from the band, and its value is that chain's, not a mean over chains that do not count."""
+    """One chain (or one left once the censored chains are left out, in the sensitivity analysis) is
+    never decided as a point, however far it lies from the band, and its value is that chain's."""
     for chains in ([7.0], [60.0]):
         row = decided(chains)
         assert row.verdict == "inconclusive" and row.tested.lo is None
@@ -196,7 +196,9 @@ def test_no_verdict_from_fewer_than_two_chains():
     row = judge(
         Claim(id="c", **BASE, **SEVEN, metric=["g.json", "k"]), {"g.json": grpo, **_start([1.0, 0.0, 0.0])}
     )
-    assert row.verdict == "inconclusive" and row.evidence.value == 60.0 and row.evidence.seeds == [0]
+    assert row.evidence.value == 20.0 and row.evidence.seeds == [0, 1, 2]  # every chain counts
+    aside = row.sensitivity
+    assert aside.verdict == "inconclusive" and aside.evidence.value == 60.0 and aside.evidence.seeds == [0]
 
 
 def test_differs_needs_the_books_value_outside_one_runs_prediction_interval():
@@ -245,8 +247,9 @@ def test_property_every_verdict_follows_the_rule():
 
 def test_a_claim_at_an_end_fewer_than_two_chains_reached_is_not_comparable():
     """The chapter's post-GRPO model was at pass@1 0.83: a claim measured at that controlled end
-    over chains that never got there is not comparable (not inconclusive); chains that missed it
-    are left out and named where two or more did reach it."""
+    over chains that never got there is not comparable (not inconclusive); where two or more did
+    reach it, the chains that missed it count where they stopped (censored, named), and the claim
+    judged without them is its sensitivity analysis."""
     end = lambda reached: {  # noqa: E731
         "grpo-e.json": {"seeds": [0, 1, 2], "sft": "x", "target": 0.83, "per_seed": {"end_reached": reached}}
     }
@@ -268,8 +271,13 @@ def test_a_claim_at_an_end_fewer_than_two_chains_reached_is_not_comparable():
     far = judge(c, {**passk, **end([1.0, 0.0, 0.0])})
     assert far.verdict == "not comparable" and "1 of 3 chains reached e's controlled end" in reason(far)
     near = judge(c, {**passk, **end([1.0, 0.0, 1.0])})
-    assert near.verdict != "not comparable" and near.evidence.seeds == [0, 2]
-    assert near.evidence.source == "2 of 3 chains; left out, did not reach e's end: 1"
+    assert near.verdict != "not comparable" and near.evidence.seeds == [0, 1, 2]
+    censored = "censored (counted where they stopped)"
+    assert near.evidence.source == f"3 chains; {censored}, missed e's end by its cap: 1"
+    assert near.sensitivity.evidence.seeds == [0, 2]
+    assert near.sensitivity.evidence.source == "2 of 3 chains; left out, missed e's end by its cap: 1"
+    assert verdict_record(near)["sensitivity"]["verdict"] == near.sensitivity.verdict
+    assert judge(c, {**passk, **end([1.0, 1.0, 1.0])}).sensitivity is None  # nothing censored
     counts = summary_counts([far, near])
     assert counts["not comparable"] == 1
 
@@ -316,7 +324,11 @@ def test_a_share_of_runs_has_its_exact_interval():
         "feasible": [0, 1],
     }
     assert decided([1.0] * 8, most).verdict == "reproduced"
-    assert decided([0.0] * 8, most).verdict == "differs"
+    # 0 of 8: the share's interval [0, 0.37] lies below one half, but one run reaches with a chance
+    # up to 0.37, above the 2.5% tail: one run like the book's could have reached, so not a difference
+    none = decided([0.0] * 8, most)
+    assert none.tested.one_run == (0.0, 1.0) and none.verdict == "inconclusive"
+    assert decided([0.0] * 200, most).verdict == "differs"  # upper bound 0.018: one run would miss
     assert decided([1.0, 0.0, 1.0, 0.0], most).verdict == "inconclusive"
 
 
@@ -427,18 +439,21 @@ def _start(reached):
     return {"sft-x.json": {"seeds": list(range(n)), "per_seed": {"reached": list(reached), "acc": [0.5] * n}}}
 
 
-def test_a_chain_whose_start_missed_its_target_is_left_out_of_claims_from_that_start_and_named():
-    """GRPO from chain 2's start, which stayed on its plateau to the step cap, is not GRPO from the
-    chapter's start: its value is left out of the interval (a wild 0.05 would have made the claim
-    inconclusive) and the claim's line says which chain and why. Nothing is left out where every
-    chain reached, or where the run has no target (no `reached`)."""
+def test_a_chain_whose_start_missed_its_target_counts_where_it_stopped_and_is_named():
+    """GRPO from chain 2's start, which stayed on its plateau to the step cap, is a result: it counts
+    in the interval (its wild 0.05 makes the claim inconclusive), the claim's line names it, and the
+    claim without it (reproduced) is shown beside as the sensitivity analysis. Nothing is censored
+    where every chain reached, or where the run has no target (no `reached`)."""
     grpo = {"seeds": [0, 1, 2, 3], "sft": "x", "k": 0.0, "per_seed": {"k": [6.9, 7.1, 0.05, 7.0]}}
     claim = Claim(id="c", **BASE, **SEVEN, metric=["g.json", "k"])
     row = judge(claim, {"g.json": grpo, **_start([1.0, 1.0, 0.0, 1.0])})
-    assert row.evidence.per_seed == [6.9, 7.1, 7.0] and row.evidence.seeds == [0, 1, 3]
-    assert row.verdict == "reproduced"
-    assert row.evidence.source == "3 of 4 chains; left out, start missed its target: 2"
-    assert "left out, start missed its target: 2" in ours_text(row)
+    assert row.evidence.per_seed == [6.9, 7.1, 0.05, 7.0] and row.verdict == "inconclusive"
+    censored = "censored (counted where they stopped)"
+    assert row.evidence.source == f"4 chains; {censored}, start missed its target: 2"
+    assert "start missed its target: 2" in ours_text(row)
+    aside = row.sensitivity
+    assert aside.evidence.per_seed == [6.9, 7.1, 7.0] and aside.verdict == "reproduced"
+    assert aside.evidence.source == "3 of 4 chains; left out, start missed its target: 2"
     every = judge(claim, {"g.json": grpo, **_start([1.0, 1.0, 1.0, 1.0])})
     assert every.evidence.source == "4 chains" and every.verdict == "inconclusive"
     budget = {"sft-x.json": {"seeds": [0, 1, 2, 3], "per_seed": {"acc": [0.5] * 4}}}
@@ -447,7 +462,8 @@ def test_a_chain_whose_start_missed_its_target_is_left_out_of_claims_from_that_s
 
 def test_the_start_of_a_pass_at_k_key_is_the_start_its_model_trains_from():
     """passk.json's `sft.*` keys are the start it scores (`sft_run`), `variants.<v>.*` that
-    variant's start (its metrics file's `sft`): both are cut to the chains whose start reached."""
+    variant's start (its metrics file's `sft`): both name the chain whose start missed, and the
+    sensitivity analysis pairs the chains whose start reached."""
     from rlvr.report.evidence import missed_starts, start_run
 
     passk = {
@@ -470,5 +486,27 @@ def test_the_start_of_a_pass_at_k_key_is_the_start_its_model_trains_from():
         margin=0.0,
     )
     row = judge(c, m)
-    assert row.tested.per_seed == pytest.approx([0.05, 0.05]) and row.tested.seeds == [0, 2]
-    assert row.tested.source == "2 chains, paired; left out, start missed its target: 1"
+    assert row.tested.per_seed == pytest.approx([0.05, 0.1, 0.05]) and row.tested.seeds == [0, 1, 2]
+    censored = "censored (counted where they stopped)"
+    assert row.tested.source == f"3 chains, paired; {censored}, start missed its target: 1"
+    aside = row.sensitivity.tested
+    assert aside.per_seed == pytest.approx([0.05, 0.05]) and aside.seeds == [0, 2]
+    assert aside.source == "2 chains, paired; left out, start missed its target: 1"
+
+
+def test_a_claim_on_the_log_scale_names_the_spread_of_the_logs():
+    """The geometric-mean run's interval is built from log values: what blocks it is their spread,
+    not the raw values' SD (which the variance components hold)."""
+    claim = {
+        "kind": "range",
+        "book": 0.25,
+        "lo": 0.0,
+        "hi": 0.5,
+        "estimand": "log_mean",
+        "feasible": [0, 1e9],
+    }
+    values = [0.3, 0.9, 0.4, 0.7, 0.5, 0.35]
+    row = decided(values, claim, variance={"k": {"starts": 0.21}})
+    sd = statistics.stdev(math.log(v) for v in values)
+    assert row.verdict == "inconclusive"
+    assert f"SD {sd:.4g} of the log per chain, a factor of {math.exp(sd):.2g})" in reason(row)

@@ -232,6 +232,7 @@ def test_every_figure_the_pipeline_writes_has_a_caption():
         "grpo-paired-chapter-b.png",
         "grpo-end-curves-chapter-b.png",
         "grpo-end-paths.png",
+        "end-survival.png",
         "starts-passk.png",
         *(
             f.name

@@ -42,6 +42,7 @@ from rlvr.pipeline.seeds import tracked
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.report import narrowing, plots, trainplots
 from rlvr.report.benchtables import fair_bench
+from rlvr.report.chains import end_survival
 from rlvr.report.claims import load_claims, read_looks
 from rlvr.report.compare import paired_view, variants_by_chain
 from rlvr.report.evidence import class_counts, judge_all, verdict_record
@@ -195,6 +196,14 @@ def ended_figures(
         png = plots.endpoint_paths(chain_paths, points, 64, paths.figure_copies / name, rule)
         figure_with_metadata(png, png, merged_info(infos, made))
         out.append(figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="result"))
+        km = end_survival(m)
+        if km is not None:
+            name = "end-survival.png"
+            png = plots.end_survival(km, float(m["steps_cap"]), paths.figure_copies / name, rule)
+            figure_with_metadata(png, png, merged_info(infos, made))
+            out.append(
+                figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="result")
+            )
     return out
 
 
