@@ -335,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         _restore,
         "restore",
-        help="put back the outputs a failed stage left missing (DVC removes them before it runs a "
-        "stage): git-tracked ones from HEAD, checkpoints from DVC's cache",
+        help="bring every output back to the bytes dvc.lock records (DVC removes a stage's outputs "
+        "before it runs it): checkpoints from DVC's cache, checked first; git-kept ones from the "
+        "commit that recorded them; what neither holds is named with the stage to rerun",
     )
     s = _command(
         sub,

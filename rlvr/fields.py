@@ -18,6 +18,7 @@ value against these annotations.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -32,9 +33,11 @@ class ConfigError(UserError, ValueError):
 
 
 def require(cond: bool, path: str, value: Any, rule: str) -> None:
-    """Raise ConfigError("<path> = <value>: <rule>") unless `cond` holds."""
+    """Raise ConfigError("<path> = <value>: <rule>") unless `cond` holds: one line, whatever the
+    path holds (a key with a newline or another control character in it is shown escaped)."""
     if not cond:
-        raise ConfigError(f"{path} = {value!r}: {rule}")
+        shown = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], path)
+        raise ConfigError(f"{shown} = {value!r}: {rule}")
 
 
 # --------------------------------------------------------------------------------------------

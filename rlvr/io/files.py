@@ -174,6 +174,52 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     return path
 
 
+MAX_TEXT_BYTES = 4 * 2**20  # a settings or claims file: a few tens of KB here
+MAX_VALUES = 100_000  # values a settings file may hold once its YAML aliases are expanded
+
+
+def bounded_text(path: str | Path, what: str) -> str:
+    """A settings file's text, refused in one line when it is larger than any such file could be
+    (read no further than the limit)."""
+    with Path(path).open("rb") as f:
+        raw = f.read(MAX_TEXT_BYTES + 1)
+    if len(raw) > MAX_TEXT_BYTES:
+        raise UserError(f"{path}: larger than {MAX_TEXT_BYTES // 2**20} MiB: not a {what}")
+    return raw.decode()
+
+
+def check_expansion(data: Any, path: str | Path, what: str) -> None:
+    """Refuse, in one line and without expanding anything, parsed YAML whose aliases would expand to
+    more than MAX_VALUES values (an alias bomb: nine levels of nine aliases are 387 million) or refer
+    to themselves. Counts each shared object once per use, by memo, so the check is linear in the
+    file."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: Any) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise UserError(f"{path}: a YAML alias refers to itself: not a {what}")
+        open_.add(key)
+        children = node.values() if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_VALUES:
+                raise UserError(
+                    f"{path}: its YAML aliases expand to more than {MAX_VALUES:,} values: not a {what}"
+                )
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    size(data)
+
+
 def md5(path: str | Path) -> str:
     """The file's md5 (what DVC records for a file), read a megabyte at a time."""
     import hashlib

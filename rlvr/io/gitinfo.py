@@ -56,15 +56,30 @@ def checkout_head(root: Path, paths: list[str]) -> str | None:
     )
 
 
-def export_committed(root: Path, into: Path, *paths: str) -> bool:
-    """HEAD's version of `paths` (files or folders), written under `into` at the same relative paths;
-    False outside git or where HEAD lacks one of them."""
+def history(root: Path, path: str, most: int = 200) -> list[str]:
+    """The commits that touched `path`, newest first (at most `most`); [] outside git."""
+    out = _git(root, "log", f"--max-count={most}", "--format=%H", "--", path)
+    return out.splitlines() if out else []
+
+
+def committed_bytes(root: Path, rev: str, path: str) -> bytes | None:
+    """The bytes of `path` as commit `rev` holds it; None where it holds no such file."""
+    try:
+        out = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def export_committed(root: Path, into: Path, *paths: str, rev: str = "HEAD") -> bool:
+    """Commit `rev`'s version of `paths` (files or folders), written under `into` at the same
+    relative paths; False outside git or where the commit lacks one of them."""
     import io
     import tarfile
 
     try:
         out = subprocess.run(
-            ["git", "archive", "--format=tar", "HEAD", "--", *paths],
+            ["git", "archive", "--format=tar", rev, "--", *paths],
             cwd=root,
             capture_output=True,
             timeout=60,

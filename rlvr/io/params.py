@@ -31,8 +31,10 @@ from rlvr.fields import (
     Section,
     Seed,
     Seeds,
+    UserError,
     require,
 )
+from rlvr.io.files import bounded_text, check_expansion
 
 
 def check_value(value: Any, tp: Any, path: str) -> Any:
@@ -285,7 +287,7 @@ GRPO_SETTINGS = tuple(f.name for f in dataclasses.fields(GRPOConfig) if f.name n
 # A name (of a task, SFT run, warm-up, variant or starts run) becomes part of a DVC stage's command,
 # of output paths and of MLflow run names: letters, digits and underscores only, so that no name can
 # be read by a shell (`$(...)`, `;`), climb out of a folder (`..`, `/`) or split a command (a space).
-NAME = re.compile(r"[A-Za-z0-9_]+")
+NAME = re.compile(r"[A-Za-z0-9_]{1,64}")  # 64: every path and run name made from it stays well short
 
 
 def check_name(name: Any, path: str) -> str:
@@ -294,8 +296,8 @@ def check_name(name: Any, path: str) -> str:
         isinstance(name, str) and NAME.fullmatch(name) is not None,
         path,
         name,
-        "is not a valid name: use letters, digits and underscores only (it becomes part of a "
-        "stage's command, its output paths and its MLflow run names)",
+        "is not a valid name: use letters, digits and underscores only, at most 64 of them (it "
+        "becomes part of a stage's command, its output paths and its MLflow run names)",
     )
     return name
 
@@ -532,13 +534,17 @@ def read_yaml(path: str | Path) -> Any:
     from ruamel.yaml import YAML, YAMLError
 
     try:
-        data = YAML(typ="safe", pure=True).load(Path(path).read_text())
+        data = YAML(typ="safe", pure=True).load(bounded_text(path, "params file"))
     except YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read: not a params file") from None
+    try:
+        check_expansion(data, path, "params file")  # before the copy below expands the aliases
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
     return json.loads(json.dumps(data))  # YAML aliases share objects; JSON's copy does not
 
 

@@ -26,7 +26,7 @@ import urllib.request
 from contextlib import closing
 from pathlib import Path
 
-from rlvr.pipeline.store import TrackingError, check_store, public_uri, server_request
+from rlvr.pipeline.store import TrackingError, check_store, client_uri, public_uri, server_request
 from rlvr.pipeline.tracking import EXPERIMENT, KIND, KIND_TAG
 
 PROBE_NAME = "rlvr-guard-probe"
@@ -126,7 +126,9 @@ def probe_artifact(uri: str, run_id: str) -> None:
     from mlflow.tracking import MlflowClient
 
     try:
-        MlflowClient(uri).log_text(run_id, "the guard's probe; its run is deleted\n", "rlvr-guard-probe.txt")
+        MlflowClient(client_uri(uri)).log_text(
+            run_id, "the guard's probe; its run is deleted\n", "rlvr-guard-probe.txt"
+        )
     except Exception as exc:  # the store's own error, however raised: one line
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise TrackingError(

@@ -20,7 +20,7 @@ import yaml
 
 from rlvr.fields import UserError
 from rlvr.io.dvcinfo import stage_status
-from rlvr.io.files import md5
+from rlvr.io.files import bounded_text, check_expansion, md5
 from rlvr.io.gitinfo import code_version, differs_from_commit, git_commit, ignored
 
 
@@ -33,7 +33,10 @@ def load_lock(root: Path) -> dict:
     if not lock.is_file():
         raise ProvenanceError(f"{lock}: not found; run `dvc repro` first")
     try:
-        data = yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = yaml.load(
+            bounded_text(lock, "DVC lock file"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
+        check_expansion(data, lock, "DVC lock file")
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         first = (str(exc).splitlines() or ["not YAML"])[0]
         raise ProvenanceError(
@@ -110,11 +113,14 @@ def upstream(lock: dict, name: str) -> dict[str, dict]:
 def file_dirty(root: Path, path: str, out: dict) -> bool | None:
     """Does `path` differ from its committed version? Git-tracked files: `git status` (untracked or
     deleted counts as differing). DVC-cached files (git-ignored): their md5 against dvc.lock's.
-    None when it cannot be told here: outside git, or a file of a DVC-cached folder (its listing
-    is in the DVC cache; `stale` covers it)."""
+    None when it cannot be told here: outside git, a file of a DVC-cached folder (its listing is
+    in the DVC cache; `stale` covers it), or a path that resolves outside the repository (a link,
+    or a hand-edited dvc.lock): nothing outside it is read."""
+    p = root / path
+    if not p.resolve().is_relative_to(root.resolve()):
+        return None
     if not ignored(root, path):
         return differs_from_commit(root, path)
-    p = root / path
     if not p.exists():
         return True
     if p.is_file() and out["path"].rstrip("/") == path and out.get("hash", "md5") == "md5" and out.get("md5"):
@@ -233,7 +239,9 @@ def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
         return {k: "missing" for k in ids}
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    from rlvr.pipeline.store import client_uri
+
+    client = MlflowClient(client_uri(uri))
     out = {}
     for k, rid in ids.items():
         try:

@@ -6,17 +6,17 @@ writes the outputs and logs to MLflow. `main` is how dvc.yaml runs them:
 
 (`rlvr sft --run two_digit` is the same for people.) It loads and checks params.yaml, builds the
 instance's params (`rlvr.pipeline.stageparams`: the keys it declares, and only those) and its paths
-from `rlvr.pipeline.specs`, runs the stage module and prints its summary as JSON. A user error is one
-line on stderr and exit status 2.
+from `rlvr.pipeline.specs`, runs the stage module and prints a short summary (its headline numbers,
+the files it wrote). A user error is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from rlvr.determinism import check_device, thread_budget
 from rlvr.fields import ConfigError
@@ -92,5 +92,28 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
-    print(json.dumps(result, indent=2, sort_keys=True, default=str))
+    written = instance_outputs(args.stage, args.key, load_params(args.params))
+    print(summary(f"{args.stage}{'@' + args.key if args.key else ''}", result, written))
     return 0
+
+
+SHOWN = 6  # numbers a stage's closing line names at most
+
+
+def summary(name: str, result: Any, written: list[Path]) -> str:
+    """A stage's closing lines for a person: its headline numbers (the first few scalars of what it
+    returns), then the results and run record it wrote; the whole record stays in those files and
+    in MLflow."""
+    numbers = {
+        k: v
+        for k, v in (result.items() if isinstance(result, dict) else [])
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not k.endswith("_id")
+    }
+    shown = " · ".join(f"{k} {v:.4g}" for k, v in list(numbers.items())[:SHOWN])
+    more = f" (+{len(numbers) - SHOWN} more)" if len(numbers) > SHOWN else ""
+    files = [p.as_posix() for p in written if p.parts[:2] in (("reports", "metrics"), ("reports", "runs"))]
+    return (
+        f"rlvr: {name} done"
+        + (f": {shown}{more}" if shown else "")
+        + (f"\nrlvr: wrote {', '.join(files)} (every number: rlvr ui)" if files else "")
+    )

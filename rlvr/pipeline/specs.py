@@ -351,9 +351,18 @@ def plot_views(p: Params) -> list[dict]:
     variants = p.variants
 
     def by_task(task: str) -> dict:
+        """Each fixed-budget variant's seed-mean curve (a controlled end's chains stop at different
+        steps: a mean over the chains still running would fall as they stop, so it has its own view)."""
         return {
-            _path(paths.grpo(v, e.sft).eval_mean): "eval_acc" for v, e in variants.items() if e.task == task
+            _path(paths.grpo(v, e.sft).eval_mean): "eval_acc"
+            for v, e in variants.items()
+            if e.task == task and e.target is None
         }
+
+    ended = {v: e for v, e in variants.items() if e.target is not None}
+    end_chains = {
+        _path(paths.grpo(v, e.sft).eval_curve(s)): "eval_acc" for v, e in ended.items() for s in e.seeds
+    }
 
     start, contrast = p.passk.sft, p.passk.contrast
     from_start = [v for v, e in variants.items() if e.sft == start]  # their minus_sft is paired
@@ -368,10 +377,27 @@ def plot_views(p: Params) -> list[dict]:
                 "step",
                 "GRPO step",
                 "held-out accuracy (seed mean, 95% band over chains)",
-                "Chapter B: held-out accuracy of every GRPO variant",
+                "Chapter B: held-out accuracy of every GRPO variant at its fixed budget",
                 "overlay-band",
             )
         },
+        *(
+            [
+                {
+                    "grpo-controlled-end": _view(
+                        end_chains,
+                        "step",
+                        "GRPO step",
+                        "held-out accuracy (exact), one line per chain",
+                        f"{', '.join(ended)}: each of {len(end_chains)} chains to its controlled end "
+                        "(chains stop at different steps: no mean is drawn)",
+                        "overlay",
+                    )
+                }
+            ]
+            if ended
+            else []
+        ),
         {
             "grpo-accuracy-chapter-a": _view(
                 by_task("single_digit"),

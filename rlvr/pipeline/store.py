@@ -122,6 +122,22 @@ def server_request(uri: str) -> tuple[str, dict[str, str]]:
     return bare, {}
 
 
+def client_uri(uri: str) -> str:
+    """The URI handed to MLflow's client: a server's credentials moved out of it into the variables
+    MLflow reads for Basic auth (MLFLOW_TRACKING_USERNAME and _PASSWORD, unless both are set
+    already: those come first, as in `server_request`), so that no line MLflow itself prints (its
+    "View run ... at:" link after every run) carries the password. Any other URI as it is."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or parts.username is None:
+        return uri
+    if not (os.environ.get("MLFLOW_TRACKING_USERNAME") and os.environ.get("MLFLOW_TRACKING_PASSWORD")):
+        os.environ["MLFLOW_TRACKING_USERNAME"] = unquote(parts.username)
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = unquote(parts.password or "")
+    return urlunsplit(parts._replace(netloc=_address(parts)))
+
+
 STORE_HEADROOM = 16 * 2**20  # what one stage's runs, params and curves may add to a SQLite store
 
 

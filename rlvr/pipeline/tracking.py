@@ -36,6 +36,7 @@ from rlvr.io.system import cpu_model, pid_running
 from rlvr.pipeline.store import (
     TrackingError,
     check_reachable,
+    client_uri,
     default_tracking_uri,
     recorded_uri,
     repo_root,
@@ -450,7 +451,7 @@ def stage_run(
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         with _store_lock(uri):
-            client = MlflowClient(uri)
+            client = MlflowClient(client_uri(uri))
             experiment_id = _experiment(client, uri)
     except Exception as exc:  # any failure to open the store is a configuration problem
         raise TrackingError(

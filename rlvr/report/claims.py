@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from rlvr.fields import ConfigError
+from rlvr.io.files import bounded_text, check_expansion
 
 KINDS = ("exact", "range", "greater", "less", "close", "cited")
 ESTIMANDS = {  # claims.yaml `estimand`: what an interval over chains is of
@@ -185,7 +186,8 @@ def read_looks(path: Path) -> dict[str, Look]:
     (0.95, 1) and its `first` and `second` chains, disjoint lists of seeds. A malformed entry is one
     line naming it."""
     try:
-        plan = yaml.safe_load(path.read_text()) or {}
+        plan = yaml.safe_load(bounded_text(path, "plan")) or {}
+        check_expansion(plan, path, "plan")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file (the confirmatory plan the verdicts follow)") from None
     except yaml.YAMLError as exc:
@@ -219,7 +221,8 @@ def read_looks(path: Path) -> dict[str, Look]:
 def load_claims(path: Path) -> list[Claim]:
     """experiments/claims.yaml (or another registry) as checked claims."""
     try:
-        entries = yaml.safe_load(path.read_text())
+        entries = yaml.safe_load(bounded_text(path, "claims registry"))
+        check_expansion(entries, path, "claims registry")
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})".splitlines()[0]) from None
     return check_claims(entries, str(path))

@@ -352,13 +352,21 @@ def calibration_paths(record: dict, path: Path) -> Path:
     return save(fig, path)
 
 
-def endpoint_paths(paths: dict[int, list[dict]], book: dict, k: int, path: Path, label: str) -> Path:
+def endpoint_paths(
+    paths: dict[int, list[dict]],
+    book: dict,
+    k: int,
+    path: Path,
+    label: str,
+    below: tuple[int, int] | None = None,
+) -> Path:
     """Each chain's path from its start to its controlled end in the (pass@1, pass@k) plane of the
     test problems (exact, from the answer probabilities at every check), one small panel per chain,
     its start an open circle and its end a dot, the chapter's SFT (square) and GRPO (star) points in
     every panel. paths: chain -> its check rows (test_pass_at_1, test_pass_at_{k}); book:
     {"SFT": (pass@1, pass@k), "GRPO": (...)}; label: what the runs are (the variant and its rule).
-    The title states how many chains end below their start at k."""
+    The title states how many chains end below their start at k: `below` (chains, of how many) as
+    the claims count it (passk.json's 256-sample estimate), else the paths' own exact ends."""
     chains = sorted(paths)
     cols = min(4, len(chains))
     rows = -(-len(chains) // cols)
@@ -392,10 +400,11 @@ def endpoint_paths(paths: dict[int, list[dict]], book: dict, k: int, path: Path,
         ax.set_xlabel("pass@1, 300 test problems")
     for ax in axes[::cols]:
         ax.set_ylabel(f"pass@{k}")
+    count, of, source = (*below, "256 samples a problem") if below else (narrowed, len(chains), "exact")
     figure_title(
         fig,
         f"GRPO to its controlled end ({label}): pass@{k} ends below its start in "
-        f"{narrowed} of {len(chains)} chains",
+        f"{count} of {of} chains ({source})",
     )
     legend_below(fig)
     return save(fig, path)

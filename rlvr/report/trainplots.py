@@ -107,6 +107,31 @@ def _series(curves: dict[str, list[list[dict]]], table: str, key: str, window: i
     return steps, [[a.get(step, math.nan) for step in steps] for a in at]
 
 
+SPIKE_QUANTILE = 0.99  # a panel's scale stops at this quantile of its chains' values (x 1.15)
+
+
+def clip_spikes(ax, per_chain: list[list[float]]) -> None:
+    """Keep one chain's spike from setting a panel's scale: where the largest value lies beyond the
+    SPIKE_QUANTILE of all values drawn (by more than a third), the axis stops there (x 1.15) and the
+    panel says which peak it cut, so the other curves stay readable and nothing is hidden silently."""
+    values = [v for chain in per_chain for v in chain if v == v]
+    if len(values) < 20:
+        return
+    top, peak = float(np.quantile(values, SPIKE_QUANTILE)) * 1.15, max(values)
+    if peak > top * 1.33 and top > 0:
+        ax.set_ylim(top=top)
+        ax.text(
+            0.98,
+            0.96,
+            f"clipped: a peak of {peak:.3g}",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=7,
+            color="0.3",
+        )
+
+
 def _window(runs: dict) -> int:
     """The trailing mean's window: 1/20 of the longest run's training steps."""
     steps = max((max(len(t) for t in c["train"]) for c in runs.values() if c["train"]), default=1)
@@ -133,11 +158,15 @@ def learning_curves(
     fig = new_figure((12, 7.2))
     axes = fig.subplots(2, 2).ravel()
     window = _window(runs)
+    drawn: dict[int, list] = {i: [] for i in range(len(LEARNING_PANELS))}
     for colour, (variant, curves) in zip(palette(len(runs)), runs.items()):
-        for ax, (table, key, _, _) in zip(axes, LEARNING_PANELS):
+        for i, (ax, (table, key, _, _)) in enumerate(zip(axes, LEARNING_PANELS)):
             steps, values = _series(curves, table, key, window)
             if steps:
                 _band(ax, steps, values, labels[variant], metric_bounds(key), color=colour)
+                drawn[i] += values
+    for i, ax in enumerate(axes):
+        clip_spikes(ax, drawn[i])
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     for ax, (table, _, panel_title, unit) in zip(axes, LEARNING_PANELS):
         ax.set(title=panel_title + (smooth if table == "train" else ""), xlabel="GRPO step", ylabel=unit)
@@ -169,11 +198,13 @@ def learning_grid(
     window = _window(runs)
     smooth = f", trailing mean of {window} steps" if window > 1 else ""
     colour = "tab:blue"  # one strong colour: a row is one variant, named at its left
+    drawn: dict[int, list] = {i: [] for i in range(len(LEARNING_PANELS))}
     for row, variant in enumerate(others):
-        for ax, (table, key, _, _) in zip(axes[row], LEARNING_PANELS):
+        for col, (ax, (table, key, _, _)) in enumerate(zip(axes[row], LEARNING_PANELS)):
             for name, style in ((reference, REFERENCE), (variant, {"color": colour})):
                 steps, values = _series(runs[name], table, key, window)
                 if steps:
+                    drawn[col] += values
                     _band(
                         ax,
                         steps,
@@ -185,6 +216,8 @@ def learning_grid(
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
         axes[row][0].set_ylabel(textwrap.fill(labels[variant], 18), fontsize=8.5, fontweight="bold")
+    for col, ax in enumerate(axes[0]):  # a column shares its y axis: one clip for the column
+        clip_spikes(ax, drawn[col])
     for ax, (table, _, panel_title, unit) in zip(axes[0], LEARNING_PANELS):
         ax.set_title(
             textwrap.fill(f"{panel_title}: {unit}" + (smooth if table == "train" else ""), 40), fontsize=9

@@ -1,57 +1,173 @@
-"""`rlvr restore`: the outputs a failed stage left missing, back as the last `dvc repro` recorded them.
+"""`rlvr restore`: every output back to the bytes dvc.lock records for it.
 
 DVC removes a stage's outputs before it runs the stage's command, so a stage that fails after the
 guard passed (a fault no check foresees: a server that dies mid-stage, a killed process) leaves
-them missing, the git-tracked metrics, curves and figures among them. They are not lost: the ones
-git tracks are at HEAD, the rest (checkpoints) in DVC's cache under the hashes dvc.lock records.
-This puts back every output dvc.lock records that the workspace lacks, and only those: an output
-that is there, changed or not, is left as it is.
+them missing, or half there (a checkpoint folder with the killed run's first new file). dvc.lock
+still records what each output was. This asks DVC which outputs are not what it records (`dvc
+status`: deleted, modified, or a cached object that is missing), and brings each back to those
+bytes: a cached output (checkpoints) from DVC's cache, each object's md5 checked first (a damaged
+object is never put back), through `dvc checkout`, which compares a folder file by file; an output
+git keeps (metrics, curves, figures) from the newest commit whose dvc.lock records the same hash
+for it. An output whose bytes are in neither is named, with the stage to rerun. An output that is
+what dvc.lock records is left as it is, and so is every stage whose params or code changed (that is
+a rerun's business, not a restore's).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from rlvr.fields import UserError
 from rlvr.io.dvcinfo import last_error
 from rlvr.io.dvcinfo import run as dvc
-from rlvr.io.gitinfo import checkout_head, tracked_in_head
+from rlvr.io.dvcinfo import status as dvc_status
+from rlvr.io.files import md5
+from rlvr.io.gitinfo import committed_bytes, export_committed, history
 from rlvr.pipeline.paths import CHECKED
 from rlvr.pipeline.provenance import load_lock
 
 
 class RestoreError(UserError):
-    """An output could not be put back (one line naming it and why)."""
+    """An output could not be put back (one line naming it and what to run)."""
 
 
-def missing_outputs(root: Path) -> list[str]:
-    """Every output dvc.lock records that is not in the workspace, in dvc.lock's order; the guard's
-    marker aside (`check` runs on every `dvc repro` and writes it again: it is neither in git nor in
-    DVC's cache)."""
-    outs = [o["path"] for stage in load_lock(root).values() for o in stage.get("outs", [])]
-    return [p for p in dict.fromkeys(outs) if not (root / p).exists() and Path(p) != CHECKED]
+@dataclass(frozen=True)
+class Changed:
+    """An output that is not what dvc.lock records: its stage, path, DVC's word for it (deleted,
+    modified, not in cache) and dvc.lock's entry for it (its md5)."""
+
+    stage: str
+    path: str
+    why: str
+    entry: dict
 
 
-def _failed(what: str, command: str, why: str | None) -> None:
-    if why is not None:
-        raise RestoreError(f"{what}: `{command} ...` failed ({why})")
+def changed_outputs(root: Path) -> list[Changed]:
+    """The outputs `dvc status` finds changed against dvc.lock (the guard's marker aside: `check`
+    writes it again on every `dvc repro`), in dvc.lock's order."""
+    status = dvc_status(root)
+    if "dvc status" in status:
+        raise RestoreError(f"dvc status {status['dvc status'][0]}")
+    found = []
+    for stage, body in load_lock(root).items():
+        said = {}
+        for item in status.get(stage, []):
+            if isinstance(item, dict):
+                said.update(item.get("changed outs", {}))
+        for entry in body.get("outs", []):
+            path = entry["path"]
+            why = said.get(path) or said.get(path.rstrip("/"))
+            if why and Path(path) != CHECKED:
+                found.append(Changed(stage, path, why, entry))
+    return found
+
+
+def _object(cache: Path, digest: str) -> Path:
+    """Where DVC's cache keeps the object of `digest` (files/md5/ab/cdef...: its documented layout)."""
+    return cache / "files" / "md5" / digest[:2] / digest[2:]
+
+
+def damaged_object(cache: Path, out: Changed) -> str | None:
+    """None where the cache holds the output's object whole, each file's md5 as recorded; else the
+    first file (the output's path, or a file in its folder) that is missing or damaged there."""
+    digest = out.entry.get("md5") or ""
+    obj = _object(cache, digest)
+    if not obj.is_file() or md5(obj) != digest.removesuffix(".dir"):
+        return out.path
+    if not digest.endswith(".dir"):
+        return None
+    for item in json.loads(obj.read_text()):  # a folder's listing: [{"md5": ..., "relpath": ...}]
+        part = _object(cache, item["md5"])
+        if not part.is_file() or md5(part) != item["md5"]:
+            return f"{out.path.rstrip('/')}/{item['relpath']}"
+    return None
+
+
+def recorded_in(root: Path, out: Changed) -> str | None:
+    """The newest commit whose dvc.lock records the same hash for this output (so its tree holds
+    those bytes, committed with it); for a file, its bytes there are checked too. None: no commit."""
+    for commit in history(root, "dvc.lock"):
+        text = committed_bytes(root, commit, "dvc.lock")
+        try:
+            stages = (yaml.safe_load(text or b"") or {}).get("stages", {})
+        except yaml.YAMLError:
+            continue
+        entries = (stages.get(out.stage) or {}).get("outs", [])
+        if not any(e.get("path") == out.path and e.get("md5") == out.entry.get("md5") for e in entries):
+            continue
+        if out.entry.get("md5", "").endswith(".dir"):
+            return commit
+        data = committed_bytes(root, commit, out.path)
+        if data is not None and hashlib.md5(data).hexdigest() == out.entry.get("md5"):
+            return commit
+    return None
+
+
+def put_back_committed(root: Path, out: Changed, commit: str) -> None:
+    """Replace the output (file or folder) with the commit's version of it."""
+    target = root / out.path
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        if not export_committed(root, Path(tmp), out.path.rstrip("/"), rev=commit):
+            raise RestoreError(
+                f"{out.path}: commit {commit[:10]} lacks it; rerun its stage: dvc repro {out.stage}"
+            )
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (Path(tmp) / out.path.rstrip("/")).replace(target)
 
 
 def restore(root: Path) -> dict:
-    """Put back every missing output: git-tracked ones from HEAD, the others from DVC's cache."""
-    missing = missing_outputs(root)
-    from_git = tracked_in_head(root, missing)
-    from_cache = [p for p in missing if p not in from_git]
-    if from_git:
-        _failed("outputs git tracks", "git checkout HEAD", checkout_head(root, sorted(from_git)))
-    if from_cache:
-        done = dvc(root, "checkout", "--quiet", *from_cache)
-        _failed(
-            "outputs DVC's cache holds", "dvc checkout --quiet", last_error(done) if done.returncode else None
+    """Every output that is not what dvc.lock records, back to those bytes: cached ones from DVC's
+    cache (checked first), git-kept ones from the commit that recorded them. Raises one line naming
+    each output that could not be found, and the stages to rerun."""
+    changed = changed_outputs(root)
+    where = dvc(root, "cache", "dir")
+    if where.returncode != 0:
+        raise RestoreError(f"dvc cache dir failed: {last_error(where)}")
+    cache = Path(where.stdout.strip())
+    from_cache, from_git, lost = [], {}, {}
+    for out in changed:
+        if _object(cache, out.entry.get("md5") or "x").exists() or out.why == "not in cache":
+            bad = damaged_object(cache, out)
+            if bad is not None:
+                lost[out.path] = (out.stage, f"{bad}: missing or damaged in DVC's cache")
+                continue
+            done = dvc(root, "checkout", "--force", "--quiet", out.path)
+            if done.returncode != 0:
+                lost[out.path] = (out.stage, f"{out.path}: dvc checkout failed ({last_error(done)})")
+                continue
+            from_cache.append(out.path)
+            continue
+        commit = recorded_in(root, out)
+        if commit is None:
+            lost[out.path] = (
+                out.stage,
+                f"{out.path}: no commit holds the bytes dvc.lock records (not committed yet)",
+            )
+            continue
+        put_back_committed(root, out, commit)
+        from_git[out.path] = commit
+    if lost:
+        stages = sorted({stage for stage, _ in lost.values()})
+        _, why = next(iter(lost.values()))
+        raise RestoreError(
+            why
+            + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "")
+            + f"; rerun what made them: dvc repro {' '.join(stages)}"
         )
-    still = [p for p in missing if not (root / p).exists()]
+    still = [c.path for c in changed_outputs(root)]
     if still:
         raise RestoreError(
-            f"{still[0]}: not at HEAD and not in DVC's cache ({len(still)} such); rerun its stage (dvc repro)"
+            f"{still[0]}: still not what dvc.lock records after the restore ({len(still)} such)"
         )
-    return {"restored_from_git": sorted(from_git), "restored_from_dvc_cache": from_cache}
+    return {"restored_from_dvc_cache": from_cache, "restored_from_git": from_git}

@@ -344,7 +344,7 @@ def test_a_run_merges_the_sft_defaults_and_states_only_what_differs(tmp_path):
     assert raw["sft"]["b"]["noise"]["rate"] == 0.0 and raw["sft_defaults"]["noise"]["rate"] == 0.0
 
 
-UNSAFE_NAMES = ["x$(touch PWNED)", "x;touch PWNED;", "..", "a b", "x/y", "`id`", ""]
+UNSAFE_NAMES = ["x$(touch PWNED)", "x;touch PWNED;", "..", "a b", "x/y", "`id`", "", "a\nb", "v" * 65]
 
 
 @pytest.mark.parametrize("name", UNSAFE_NAMES)

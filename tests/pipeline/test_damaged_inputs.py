@@ -67,3 +67,39 @@ def test_rlvr_ui_refuses_a_bad_port_in_one_line(capsys):
         main(["ui", "--port", "99999"])
     assert caught.value.code == 2
     assert capsys.readouterr().err.strip().endswith("argument --port: 99999 is not a port number (1-65535)")
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """Nine levels of nine aliases: 9**9 (387 million) values once expanded, 1 KB as text."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_in_params_is_refused_without_expanding_it(tmp_path):
+    from rlvr.io.params import read_yaml
+
+    bomb = tmp_path / "params.yaml"
+    bomb.write_text("seed: 0\n" + alias_bomb())
+    with pytest.raises(
+        ConfigError, match=r"params.yaml: its YAML aliases expand to more than 100,000 values"
+    ):
+        read_yaml(bomb)
+    (tmp_path / "loop.yaml").write_text("a: &a [1, *a]\n")  # an alias inside its own anchor
+    with pytest.raises(ConfigError):
+        read_yaml(tmp_path / "loop.yaml")
+
+
+def test_an_alias_bomb_in_the_claims_registry_or_a_huge_file_is_one_line(tmp_path):
+    from pathlib import Path
+
+    from rlvr.io.files import MAX_TEXT_BYTES
+    from rlvr.report.claims import load_claims
+
+    claims = Path(tmp_path / "claims.yaml")
+    claims.write_text(alias_bomb())
+    with pytest.raises(UserError, match="expand to more than"):
+        load_claims(claims)
+    claims.write_text("# " + "x" * MAX_TEXT_BYTES + "\n")
+    with pytest.raises(UserError, match=r"larger than 4 MiB: not a claims registry"):
+        load_claims(claims)

@@ -225,15 +225,19 @@ print(json.dumps(loaded))
 
 
 def test_dvc_plots_overlay_each_variant_without_combs(repo):
-    """`dvc plots show --json`: the chapter B accuracy chart overlays one curve per variant, coloured
-    by file, with a value in every row (an empty cell would be drawn as 0, a comb)."""
+    """`dvc plots show --json`: the chapter B accuracy chart overlays one curve per fixed-budget
+    variant, coloured by file, with a value in every row (an empty cell would be drawn as 0, a comb);
+    a controlled end's chains, which stop at different steps, are drawn one line each in their own
+    view, never as a mean over the chains still running."""
     d, env = repo
     charts = json.loads(sh("dvc plots show --json 2>/dev/null", d, env))["data"]
     views = {"grpo-accuracy-chapter-b", "grpo-accuracy-chapter-a", "passk", "passk-gain", "sft-loss", "hack"}
-    assert views <= set(charts)
+    assert views | {"grpo-controlled-end"} <= set(charts)
+    ended = {r["filename"] for r in charts["grpo-controlled-end"][0]["content"]["data"]["values"]}
+    assert ended and all(name.endswith("-eval.tsv") for name in ended)
     spec = charts["grpo-accuracy-chapter-b"][0]["content"]
     rows = spec["data"]["values"]
-    assert {r["filename"] for r in rows} == {"grpo_end.tsv", "grpo.tsv", "dapo.tsv"}
+    assert {r["filename"] for r in rows} == {"grpo.tsv", "dapo.tsv"}
     assert all(r["eval_acc"] != "" and 0 <= float(r["eval_acc"]) <= 1 for r in rows)
     assert sorted(int(r["step"]) for r in rows if r["filename"] == "grpo.tsv") == [0, 1, 2]  # eval_every 1
     colours = {layer["encoding"]["color"]["field"] for layer in spec["layer"] if "color" in layer["encoding"]}

@@ -254,3 +254,37 @@ def test_the_sft_side_choice_is_by_never_solved_then_pass_at_64():
     assert sft_side_choice(sft, 5, 0.983) == "b"  # 2.5 from 5; a and c are 3 away
     del sft["b"]
     assert sft_side_choice(sft, 5, 0.983) == "c"  # a tie at 3, broken by pass@64 (0.002 from 0.983)
+
+
+def test_a_stage_closes_with_two_short_lines_not_its_record():
+    """What a person reads when a stage ends: a few headline numbers and the files written; ids,
+    lists and tables stay in the files and MLflow."""
+    from pathlib import Path
+
+    from rlvr.pipeline.run import summary
+
+    result = {"mlflow_run_id": "abc", "acc": 0.523456, "per_seed": [1, 2], "ok": True, "steps": 12}
+    for k in range(10):
+        result[f"m{k}"] = float(k)
+    written = [Path("data/x/sft"), Path("reports/metrics/sft-x.json"), Path("reports/runs/sft-x.json")]
+    lines = summary("sft@x", result, written).splitlines()
+    assert lines == [
+        "rlvr: sft@x done: acc 0.5235 · steps 12 · m0 0 · m1 1 · m2 2 · m3 3 (+6 more)",
+        "rlvr: wrote reports/metrics/sft-x.json, reports/runs/sft-x.json (every number: rlvr ui)",
+    ]
+    assert summary("check", {}, []) == "rlvr: check done"
+
+
+def test_the_end_paths_title_counts_what_the_claims_count():
+    """grpo-end-paths.png's "ends below its start in N of M chains" is passk.json's pairing (the
+    estimate the narrowing claims use), not the paths' exact ends, which can disagree by a chain."""
+    from rlvr.pipeline.stages.report import narrowed
+
+    passk = {
+        "sft": {"seeds": [1, 2, 3], "per_seed": {"pass_at_n": [0.98, 0.97, 0.99]}},
+        "variants": {"e": {"seeds": [1, 2, 3], "per_seed": {"pass_at_n_rl": [0.97, 0.975, 0.985]}}},
+    }
+    assert narrowed({"passk.json": passk}, "e") == (2, 3)
+    assert narrowed({"passk.json": passk}, "other") is None
+    passk["variants"]["e"]["seeds"] = [3, 2, 1]  # not paired chain by chain: no count
+    assert narrowed({"passk.json": passk}, "e") is None

@@ -422,3 +422,29 @@ def test_a_stage_that_stops_part_way_marks_its_run_on_the_server(mlflow_server, 
     client = MlflowClient(mlflow_server.uri)
     assert client.get_run(run_id).info.status == status
     assert [m.value for m in client.get_metric_history(run_id, "loss")] == [1.0]
+
+
+PASSING_STAGE = """
+from rlvr.pipeline.tracking import stage_run
+with stage_run("sft@x", {"lr": 0.1}, {}, "h") as run:
+    run.log_step(0, {"loss": 1.0})
+"""
+
+
+def test_a_password_in_the_uri_appears_in_no_line_of_a_successful_stage(mlflow_server):
+    """MLflow's client prints a "View run ... at: <server>" link after every run; handed the URI
+    without its credentials (they travel in the variables MLflow reads for Basic auth), that line
+    and every other one a stage prints carry no password."""
+    secret = "s3cret-Pa55"
+    credentialed = mlflow_server.uri.replace("http://", f"http://alice:{secret}@")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING_")}
+    run = subprocess.run(
+        [sys.executable, "-c", PASSING_STAGE],
+        capture_output=True,
+        text=True,
+        env={**env, "MLFLOW_TRACKING_URI": credentialed},
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"View run sft@x at: {mlflow_server.uri}/#/experiments/" in run.stdout
+    assert secret not in run.stdout + run.stderr

@@ -115,6 +115,20 @@ def test_dirty_flags_follow_git_and_dvc_hashes(repo):
     assert explain(repo, "data/x/sft.jsonl", check_stale=False)["dirty"]["file"] is False
 
 
+def test_an_output_that_links_outside_the_repository_is_never_read(repo, tmp_path_factory):
+    """A DVC-cached output replaced by a link to a file outside the checkout: provenance says it
+    cannot tell, and reads (hashes) nothing outside."""
+    from rlvr.pipeline.provenance import file_dirty
+
+    outside = tmp_path_factory.mktemp("elsewhere") / "secret.bin"
+    outside.write_bytes(b"not ours")
+    outside.chmod(0)  # reading it would raise: the check must not get that far
+    (repo / CKPT).unlink()
+    (repo / CKPT).symlink_to(outside)
+    assert file_dirty(repo, CKPT, entry(CKPT)) is None
+    assert file_dirty(repo, "../" * 8 + "etc/passwd", entry(CKPT)) is None
+
+
 def test_text_output_names_the_upstream_stages_and_params(repo):
     text = format_explain(explain(repo, FIGURE, check_stale=False))
     assert "stage     passk" in text and 'passk={"n": 64}' in text

@@ -440,3 +440,28 @@ def test_sections_fold_all_but_the_opened_and_the_contents_still_reach_into_them
     assert '<details class="section"><summary><h2 id="detail">Detail</h2></summary><h3 id="deeper">' in page
     assert '<a href="#deeper">Deeper</a>' in page  # a link into a fold (the page's script opens it)
     assert "## Detail\n\n### Deeper\n\nlater" in md and isinstance(folded[3], Section)
+
+
+def test_one_chains_spike_does_not_set_a_panels_scale():
+    """A KL spike of one chain (6 nats against the others' 0.3) would flatten every other curve: the
+    axis stops near the bulk of the values and the panel names the peak it cut; without a spike the
+    axis is left alone."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlvr.report.trainplots import clip_spikes
+
+    calm = [[0.1 + 0.01 * i for i in range(50)] for _ in range(4)]
+    fig, ax = plt.subplots()
+    for chain in calm:
+        ax.plot(chain)
+    before = ax.get_ylim()
+    clip_spikes(ax, calm)
+    assert ax.get_ylim() == before and not ax.texts
+    spiky = [*calm, [0.3] * 49 + [6.0]]
+    ax.plot(spiky[-1])
+    clip_spikes(ax, spiky)
+    assert ax.get_ylim()[1] < 1.0 and ax.texts[0].get_text() == "clipped: a peak of 6"
+    plt.close(fig)

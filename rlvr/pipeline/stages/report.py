@@ -193,7 +193,9 @@ def ended_figures(
         points = {who: (book[a], book[b]) for who, (a, b) in BOOK_POINTS.items() if a in book and b in book}
         name = "grpo-end-paths.png"
         rule = f"{variant}: stopped at validation pass@1 {m['target']:g}, cap {m['steps_cap']} steps"
-        png = plots.endpoint_paths(chain_paths, points, 64, paths.figure_copies / name, rule)
+        png = plots.endpoint_paths(
+            chain_paths, points, 64, paths.figure_copies / name, rule, narrowed(metrics, variant)
+        )
         figure_with_metadata(png, png, merged_info(infos, made))
         out.append(figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="result"))
         km = end_survival(m)
@@ -205,6 +207,18 @@ def ended_figures(
                 figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="result")
             )
     return out
+
+
+def narrowed(metrics: dict, variant: str) -> tuple[int, int] | None:
+    """(chains whose GRPO pass@n ends below their start's, chains) for `variant`, from passk.json:
+    the numbers the claims are decided on; None where passk.json does not pair them."""
+    passk = metrics.get("passk.json") or {}
+    mine, start = (passk.get("variants") or {}).get(variant) or {}, passk.get("sft") or {}
+    rl = mine.get("per_seed", {}).get("pass_at_n_rl")
+    sft = start.get("per_seed", {}).get("pass_at_n")
+    if not rl or not sft or mine.get("seeds") != start.get("seeds"):
+        return None
+    return sum(r < s for r, s in zip(rl, sft)), len(rl)
 
 
 def scaling_figure(bench: dict | None, path: Path, made: dict) -> dict | None:
