@@ -183,7 +183,7 @@ h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.8em 0;font-size:13px;width:100%}
 td,th{border:1px solid #d5d5d5;padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f3f3f3}
-td.verdict{font-weight:600;white-space:nowrap}td.kind,td.book{white-space:nowrap}
+td.verdict{font-weight:600;min-width:7.5em}td.kind,td.book{white-space:nowrap}
 tr.reproduced td.verdict{background:#d9f2d9}tr.differs td.verdict{background:#f8d7d7}
 tr.inconclusive td.verdict{background:#fdf3c4}tr.cited td.verdict{background:#eee}
 tr.missing td.verdict{background:#fde9b6}

@@ -359,6 +359,7 @@ def endpoint_paths(
     path: Path,
     label: str,
     below: tuple[int, int] | None = None,
+    censored: frozenset[int] = frozenset(),
 ) -> Path:
     """Each chain's path from its start to its controlled end in the (pass@1, pass@k) plane of the
     test problems (exact, from the answer probabilities at every check), one small panel per chain,
@@ -366,7 +367,8 @@ def endpoint_paths(
     every panel. paths: chain -> its check rows (test_pass_at_1, test_pass_at_{k}); book:
     {"SFT": (pass@1, pass@k), "GRPO": (...)}; label: what the runs are (the variant and its rule).
     The title states how many chains end below their start at k: `below` (chains, of how many) as
-    the claims count it (passk.json's 256-sample estimate), else the paths' own exact ends."""
+    the claims count it (passk.json's 256-sample estimate), else the paths' own exact ends. A chain
+    in `censored` (the step cap came first) ends in a red cross where it stopped."""
     chains = sorted(paths)
     cols = min(4, len(chains))
     rows = -(-len(chains) // cols)
@@ -379,7 +381,12 @@ def endpoint_paths(
         narrowed += y[-1] < y[0]
         ax.plot(x, y, color="tab:blue", lw=0.8, alpha=0.8, label="the chain's checks, in order")
         ax.plot(x[:1], y[:1], "o", mfc="white", color="tab:blue", ms=6, label="its SFT start")
-        ax.plot(x[-1:], y[-1:], "o", color="tab:blue", ms=6, label="its controlled end")
+        if chain in censored:  # the cap stopped it short of the end: where it stopped, not an end
+            ax.plot(
+                x[-1:], y[-1:], "X", color="tab:red", ms=8, label="where the step cap stopped it (censored)"
+            )
+        else:
+            ax.plot(x[-1:], y[-1:], "o", color="tab:blue", ms=6, label="its controlled end")
         for name, marker in (("SFT", "s"), ("GRPO", "*")):
             if name in book:
                 bx, by = book[name]
@@ -392,7 +399,7 @@ def endpoint_paths(
                     ls="none",
                     label=f"the chapter's {name}: pass@1 {bx:g}, pass@{k} {by:g}",
                 )
-        ax.set_title(f"chain {chain}", fontsize=9)
+        ax.set_title(f"chain {chain}" + (" (censored at the cap)" if chain in censored else ""), fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes[len(chains) :]:
         ax.set_visible(False)

@@ -282,18 +282,21 @@ def test_a_claim_at_an_end_fewer_than_two_chains_reached_is_not_comparable():
     assert counts["not comparable"] == 1
 
 
+LOG_RANGE = {
+    "kind": "range",
+    "book": 0.25,
+    "lo": 0.0,
+    "hi": 0.5,
+    "estimand": "log_mean",
+    "feasible": [0, 1e9],
+}  # a range on the log scale: the geometric-mean run
+
+
 def test_a_skewed_metric_is_decided_on_its_geometric_mean_run_with_a_bca_check():
     """The mean of log values decides; where the BCa interval would decide otherwise the claim is
     inconclusive. A long upper tail that drags the arithmetic mean over a bound leaves the geometric
     mean under it."""
-    below = {
-        "kind": "range",
-        "book": 0.25,
-        "lo": 0.0,
-        "hi": 0.5,
-        "estimand": "log_mean",
-        "feasible": [0, 1e9],
-    }
+    below = LOG_RANGE
     tailed = [0.2, 0.25, 0.22, 0.3, 0.21, 0.24, 0.26, 0.23, 0.28, 0.2, 0.22, 0.25, 0.27, 0.3, 0.24, 2.5]
     row = decided(tailed, below)
     assert row.tested.value == pytest.approx(math.exp(statistics.fmean(math.log(v) for v in tailed)))
@@ -497,14 +500,7 @@ def test_the_start_of_a_pass_at_k_key_is_the_start_its_model_trains_from():
 def test_a_claim_on_the_log_scale_names_the_spread_of_the_logs():
     """The geometric-mean run's interval is built from log values: what blocks it is their spread,
     not the raw values' SD (which the variance components hold)."""
-    claim = {
-        "kind": "range",
-        "book": 0.25,
-        "lo": 0.0,
-        "hi": 0.5,
-        "estimand": "log_mean",
-        "feasible": [0, 1e9],
-    }
+    claim = LOG_RANGE
     values = [0.3, 0.9, 0.4, 0.7, 0.5, 0.35]
     row = decided(values, claim, variance={"k": {"starts": 0.21}})
     sd = statistics.stdev(math.log(v) for v in values)

@@ -193,8 +193,9 @@ def ended_figures(
         points = {who: (book[a], book[b]) for who, (a, b) in BOOK_POINTS.items() if a in book and b in book}
         name = "grpo-end-paths.png"
         rule = f"{variant}: stopped at validation pass@1 {m['target']:g}, cap {m['steps_cap']} steps"
+        stopped = frozenset(c for c, r in zip(m["seeds"], m["per_seed"].get("end_reached", [])) if r < 1)
         png = plots.endpoint_paths(
-            chain_paths, points, 64, paths.figure_copies / name, rule, narrowed(metrics, variant)
+            chain_paths, points, 64, paths.figure_copies / name, rule, narrowed(metrics, variant), stopped
         )
         figure_with_metadata(png, png, merged_info(infos, made))
         out.append(figure_entry(name, png, caption(name)[1], prov + footer_text, chapter="B", kind="result"))
