@@ -90,15 +90,25 @@ def damaged_object(cache: Path, out: Changed) -> str | None:
     return None
 
 
-def recorded_in(root: Path, out: Changed) -> str | None:
-    """The newest commit whose dvc.lock records the same hash for this output (so its tree holds
-    those bytes, committed with it); for a file, its bytes there are checked too. None: no commit."""
+def lock_history(root: Path) -> list[tuple[str, dict]]:
+    """(commit, its dvc.lock's stages) for every commit that changed dvc.lock, newest first; read
+    once for all the outputs a restore looks up (a lock git cannot parse is passed over)."""
+    found = []
     for commit in history(root, "dvc.lock"):
-        text = committed_bytes(root, commit, "dvc.lock")
         try:
-            stages = (yaml.safe_load(text or b"") or {}).get("stages", {})
+            stages = (yaml.safe_load(committed_bytes(root, commit, "dvc.lock") or b"") or {}).get("stages")
         except yaml.YAMLError:
             continue
+        if isinstance(stages, dict):
+            found.append((commit, stages))
+    return found
+
+
+def recorded_in(root: Path, out: Changed, locks: list[tuple[str, dict]]) -> str | None:
+    """The newest commit whose dvc.lock (`locks`: `lock_history`) records the same hash for this
+    output (so its tree holds those bytes, committed with it); for a file, its bytes there are
+    checked too. None: no commit."""
+    for commit, stages in locks:
         entries = (stages.get(out.stage) or {}).get("outs", [])
         if not any(e.get("path") == out.path and e.get("md5") == out.entry.get("md5") for e in entries):
             continue
@@ -126,6 +136,15 @@ def put_back_committed(root: Path, out: Changed, commit: str) -> None:
         (Path(tmp) / out.path.rstrip("/")).replace(target)
 
 
+def from_cache(root: Path, cache: Path, out: Changed) -> str | None:
+    """Put a cached output back through `dvc checkout`, its object checked first: None, or why not."""
+    bad = damaged_object(cache, out)
+    if bad is not None:
+        return f"{bad}: missing or damaged in DVC's cache"
+    done = dvc(root, "checkout", "--force", "--quiet", out.path)
+    return None if done.returncode == 0 else f"{out.path}: dvc checkout failed ({last_error(done)})"
+
+
 def restore(root: Path) -> dict:
     """Every output that is not what dvc.lock records, back to those bytes: cached ones from DVC's
     cache (checked first), git-kept ones from the commit that recorded them. Raises one line naming
@@ -135,20 +154,18 @@ def restore(root: Path) -> dict:
     if where.returncode != 0:
         raise RestoreError(f"dvc cache dir failed: {last_error(where)}")
     cache = Path(where.stdout.strip())
-    from_cache, from_git, lost = [], {}, {}
+    cached, from_git, lost = [], {}, {}
+    locks: list | None = None  # dvc.lock's history, read once when a git-kept output needs it
     for out in changed:
-        if _object(cache, out.entry.get("md5") or "x").exists() or out.why == "not in cache":
-            bad = damaged_object(cache, out)
-            if bad is not None:
-                lost[out.path] = (out.stage, f"{bad}: missing or damaged in DVC's cache")
-                continue
-            done = dvc(root, "checkout", "--force", "--quiet", out.path)
-            if done.returncode != 0:
-                lost[out.path] = (out.stage, f"{out.path}: dvc checkout failed ({last_error(done)})")
-                continue
-            from_cache.append(out.path)
+        if out.why == "not in cache" or _object(cache, out.entry.get("md5") or "x").exists():
+            why = from_cache(root, cache, out)
+            if why is None:
+                cached.append(out.path)
+            else:
+                lost[out.path] = (out.stage, why)
             continue
-        commit = recorded_in(root, out)
+        locks = lock_history(root) if locks is None else locks
+        commit = recorded_in(root, out, locks)
         if commit is None:
             lost[out.path] = (
                 out.stage,
@@ -170,4 +187,4 @@ def restore(root: Path) -> dict:
         raise RestoreError(
             f"{still[0]}: still not what dvc.lock records after the restore ({len(still)} such)"
         )
-    return {"restored_from_dvc_cache": from_cache, "restored_from_git": from_git}
+    return {"restored_from_dvc_cache": cached, "restored_from_git": from_git}
