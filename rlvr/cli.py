@@ -57,9 +57,10 @@ def _pipeline(args):
         from rlvr.pipeline import plotpage
 
         return {"written": str(plotpage.write())}
+    folder = dvcfile.profile_folder(args.profile)
     if args.write:
-        return {"written": str(dvcfile.write())}
-    return Text(dvcfile.render())
+        return {"written": str(dvcfile.write(folder))}
+    return Text(dvcfile.render(folder / "params.yaml"))
 
 
 def _provenance(args):
@@ -263,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print dvc.yaml as rlvr/pipeline/specs.py defines it (--write: replace it)",
     )
     s.add_argument("--write", action="store_true")
+    s.add_argument(
+        "--profile", help="a params profile's folder (e.g. powered): its dvc.yaml, from its params.yaml"
+    )
     s.add_argument(
         "--plots-page",
         action="store_true",

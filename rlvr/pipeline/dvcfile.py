@@ -10,6 +10,7 @@ committed file differs from what this module writes, naming the command.
 from __future__ import annotations
 
 import ast
+import os
 from functools import cache
 from pathlib import Path
 
@@ -94,14 +95,17 @@ def _posix(path) -> str:
     return Path(str(path)).as_posix()
 
 
-def stage_entry(name: str, params: Params) -> dict:
-    """dvc.yaml's entry for one stage (the `do:` body for a foreach stage)."""
+def stage_entry(name: str, params: Params, up: str = ".") -> dict:
+    """dvc.yaml's entry for one stage (the `do:` body for a foreach stage). `up`: the repository
+    root as seen from the dvc.yaml's folder ("." for the root pipeline, ".." for a profile), which
+    DVC runs the stage in: its data paths are the folder's own, its code the repository's."""
     s = STAGES[name]
     _, f = template(name, params)
+    code = [d if up == "." else f"{up}/{d}" for d in code_deps(name)]
     body: dict = {
         "desc": s.desc,
         "cmd": f"python -m rlvr.pipeline {name}" + (" ${key}" if s.foreach else ""),
-        "deps": [_posix(d) for d in f["deps"]] + code_deps(name),
+        "deps": [_posix(d) for d in f["deps"]] + code,
     }
     if f["params"]:
         body["params"] = list(f["params"])
@@ -133,24 +137,39 @@ def check_plot_templates(views: list[dict], template_dir: Path = ROOT / ".dvc" /
                 )
 
 
+def profile_folder(name: str | None) -> Path:
+    """A params profile's folder: the repository itself for None, else `<name>/` in it, which holds
+    the profile's own params.yaml, dvc.yaml, data/, reports/ and experiments/plan.yaml (a second
+    plan of the same pipeline: `dvc repro <name>/dvc.yaml` runs it, its stages in that folder)."""
+    if name is None:
+        return ROOT
+    folder = ROOT / name
+    if not (folder / "params.yaml").is_file():
+        raise ConfigError(f"profile {name!r}: no {name}/params.yaml in {ROOT}")
+    return folder
+
+
 def render(params_path: Path = ROOT / "params.yaml") -> str:
-    """The text of dvc.yaml. Its `plots:` name files per variant, so they are read from params.yaml:
+    """The text of dvc.yaml for the params file `params_path` (the root pipeline's, or a profile's
+    in its own folder). Its `plots:` name files per variant, so they are read from params.yaml:
     after adding a variant, `rlvr pipeline --write` (the dvc.yaml test says so)."""
     params = parse_params(read_yaml(params_path))
     views = plot_views(params)
-    check_plot_templates(views, params_path.parent / ".dvc" / "plots")
+    check_plot_templates(views, ROOT / ".dvc" / "plots")
+    up = Path(os.path.relpath(ROOT, params_path.resolve().parent)).as_posix()
     doc = {
-        "stages": {name: stage_entry(name, params) for name in STAGES},
+        "stages": {name: stage_entry(name, params, up) for name in STAGES},
         "plots": views,
         "artifacts": model_artifacts(params),
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=False)
 
 
-def write(path: Path = ROOT / "dvc.yaml") -> Path:
+def write(folder: Path = ROOT) -> Path:
+    """Write `folder`'s dvc.yaml from its params.yaml (the root pipeline's, or a profile's)."""
     from rlvr.io.files import write_text
 
-    return write_text(path, render())
+    return write_text(folder / "dvc.yaml", render(folder / "params.yaml"))
 
 
 def missing_code_deps(dvc_yaml: dict) -> list[tuple[str, str]]:
