@@ -690,10 +690,10 @@ def test_cluster_benchmark_needs_ray_and_summarises_both_executors(monkeypatch):
         cluster.bench(None)
     monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
     measured = {"chains": 8, "pool_seconds": [30.0, 32.0, 31.0], "ray_seconds": [40.0, 36.0, 38.0]}
+
     def answering(identical: bool):
         printed = json.dumps({**measured, "identical": identical})
         return lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, printed)
-
 
     monkeypatch.setattr(cluster.os, "geteuid", lambda: 0)
     monkeypatch.setattr(cluster.subprocess, "run", answering(True))

@@ -15,8 +15,9 @@ from rlvr.report.moves import REPORT_JSON, compare_tables
 
 
 def committed_report(root: Path) -> tuple[str, dict] | None:
-    """(HEAD's short commit, HEAD's report.json), or None outside git or where HEAD has none."""
-    text = committed_text(root, REPORT_JSON)
+    """(HEAD's short commit, HEAD's report.json in `root`: the repository's, or a profile's in its
+    folder), or None outside git or where HEAD has none."""
+    text = committed_text(root, f"./{REPORT_JSON}")  # "./": relative to `root`, not the repository
     if text is None:
         return None
     try:

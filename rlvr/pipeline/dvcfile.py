@@ -172,14 +172,15 @@ def write(folder: Path = ROOT) -> Path:
     return write_text(folder / "dvc.yaml", render(folder / "params.yaml"))
 
 
-def missing_code_deps(dvc_yaml: dict) -> list[tuple[str, str]]:
-    """(stage, source file) for every module a stage reaches that its dvc.yaml deps do not list."""
+def missing_code_deps(dvc_yaml: dict, up: str = ".") -> list[tuple[str, str]]:
+    """(stage, source file) for every module a stage reaches that its dvc.yaml deps do not list
+    (`up`: the repository root from the dvc.yaml's folder, as `stage_entry` writes it)."""
     missing = []
     for name, entry in dvc_yaml["stages"].items():
         if name not in STAGES:
             continue
         deps = set((entry.get("do") or entry).get("deps", []))
-        missing += [(name, f) for f in code_deps(name) if f not in deps]
+        missing += [(name, f) for f in code_deps(name) if (f if up == "." else f"{up}/{f}") not in deps]
     return missing
 
 

@@ -44,11 +44,11 @@ from rlvr.report.document import (
     markdown,
     sections,
 )
-from rlvr.report.evidence import class_counts, summary_counts
+from rlvr.report.evidence import class_counts, summary_counts, verdict_record
 from rlvr.report.narrowing import narrowing_blocks
 from rlvr.report.reruns import rerun_blocks
 from rlvr.report.sections import figure_blocks, problem_blocks, sample_blocks, starts_blocks, variant_blocks
-from rlvr.report.verdict import Judged, reason
+from rlvr.report.verdict import Judged, num, reason
 
 CHAPTERS = {"A": "Chapter A: reasoning RL, RLVR and GRPO", "B": "Chapter B: RLVR and GRPO"}
 VERDICT_ORDER = ("differs", "inconclusive", "not comparable", "missing", "reproduced", "cited")
@@ -74,6 +74,7 @@ class ReportData:
     narrowing_figure: dict | None = None  # the narrowing map, drawn from `starts` (None: not measured)
     run: dict | None = None  # where and with what it was made (`header_line`)
     against: dict | None = None  # the comparison with the committed results (rlvr.report.moves)
+    beside: dict | None = None  # another plan's verdicts a profile's plan names: {"path", "md5", "claims"}
     targets: dict[str, float | None] = field(default_factory=dict)  # each SFT run's start target
 
 
@@ -92,7 +93,8 @@ def header_line(run: dict) -> str:
     plan_text = (
         ""
         if not plan
-        else f"The confirmatory plan these results test is `experiments/plan.yaml` as committed at `{plan}`"
+        else f"The confirmatory plan these results test is `{run.get('plan') or 'experiments/plan.yaml'}` "
+        f"as committed at `{plan}`"
         + (" (the working copy differs from it)" if run.get("plan_changed") else "")
         + ": chain counts, estimands, precision targets and the controlled end, declared before the run. "
     )
@@ -363,6 +365,42 @@ def verdict_blocks(rows: list[Judged]) -> list:
 OPENED = ("summary", "verdicts")  # the sections the page opens on; every other one starts folded
 
 
+BESIDE = (
+    "This plan's verdicts beside those of the plan at `{path}`, claim by claim, for every claim a "
+    "run measures (the closed-form and simulated numbers are the same code at the same settings in "
+    "both). This plan decides each of them: it was declared before its run, on chains neither plan "
+    "had run, with the chain counts its precision targets need; the other plan's verdict is shown, "
+    "never counted."
+)
+
+
+def beside_blocks(rows: list[Judged], beside: dict) -> list:
+    """Each measured or calibrated claim: this plan's value and verdict, the other plan's, and which
+    decides it (this plan, as its plan.yaml `decides` declares)."""
+    other = beside["claims"]
+
+    def cell(record: dict | None) -> str:
+        if not record:
+            return "–"
+        ours = record.get("ours")
+        value = "–" if ours is None else num(ours)
+        return f"{value} ({record.get('source') or '–'}): {record.get('verdict')}"
+
+    measured = [r for r in rows if r.claim.category in ("measured", "calibrated")]
+    return [
+        Heading("Beside the other plan", 2, "beside"),
+        Para(BESIDE.format(path=beside["path"])),
+        Table(
+            ["claim", "this plan", "the other plan", "decided by"],
+            [
+                [f"**{r.claim.id}**", cell(verdict_record(r)), cell(other.get(r.claim.id)), "this plan"]
+                for r in measured
+            ],
+            "beside",
+        ),
+    ]
+
+
 def build(data: ReportData) -> list:
     """The report as blocks (rlvr.report.document), section by section: the summary and the verdicts
     first and open, then each section of detail behind its heading (`OPENED`)."""
@@ -377,6 +415,7 @@ def build(data: ReportData) -> list:
         *(moved_blocks(data.against) if data.against is not None else []),
         Contents(3),  # a compact, three-column list
         *summary_blocks(rows),
+        *(beside_blocks(rows, data.beside) if data.beside else []),
         *verdict_blocks(rows),
         *chain_blocks(rows, data.metrics, data.targets),
         *variant_blocks(data.metrics, data.figures, data.configs, data.problems),

@@ -58,16 +58,16 @@ def crossover_label(variant: str, per_chain: list | None, n: int) -> str:
 
 
 def crossover_words(per_chain: list | None, n: int) -> str:
-    """A variant's crossovers for a small panel's title: "crosses in 3 of 4 chains: k = 8, 18, 21";
-    past four chains, their range and median ("crosses in 10 of 16 chains: k = 8 to 34, median
-    17"), so the title stays as wide as its panel."""
+    """A variant's crossovers for a small panel's title, on two lines: "crosses in 3 of 4 chains:"
+    then "k = 8, 18, 21"; past four chains, their range and median ("k = 8 to 34, median 17"), so
+    the title stays as wide as its panel."""
     ks = sorted(int(c) for c in per_chain or [] if str(c).isdigit())
     if not ks:
         return f"no crossover up to {n}"
     where = (
         ", ".join(map(str, ks)) if len(ks) <= 4 else f"{ks[0]} to {ks[-1]}, median {statistics.median(ks):g}"
     )
-    return f"crosses in {len(ks)} of {len(per_chain)} chains: k = {where}"
+    return f"crosses in {len(ks)} of {len(per_chain)} chains:\nk = {where}"
 
 
 PANEL_COLUMNS = 4  # the variants' small panels, this many a row

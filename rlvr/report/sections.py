@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.report.document import Bullets, Details, Figure, Heading, Para, Table
+from rlvr.report.matrix import MARGIN
 from rlvr.report.tables import (
     START_KEYS,
     VARIANT_KEYS,
@@ -53,10 +54,19 @@ AGAINST = (
     "Each variant trained from `grpo`'s start minus `grpo`, paired by chain on the chains both ran "
     "(as `rlvr diff grpo <variant>`), every variant at `grpo`'s recipe and step count: mean and "
     "95% t-interval over chains of the held-out accuracy after GRPO and of pass@1 and pass@{k} from "
-    "the `passk` counts. The intervals are unadjusted, each right 95% of the time on its own; with "
-    "this many of them a few exclude 0 by chance, so the last column names the differences that "
-    "stay clear of 0 after Holm's adjustment over the whole table."
+    "the `passk` counts (each interval unadjusted). The last two columns decide pass@1 and pass@{k}: "
+    "**different** where the paired t-test says so, **equivalent within ±{margin:g}** where the two "
+    "one-sided tests put the difference inside that margin, Holm's adjustment taken over every test "
+    "of the table at once; **undecided** otherwise, with the chains that would decide it were the "
+    "spread and mean what these chains show."
 )
+
+
+def decided_line(against: list[list[str]]) -> str:
+    """How much of the matrix is decided: rows with both metrics decided, and which are not."""
+    open_rows = [r[0] for r in against if any(d.startswith("undecided") or d == "–" for d in r[5:])]
+    text = f"Decided on both metrics: {len(against) - len(open_rows)} of {len(against)} variants."
+    return text + (f" Not yet: {', '.join(open_rows)}." if open_rows else "")
 
 
 def variant_blocks(
@@ -83,7 +93,7 @@ def variant_blocks(
         k = (problems or {}).get("k_max", 64)
         blocks += [
             Heading("Against grpo, paired by chain", 3, "against-grpo"),
-            Para(AGAINST.format(k=k)),
+            Para(AGAINST.format(k=k, margin=MARGIN)),
             Table(
                 [
                     "variant",
@@ -91,11 +101,13 @@ def variant_blocks(
                     "accuracy − grpo [95%]",
                     "pass@1 − grpo [95%]",
                     f"pass@{k} − grpo [95%]",
-                    "clear of 0 after Holm",
+                    "pass@1: decided (Holm)",
+                    f"pass@{k}: decided (Holm)",
                 ],
                 against,
                 "against",
             ),
+            Para(decided_line(against)),
         ]
     blocks += [
         Heading("Starts and lifts", 3, "starts"),

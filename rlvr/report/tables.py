@@ -252,38 +252,21 @@ def _delta_cell(d: dict | None) -> str:
     return mean if d["ci95"] is None else f"{mean} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
 
 
-def holm(pvalues: list[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment of a family of p-values (None stays None, not counted in it):
-    the k-th smallest of m is multiplied by m - k + 1, then made non-decreasing, capped at 1."""
-    ranked = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
-    m, out, running = len(ranked), [None] * len(pvalues), 0.0
-    for k, (p, i) in enumerate(ranked):
-        running = max(running, min(1.0, (m - k) * p))
-        out[i] = running
-    return out
-
-
 def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "grpo") -> list[list[str]]:
     """Every variant from `base`'s start against `base`, paired by chain on the chains both ran
     (`rlvr diff base variant`'s deltas): the held-out accuracy after GRPO and, from the pass@k
     counts, pass@1 and pass@k_max, each the variant minus `base` with its unadjusted 95% interval
-    (a variant with a controlled end is left out: it ran to its end, not for `base`'s steps)
-    over chains; the last column names the differences that stay clear of 0 after Holm's
-    adjustment over the whole table (every variant, every metric: one family). One pairing rule for
-    every column: each chain's value is the mean over its GRPO seeds."""
-    from rlvr.report.compare import (
-        _difference,
-        _pvalue,
-        compare_metric,
-        compare_passk,
-        on_chains,
-        paired_chains,
-    )
+    (a variant with a controlled end is left out: it ran to its end, not for `base`'s steps); then
+    the matrix's decision on pass@1 and on pass@k_max (rlvr.report.matrix: different, equivalent
+    within the margin, or undecided with the chains that would decide it), Holm over every test of
+    the table. One pairing rule for every column: each chain's value is the mean over its GRPO seeds."""
+    from rlvr.report.compare import compare_metric, compare_passk, on_chains, paired_chains
+    from rlvr.report.matrix import Cell, decide
 
     runs = {m["variant"]: m for name, m in sorted(metrics.items()) if name.startswith("grpo-")}
     if base not in runs:
         return []
-    rows, tests = [], []
+    rows, cells = [], []
     for v, m in runs.items():
         ended = m.get("target") is not None  # a run to a controlled end: not at `base`'s steps
         chains = paired_chains(runs[base], m) if v != base and not ended else []
@@ -294,16 +277,13 @@ def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "gr
         acc = compare_metric(key, a["per_seed"][key], b["per_seed"][key], True)
         passk = {r["k"]: r for r in compare_passk(problems, a, b, True)} if problems else {}
         top = max(passk, default=None)
-        cols = {"accuracy": acc, "pass@1": passk.get(1), f"pass@{top}": passk.get(top)}
-        for name, c in cols.items():
+        decided = [passk.get(1), passk.get(top)]
+        for c in decided:
             if c is not None:
-                diff = _difference(
-                    np.asarray(c["a"]["seeds"], float), np.asarray(c["b"]["seeds"], float), True
-                )
-                tests.append((len(rows), name, _pvalue(*diff)))
-        rows.append([v, ", ".join(map(str, chains)), *(_delta_cell(c and c["delta"]) for c in cols.values())])
-    adjusted = holm([p for _, _, p in tests])
-    for i, row in enumerate(rows):
-        clear = [name for (r, name, _), q in zip(tests, adjusted) if r == i and q is not None and q < 0.05]
-        row.append(", ".join(clear) or "none")
-    return rows
+                cells.append(Cell.of(np.asarray(c["b"]["seeds"], float) - np.asarray(c["a"]["seeds"], float)))
+        rows.append(
+            [v, ", ".join(map(str, chains)), *(_delta_cell(c and c["delta"]) for c in (acc, *decided))]
+            + [c is not None for c in decided]  # placeholders: the decisions, once the family is known
+        )
+    decisions = iter(decide(cells))
+    return [row[:5] + [next(decisions) if has else "–" for has in row[5:]] for row in rows]

@@ -16,7 +16,10 @@ Tests check behaviour on inputs they make; this checks the files a commit carrie
 - one commit answers "which code made this": the commit each stage's run record names holds the
   bytes dvc.lock hashed for every code dep, each figure's embedded record is its stage's run
   record, and (where this checkout's MLflow store holds the run) the run's `git.commit` tag agrees;
-- reports/benchmarks.json names its machine.
+- reports/benchmarks.json names its machine;
+- every params profile (a folder beside the pipeline with its own params.yaml and dvc.yaml, such
+  as powered/: a second plan) passes the same checks in its folder, and its report shows the other
+  plan's verdicts as they are now.
 
 Each check returns its problems, one line each; none means it holds. Beside the checks, `rlvr
 verify` compares the workspace's results with HEAD's in one word (rlvr.tools.rerun,
@@ -27,6 +30,7 @@ reproduced and differs: it fails).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,15 +40,23 @@ from rlvr.io.dvcinfo import status as dvc_status
 from rlvr.report.inputs import read_metrics_dir, read_verdicts
 
 
+def _up(root: Path) -> str:
+    """The repository root as seen from `root` ("." for the repository, ".." for a profile)."""
+    from rlvr.pipeline.dvcfile import ROOT
+
+    return Path(os.path.relpath(ROOT, root.resolve())).as_posix()
+
+
 def dvc_yaml_problems(root: Path) -> list[str]:
     from rlvr.pipeline import dvcfile
 
     committed = (root / "dvc.yaml").read_text()
     if committed != dvcfile.render(root / "params.yaml"):
-        return ["dvc.yaml is not what `rlvr pipeline --write` writes: run it and commit dvc.yaml"]
+        profile = "" if _up(root) == "." else f" --profile {root.name}"
+        return [f"dvc.yaml is not what `rlvr pipeline --write{profile}` writes: run it and commit dvc.yaml"]
     return [
         f"dvc.yaml: stage {s} does not list {f}"
-        for s, f in dvcfile.missing_code_deps(yaml.safe_load(committed))
+        for s, f in dvcfile.missing_code_deps(yaml.safe_load(committed), _up(root))
     ]
 
 
@@ -224,7 +236,8 @@ def commit_problems(root: Path) -> list[str]:
             for d in stage.get("deps", [])
             if d.get("md5") and not d["md5"].endswith(".dir") and not producers(lock, d["path"])
         }
-        held = committed_md5s(root, made["git_commit"], sorted(code))
+        here = {p: p if p.startswith("../") else f"./{p}" for p in code}  # git: relative to `root`
+        held = committed_md5s(root, made["git_commit"], [here[p] for p in sorted(code)])
         if held is None:
             problems.append(
                 f"stage {name}: git cannot read commit {made['git_commit'][:10]} (a shallow clone?)"
@@ -232,8 +245,8 @@ def commit_problems(root: Path) -> list[str]:
             continue
         changed = set(made.get("git_changed") or [])
         for path, md5 in sorted(code.items()):
-            if held[path] != md5 and path not in changed:
-                at = "lacks it" if held[path] is None else "holds other bytes"
+            if held[here[path]] != md5 and path not in changed:
+                at = "lacks it" if held[here[path]] is None else "holds other bytes"
                 problems.append(
                     f"stage {name}: dvc.lock hashed {path}, but {made['git_commit'][:10]} (its run "
                     f"record's commit) {at}: rerun the stage from committed code"
@@ -310,6 +323,40 @@ CHECKS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+def beside_problems(folder: Path) -> list[str]:
+    """A profile whose plan names another plan's report.json (`beside`) shows those verdicts as the
+    file holds them now: its report.json records the md5 of the one it showed."""
+    from rlvr.io.files import md5
+
+    plan = yaml.safe_load((folder / "experiments" / "plan.yaml").read_text()) or {}
+    other = plan.get("beside") if isinstance(plan, dict) else None
+    if other is None:
+        return []
+    report = folder / "reports" / "report.json"
+    if not report.is_file():
+        return [f"{folder.name} has no report: `dvc repro {folder.name}/dvc.yaml`"]
+    shown = read_verdicts(report).get("beside")
+    if not shown or not (folder / other).is_file() or shown.get("md5") != md5(folder / other):
+        return [
+            f"{folder.name}/reports/report.json does not show {other} as it is now: "
+            f"`dvc repro {folder.name}/dvc.yaml` reruns its report"
+        ]
+    return []
+
+
+PROFILE_CHECKS = {**{k: v for k, v in CHECKS.items() if k != "benchmarks"}, "the other plan": beside_problems}
+
+
+def profiles(root: Path) -> list[Path]:
+    """The params profiles beside the pipeline: each folder of `root` holding a params.yaml and a
+    dvc.yaml (a second plan of the same pipeline, run with `dvc repro <folder>/dvc.yaml`)."""
+    found = (d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    return sorted(d for d in found if (d / "params.yaml").is_file() and (d / "dvc.yaml").is_file())
+
+
 def verify(root: Path) -> dict[str, list[str]]:
-    """Every check's problems, by name."""
-    return {name: check(root) for name, check in CHECKS.items()}
+    """Every check's problems, by name: the pipeline's, then each profile's ("powered: ...")."""
+    results = {name: check(root) for name, check in CHECKS.items()}
+    for folder in profiles(root):
+        results |= {f"{folder.name}: {name}": check(folder) for name, check in PROFILE_CHECKS.items()}
+    return results

@@ -271,8 +271,32 @@ def test_every_trained_policy_is_a_dvc_model_artifact_that_a_stage_writes():
 
     params = read_yaml(ROOT / "params.yaml")
     with Repo(str(ROOT)) as repo:
-        (declared,) = repo.artifacts.read().values()
+        every = repo.artifacts.read()  # {dvc.yaml path: its artifacts}: the pipeline's and each profile's
+    declared = every["dvc.yaml"]
     assert set(declared) == {f"sft-{r}" for r in params["sft"]} | {f"grpo-{v}" for v in params["variants"]}
     outs = {o for e in stage_graph(committed(), params).values() for o in e["outs"]}
     for name, artifact in declared.items():
         assert artifact.type == "model" and artifact.path in outs, name
+
+
+def test_the_powered_profile_is_the_same_pipeline_run_in_its_folder_with_the_repositorys_code():
+    """powered/dvc.yaml is what `rlvr pipeline --write --profile powered` writes: the same stages,
+    its data paths its own folder's, every code dep the repository's (../rlvr/...), none missing."""
+    folder = dvcfile.profile_folder("powered")
+    doc = yaml.safe_load(dvcfile.render(folder / "params.yaml"))
+    assert (folder / "dvc.yaml").read_text() == dvcfile.render(folder / "params.yaml")
+    assert list(doc["stages"]) == list(committed()["stages"])
+    deps = doc["stages"]["grpo"]["do"]["deps"]
+    assert "../rlvr/tasks.py" in deps and "rlvr/tasks.py" not in deps
+    assert "data/params.checked" in doc["stages"]["data"]["deps"]  # its own folder's marker
+    assert dvcfile.missing_code_deps(doc, "..") == []
+    deps.remove("../rlvr/tasks.py")
+    assert dvcfile.missing_code_deps(doc, "..") == [("grpo", "rlvr/tasks.py")]
+
+
+def test_an_unknown_profile_is_one_line_naming_the_folder(capsys):
+    from rlvr.cli import main
+
+    assert main(["pipeline", "--profile", "nonesuch"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "nonesuch/params.yaml" in err and len(err.splitlines()) == 1

@@ -367,3 +367,54 @@ def test_dvc_exp_run_dry_on_the_committed_workspace_and_its_metrics_are_the_head
     metrics = shown[0]["data"]["metrics"]
     assert metrics and all(f.startswith("reports/headline/") for f in metrics), sorted(metrics)
     assert set(metrics["reports/headline/grpo-grpo.json"]["data"]) == {"eval_acc_start", "eval_acc_final"}
+
+
+def test_a_params_profile_runs_in_its_folder_and_its_report_shows_the_default_plan_beside(repo, monkeypatch):
+    """A second plan as powered/ is one: its own params (other seeds), plan and dvc.yaml in a folder;
+    `dvc repro p/dvc.yaml` writes every output there, none in the repository's own folders; its
+    report names its plan and shows the default plan's verdicts beside; `rlvr verify`'s checks hold
+    in the folder, and a moved default report is found."""
+    d, env = repo
+    sh("dvc repro", d, env)
+    default_lock = (d / "dvc.lock").read_text()
+    p = d / "p"
+    raw = tiny_raw()
+    for run in raw["sft"].values():
+        run["seeds"] = [2, 3]
+    raw["grpo"]["defaults"]["seeds"] = [2, 3]
+    for v in raw["variants"].values():
+        v["seeds"] = [2, 3]
+    raw["hack"]["seeds"] = [2, 3]
+    (p / "experiments").mkdir(parents=True)
+    (p / "reports" / "starts").mkdir(parents=True)
+    (p / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (p / "experiments" / "plan.yaml").write_text("beside: ../reports/report.json\n")
+    for link, target in (
+        ("experiments/claims.yaml", "../../experiments/claims.yaml"),
+        ("reports/benchmarks.json", "../../reports/benchmarks.json"),
+        ("reports/rerun.json", "../../reports/rerun.json"),
+        ("reports/starts/starts.json", "../../../reports/starts/starts.json"),
+    ):
+        (p / link).symlink_to(target)
+    sh(f"{sys.executable} -m rlvr pipeline --write --profile p", d, env)
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm profile", d, env)
+    out = sh("dvc repro p/dvc.yaml", d, env)
+    assert "Running stage 'p/dvc.yaml:report'" in out
+    assert (d / "dvc.lock").read_text() == default_lock  # the default plan untouched
+    report = json.loads((p / "reports/report.json").read_text())
+    assert report["beside"]["path"] == "../reports/report.json"
+    sft = json.loads((p / "reports/metrics/sft-two_digit.json").read_text())
+    assert sft["seeds"] == [2, 3]
+    md = (p / "reports/report.md").read_text()
+    assert "`p/experiments/plan.yaml` as committed at" in md and "Beside the other plan" in md
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results", d, env)
+    from rlvr.tools import verify
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(d)
+    assert verify.profiles(d) == [p]
+    for name in ("dvc.yaml", "claims and verdicts", "one commit", "the other plan"):
+        assert verify.PROFILE_CHECKS[name](p) == [], name
+    report_json = d / "reports/report.json"
+    report_json.write_text(report_json.read_text().replace('"claims"', '"claims"', 1) + "\n")
+    assert verify.beside_problems(p) != []  # the default plan's verdicts moved since: found

@@ -87,6 +87,7 @@ def test_the_cli_fails_naming_the_check(monkeypatch, capsys):
     from rlvr.cli import main
 
     monkeypatch.setattr(verify, "CHECKS", {"benchmarks": lambda root: ["reports/benchmarks.json: broken"]})
+    monkeypatch.setattr(verify, "profiles", lambda root: [])
     assert main(["verify"]) == 2
     out, err = capsys.readouterr()
     assert "FAIL  benchmarks" in out and "rlvr verify: benchmarks: reports/benchmarks.json: broken" in out
@@ -221,3 +222,45 @@ def test_a_lock_hash_the_records_commit_does_not_hold_and_a_figure_from_another_
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
     Image.new("RGB", (4, 4)).save(figure, pnginfo=PngImagePlugin.PngInfo())  # no record: not this check's
     assert verify.commit_problems(tmp_path) == []
+
+
+def _profile(root, md5_shown: str | None):
+    """A profile folder `p` in `root`: params, dvc.yaml, a plan naming ../reports/report.json
+    `beside`, and a report.json that showed a file of md5 `md5_shown` (None: showed none)."""
+    (root / "reports").mkdir(parents=True, exist_ok=True)
+    (root / "reports" / "report.json").write_text('{"counts": {}, "claims": {}}')
+    folder = root / "p"
+    (folder / "experiments").mkdir(parents=True)
+    (folder / "reports").mkdir()
+    for name in ("params.yaml", "dvc.yaml"):
+        (folder / name).write_text("{}\n")
+    (folder / "experiments" / "plan.yaml").write_text("beside: ../reports/report.json\n")
+    shown = {} if md5_shown is None else {"beside": {"path": "../reports/report.json", "md5": md5_shown}}
+    (folder / "reports" / "report.json").write_text(json.dumps({"counts": {}, "claims": {}, **shown}))
+    return folder
+
+
+def test_a_profile_is_found_and_its_report_must_show_the_other_plan_as_it_is_now(tmp_path):
+    from rlvr.io.files import md5
+
+    folder = _profile(tmp_path, None)
+    (tmp_path / "empty").mkdir()  # a folder without params.yaml and dvc.yaml is no profile
+    assert verify.profiles(tmp_path) == [folder]
+    (stale,) = verify.beside_problems(folder)
+    assert "does not show ../reports/report.json as it is now" in stale and "dvc repro p/dvc.yaml" in stale
+    current = md5(tmp_path / "reports" / "report.json")
+    assert verify.beside_problems(_profile(tmp_path / "again", current)) == []
+    (tmp_path / "again" / "reports" / "report.json").write_text('{"counts": {}, "claims": {"X": {}}}')
+    assert verify.beside_problems(tmp_path / "again" / "p") != []  # the other plan moved since
+
+
+def test_the_committed_powered_profile_passes_every_check_in_its_folder():
+    """The committed powered plan: dvc.yaml, verdicts recomputed from its metrics, provenance, one
+    commit and the default plan's verdicts as they are now."""
+    folder = ROOT / "powered"
+    if not (folder / "reports" / "report.json").is_file():
+        pytest.skip("the powered plan has not been run in this checkout")
+    for name, check in verify.PROFILE_CHECKS.items():
+        if name in ("no stale stage", "one commit"):  # need the workspace's own git state: `rlvr verify`
+            continue
+        assert check(folder) == [], name

@@ -295,3 +295,31 @@ def test_b_grpo_pass1_can_come_out_reproduced_differs_or_inconclusive():
         c, end_metrics([0.84, 0.842, 0.838, 0.845, 0.836, 0.841, 0.839, 0.60], every[:7] + [0.0])
     )
     assert censored.evidence.per_seed[-1] == 0.60 and censored.sensitivity.verdict == "reproduced"
+
+
+def test_a_profiles_report_shows_each_measured_claim_beside_the_other_plans_and_which_decides():
+    from rlvr.report.document import Table
+    from rlvr.report.layout import beside_blocks
+
+    m = {"m.json": {"seeds": [0, 1, 2], "k": 7.0, "per_seed": {"k": [6.9, 7.0, 7.1]}}}
+    rows = [
+        judge(claim(id="A-one", kind="exact", book=7, tol=0.5, metric=["m.json", "k"]), m),
+        judged("closed-form", "reproduced"),
+    ]
+    other = {"A-one": {"verdict": "inconclusive", "ours": 6.5, "source": "4 chains"}}
+    blocks = beside_blocks(rows, {"path": "../reports/report.json", "claims": other, "md5": "x"})
+    (table,) = [b for b in blocks if isinstance(b, Table)]
+    assert [r[0] for r in table.rows] == ["**A-one**"]  # measured and calibrated claims only
+    this, that, by = table.rows[0][1:]
+    assert this.endswith(": reproduced") and that == "6.5 (4 chains): inconclusive" and by == "this plan"
+    assert "../reports/report.json" in blocks[1].text
+
+
+def test_the_header_names_the_plan_a_profile_tests():
+    made = dict.fromkeys(
+        ("date", "commit", "cpu", "cores", "threads", "torch", "dvc", "mlflow", "python"), "x"
+    )
+    line = header_line(
+        {**made, "changed": [], "plan": "powered/experiments/plan.yaml", "plan_commit": "abc1234"}
+    )
+    assert "`powered/experiments/plan.yaml` as committed at `abc1234`" in line

@@ -307,43 +307,61 @@ def test_the_reports_table_pairs_each_variant_with_grpo_on_the_chains_both_ran()
     (row,) = against_rows(metrics, None)
     d = [b - a for a, b in zip(grpo_acc[:4], [0.62, 0.69, 0.7, 0.55])]
     assert row[:2] == ["kl_reward", "0, 1, 2, 3"] and row[2].startswith(f"{sum(d) / 4:+.3f} [")
-    assert row[3:] == ["–", "–", "none"]  # no pass@k counts; the accuracy difference not clear of 0
+    assert row[3:] == ["–", "–", "–", "–"]  # no pass@k counts: nothing to decide
     ended = {**metrics, "grpo-grpo_end.json": {**run("grpo_end", [0, 1, 2, 3], [0.8] * 4), "target": 0.83}}
     assert [r[0] for r in against_rows(ended, None)] == ["kl_reward"]  # not at grpo's steps: left out
     assert against_rows({"grpo-kl_reward.json": metrics["grpo-kl_reward.json"]}, None) == []  # no grpo
 
 
 def test_holm_adjusts_a_family_of_p_values_step_down():
-    from rlvr.report.tables import holm
+    from rlvr.report.matrix import holm
 
     assert holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
     assert holm([0.5, 0.9]) == [1.0, 1.0]  # 2 x 0.5 capped at 1, then made non-decreasing
     assert holm([]) == []
 
 
-def test_only_differences_that_survive_holm_are_named_clear_of_zero():
-    """Twelve variants against grpo: one with a large consistent effect, eleven with a small one
-    whose unadjusted interval may exclude 0 by chance; after Holm only the large one is named."""
-    from rlvr.report.tables import against_rows
+def test_the_matrix_decides_different_equivalent_or_undecided_with_the_chains_that_would_decide():
+    """Three cells, one family: a large consistent drop is different, a tight cell near 0 is
+    equivalent within 0.02, a wide cell near 0 is undecided and names a count of chains at which its
+    equivalence test would pass (more than it has), a tight small shift is both; a one-chain cell
+    has no spread names no count."""
+    from rlvr.report.matrix import Cell, chains_to_decide, decide
 
-    base = [0.60, 0.62, 0.58, 0.61, 0.63, 0.59, 0.60, 0.62]
+    big, tight, wide, small = (
+        Cell(-0.10, 0.01, 32),
+        Cell(0.0, 0.005, 32),
+        Cell(0.004, 0.05, 8),
+        Cell(0.01, 0.005, 32),
+    )
+    out = decide([big, tight, wide, small])
+    assert out[0] == "different"
+    assert out[1] == "equivalent within ±0.02"
+    assert out[3] == "different, within ±0.02"  # real, and too small to matter
+    assert out[2].startswith("undecided (~")
+    need = int(out[2].split("~")[1].split()[0])
+    assert need > wide.n and need == chains_to_decide(wide, 0.05 / 8)
+    assert decide([Cell(0.0, None, 1)]) == ["undecided (no count decides it)"]
 
-    def run(v, acc):
-        return {
-            "variant": v,
-            "task": "two_digit",
-            "sft": "two_digit",
-            "seeds": list(range(8)),
-            "per_seed": {"eval_acc_final": acc},
-        }
 
-    metrics = {"grpo-grpo.json": run("grpo", base), "grpo-big.json": run("big", [b + 0.2 for b in base])}
-    for i in range(11):
-        wobble = [0.011, 0.009, 0.012, 0.010, 0.008, 0.011, 0.010, 0.013 - i * 0.004]
-        metrics[f"grpo-w{i:02d}.json"] = run(f"w{i:02d}", [b + w for b, w in zip(base, wobble)])
-    rows = {r[0]: r for r in against_rows(metrics, None)}
-    assert rows["big"][-1] == "accuracy"
-    assert sum(r[-1] == "accuracy" for v, r in rows.items() if v != "big") < 11
+def test_equivalence_p_is_the_larger_one_sided_p_and_refuses_a_mean_outside_the_margin():
+    from scipy import stats
+
+    from rlvr.report.matrix import Cell
+
+    c = Cell(0.005, 0.02, 16)  # se 0.005: t = (0.005 + 0.02) / 0.005 = 5 and (0.005 - 0.02) / 0.005 = -3
+    assert c.p_equivalence(0.02) == pytest.approx(max(stats.t.sf(5, 15), stats.t.cdf(-3, 15)))
+    assert Cell(0.03, 0.001, 16).p_equivalence(0.02) > 0.99
+    assert c.p_difference() == pytest.approx(2 * stats.t.sf(1.0, 15))
+
+
+def test_the_powered_plan_declares_the_margin_the_matrix_uses():
+    import yaml
+
+    from rlvr.report.matrix import MARGIN
+
+    plan = yaml.safe_load((ROOT / "powered" / "experiments" / "plan.yaml").read_text())
+    assert plan["matrix"]["margin"] == MARGIN
 
 
 def test_diff_names_the_settings_two_runs_differ_in_and_ends_with_a_verdict_per_headline_metric():
@@ -423,3 +441,14 @@ def test_a_diff_of_runs_made_on_different_cpus_says_so_first(tmp_path, monkeypat
     (runs / "grpo-grpo.json").write_text("{not json")
     with pytest.raises(UserError, match="grpo-grpo.json"):
         variant_machines("grpo", "dapo")
+
+
+def test_the_matrix_says_how_many_variants_both_metrics_decide_and_names_the_others():
+    from rlvr.report.sections import decided_line
+
+    rows = [
+        ["a", "1, 2", "x", "x", "x", "different", "equivalent within ±0.02"],
+        ["b", "1, 2", "x", "x", "x", "undecided (~40 chains)", "equivalent within ±0.02"],
+        ["c", "1, 2", "x", "–", "–", "–", "–"],
+    ]
+    assert decided_line(rows) == "Decided on both metrics: 1 of 3 variants. Not yet: b, c."

@@ -552,10 +552,13 @@ def test_each_variants_pass_at_k_gets_a_panel_with_grpo_beside_it(drawn, tmp_pat
     (fig,) = drawn
     top, *panels = fig.axes
     assert [ax.get_title().split("\n")[0] for ax in panels] == ["grpo", "a", "b"]
-    assert panels[0].get_title().endswith("crosses in 1 of 1 chains: k = 4")
+    assert panels[0].get_title().endswith("crosses in 1 of 1 chains:\nk = 4")
     many = ["17", "14", "none", "8", "34", "23", "21", "25", "11", "16", "RL ahead to k = 64"]
-    assert passkplots.crossover_words(many, 64) == "crosses in 9 of 11 chains: k = 8 to 34, median 17"
-    assert passkplots.crossover_words(["9", "3"], 64) == "crosses in 2 of 2 chains: k = 3, 9"
+    assert passkplots.crossover_words(many, 64) == "crosses in 9 of 11 chains:\nk = 8 to 34, median 17"
+    assert passkplots.crossover_words(["9", "3"], 64) == "crosses in 2 of 2 chains:\nk = 3, 9"
     grey = [[ln for ln in ax.get_lines() if ln.get_color() == "0.5"] for ax in panels]
     assert [len(g) for g in grey] == [0, 1, 1]  # grpo's curve beside every other variant's
+    wide = {v: ["4", "64", *[str(8 + i) for i in range(20)], *["none"] * 10] for v in ("grpo", "a", "b")}
+    passkplots.passk_curves(curves, 4, None, tmp_path / "w.png", wide, {"sft": "SFT s (x)"}, problems=300)
+    # 32 chains crossing from k = 4 to 64: the title fits its panel (save() refuses one that runs past)
     assert list(grey[1][0].get_ydata()) == [0.02] * 3

@@ -399,6 +399,7 @@ def run_info(root: Path, params: StageParams, plan: Path) -> dict:
     return {
         "commit": short_commit(root),
         "changed": changed_code(root),
+        "plan": plan_name(root, plan),
         "plan_commit": git_commit(root, plan.as_posix())[:7],  # the confirmatory plan's last commit
         "plan_changed": differs_from_commit(root, plan.as_posix()),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -410,6 +411,32 @@ def run_info(root: Path, params: StageParams, plan: Path) -> dict:
         "mlflow": ver("mlflow"),
         "python": platform.python_version(),
     }
+
+
+def plan_name(root: Path, plan: Path) -> str:
+    """The plan as the repository names it: experiments/plan.yaml, or a profile's
+    (powered/experiments/plan.yaml), whichever folder the stage runs in."""
+    top = Path(os.environ.get("DVC_ROOT") or root).resolve()
+    return Path(os.path.relpath((root / plan).resolve(), top)).as_posix()
+
+
+def beside_plan(root: Path, plan: Path) -> dict | None:
+    """The other plan's verdicts a profile's plan names (its `beside`: that plan's report.json, from
+    the stage's folder), with the file's md5 so `rlvr verify` can tell when it has moved since; None
+    for a plan that names none."""
+    import yaml
+
+    from rlvr.io.files import md5
+    from rlvr.report.inputs import read_verdicts
+
+    declared = yaml.safe_load((root / plan).read_text()) or {}
+    other = declared.get("beside") if isinstance(declared, dict) else None
+    if other is None:
+        return None
+    path = root / other
+    if not path.is_file():
+        raise ConfigError(f"{plan}: `beside` names {other}, absent: run that plan's `dvc repro`")
+    return {"path": str(other), "md5": md5(path), "claims": read_verdicts(path)["claims"]}
 
 
 def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:  # noqa: ARG001
@@ -458,6 +485,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
         bench_figure = scaling_figure(bench, paths.figure_copies / "bench-scaling.png", mlrun.made)
         map_figure = narrowing_figure(starts, problems, paths, mlrun.made)
         records = {r.claim.id: verdict_record(r) for r in rows}
+        beside = beside_plan(root, paths.plan)
         markdown, page, counts = render(
             ReportData(
                 rows,
@@ -475,6 +503,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
                 narrowing_figure=map_figure,
                 run=run_info(root, params, paths.plan),
                 against=against_committed(root, {"claims": records}),
+                beside=beside,
             )
         )
         write_text(paths.markdown, markdown)
@@ -485,6 +514,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
                 "counts": counts,
                 "by_class": class_counts(rows),
                 "claims": records,
+                **({"beside": {k: beside[k] for k in ("path", "md5")}} if beside else {}),
                 "mlflow_run_id": mlrun.run_id,
                 "made": mlrun.made,
             },
