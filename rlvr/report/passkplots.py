@@ -176,12 +176,12 @@ def starts_passk(
     chain means. curves: candidate -> {"sft": (n,), "grpo": (n,)} pass@k at k = 1..n; labels:
     candidate -> what the legend calls its start (`rlvr.report.labels.sft_label`); problems: how many
     validation problems the curves are over."""
-    fig = new_figure((7.5, 4.8))
+    fig = new_figure((7.5, 4.8 + 0.5 * max(0, len(curves) - 3)))  # room for each candidate's legend rows
     ax = fig.subplots()
     ks = np.arange(1, n + 1)
     floor = unsolved_floor(problems)
     for i, (name, c) in enumerate(curves.items()):
-        tag = " (the pipeline's start by the SFT-side rule)" if name == chosen else ""
+        tag = " (the SFT-side rule's choice)" if name == chosen else ""
         ax.plot(
             ks, np.maximum(1 - c["sft"], floor), color=f"C{i}", ls="--", lw=1.5, label=f"{labels[name]}{tag}"
         )

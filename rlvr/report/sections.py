@@ -189,7 +189,12 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
             f"chapter: never solved {num(t['never_solved'])}, pass@64 {num(t['pass_at_n'])}). Chosen: "
             f"`{starts['sft_side_choice']}`; the pipeline's start "
             f"(`passk.sft`) is `{starts['pipeline_start']}`"
-            + (", the same." if agree else ": they differ.")
+            + (
+                ", the same."
+                if agree
+                else ": they differ. The committed results keep the pipeline's start; moving chapter "
+                "B to the chosen one reruns every chapter B chain of both plans (docs/calibration.md)."
+            )
             + f" Then `{starts['variant']}` was trained from every chain of every candidate."
         ),
         Table(
