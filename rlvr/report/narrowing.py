@@ -19,6 +19,7 @@ from rlvr.narrowing import ABOVE, ACROSS, BELOW, ZERO, paired_difference, rl_min
 from rlvr.passk import crossings_text
 from rlvr.report.compare import delta_bounds
 from rlvr.report.document import Heading, Para, Table
+from rlvr.report.passkplots import crossover_words
 from rlvr.report.plots import figure_title, legend_below, new_figure, palette, save
 from rlvr.stats import metric_bounds
 
@@ -49,10 +50,10 @@ def _k_axis(ax, n: int) -> None:
     ax.set_xlim(1, n)
 
 
-def _crossing_note(per_chain: list) -> str:
-    """How many chains cross, and at which k."""
-    ks = [str(c) for c in per_chain if str(c).isdigit()]
-    return f"crosses in {len(ks)} of {len(per_chain)} chains" + (f" (k = {', '.join(ks)})" if ks else "")
+def _crossing_note(per_chain: list, k_max: int) -> str:
+    """How many chains cross, and at which k (past four chains, their range and median): the small
+    panels' words on one line, so a legend entry stays short however many chains there are."""
+    return crossover_words(per_chain, k_max).replace(":\n", " at ")
 
 
 def passk_by_temperature(
@@ -75,7 +76,7 @@ def passk_by_temperature(
                 [r["minus_sft"] for r in rows],
                 color=colour,
                 lw=1.6,
-                label=f"{v}: {_crossing_note(per_chain)}",
+                label=f"{v}: {_crossing_note(per_chain, k_max)}",
             )
             ax.fill_between(
                 ks,

@@ -562,3 +562,12 @@ def test_each_variants_pass_at_k_gets_a_panel_with_grpo_beside_it(drawn, tmp_pat
     passkplots.passk_curves(curves, 4, None, tmp_path / "w.png", wide, {"sft": "SFT s (x)"}, problems=300)
     # 32 chains crossing from k = 4 to 64: the title fits its panel (save() refuses one that runs past)
     assert list(grey[1][0].get_ydata()) == [0.02] * 3
+
+
+def test_a_temperature_legend_entry_stays_short_however_many_chains_cross():
+    from rlvr.report.narrowing import _crossing_note
+
+    many = [str(k) for k in (2, 4, 8, 16, 32, 64) * 5] + ["none", "RL ahead to k = 64"]
+    assert _crossing_note(many, 64) == "crosses in 30 of 32 chains at k = 2 to 64, median 12"
+    assert _crossing_note(["8", "none"], 64) == "crosses in 1 of 2 chains at k = 8"
+    assert _crossing_note(["none"], 64) == "no crossover up to 64"
