@@ -379,19 +379,22 @@ def beside_blocks(rows: list[Judged], beside: dict) -> list:
     decides it (this plan, as its plan.yaml `decides` declares)."""
     other = beside["claims"]
 
-    def cell(record: dict | None) -> str:
+    def cell(
+        record: dict | None,
+    ) -> str:  # the interval the verdict was decided on (a paired claim's: the difference's)
         if not record:
             return "–"
-        ours = record.get("ours")
-        value = "–" if ours is None else num(ours)
-        return f"{value} ({record.get('source') or '–'}): {record.get('verdict')}"
+        tested = record.get("tested_interval") or record.get("interval")
+        value = "–" if not tested else f"[{num(tested[0])}, {num(tested[1])}]"
+        chains = (record.get("source") or "–").split(";")[0]
+        return f"{value} ({chains}): {record.get('verdict')}"
 
     measured = [r for r in rows if r.claim.category in ("measured", "calibrated")]
     return [
         Heading("Beside the other plan", 2, "beside"),
         Para(BESIDE.format(path=beside["path"])),
         Table(
-            ["claim", "this plan", "the other plan", "decided by"],
+            ["claim", "this plan: interval decided on", "the other plan: interval decided on", "decided by"],
             [
                 [f"**{r.claim.id}**", cell(verdict_record(r)), cell(other.get(r.claim.id)), "this plan"]
                 for r in measured

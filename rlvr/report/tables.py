@@ -252,6 +252,13 @@ def _delta_cell(d: dict | None) -> str:
     return mean if d["ci95"] is None else f"{mean} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
 
 
+def chains_text(chains: list[int]) -> str:
+    """Chain numbers as a table cell: a consecutive run as "200-231", otherwise listed."""
+    if len(chains) > 2 and list(chains) == list(range(chains[0], chains[0] + len(chains))):
+        return f"{chains[0]}-{chains[-1]}"
+    return ", ".join(map(str, chains))
+
+
 def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "grpo") -> list[list[str]]:
     """Every variant from `base`'s start against `base`, paired by chain on the chains both ran
     (`rlvr diff base variant`'s deltas): the held-out accuracy after GRPO and, from the pass@k
@@ -282,7 +289,7 @@ def against_rows(metrics: dict[str, Any], problems: dict | None, base: str = "gr
             if c is not None:
                 cells.append(Cell.of(np.asarray(c["b"]["seeds"], float) - np.asarray(c["a"]["seeds"], float)))
         rows.append(
-            [v, ", ".join(map(str, chains)), *(_delta_cell(c and c["delta"]) for c in (acc, *decided))]
+            [v, chains_text(chains), *(_delta_cell(c and c["delta"]) for c in (acc, *decided))]
             + [c is not None for c in decided]  # placeholders: the decisions, once the family is known
         )
     decisions = iter(decide(cells))

@@ -306,12 +306,12 @@ def test_a_profiles_report_shows_each_measured_claim_beside_the_other_plans_and_
         judge(claim(id="A-one", kind="exact", book=7, tol=0.5, metric=["m.json", "k"]), m),
         judged("closed-form", "reproduced"),
     ]
-    other = {"A-one": {"verdict": "inconclusive", "ours": 6.5, "source": "4 chains"}}
+    other = {"A-one": {"verdict": "inconclusive", "tested_interval": [6.0, 7.5], "source": "4 chains; note"}}
     blocks = beside_blocks(rows, {"path": "../reports/report.json", "claims": other, "md5": "x"})
     (table,) = [b for b in blocks if isinstance(b, Table)]
     assert [r[0] for r in table.rows] == ["**A-one**"]  # measured and calibrated claims only
     this, that, by = table.rows[0][1:]
-    assert this.endswith(": reproduced") and that == "6.5 (4 chains): inconclusive" and by == "this plan"
+    assert this.endswith(": reproduced") and that == "[6, 7.5] (4 chains): inconclusive" and by == "this plan"
     assert "../reports/report.json" in blocks[1].text
 
 

@@ -306,7 +306,7 @@ def test_the_reports_table_pairs_each_variant_with_grpo_on_the_chains_both_ran()
     }
     (row,) = against_rows(metrics, None)
     d = [b - a for a, b in zip(grpo_acc[:4], [0.62, 0.69, 0.7, 0.55])]
-    assert row[:2] == ["kl_reward", "0, 1, 2, 3"] and row[2].startswith(f"{sum(d) / 4:+.3f} [")
+    assert row[:2] == ["kl_reward", "0-3"] and row[2].startswith(f"{sum(d) / 4:+.3f} [")
     assert row[3:] == ["–", "–", "–", "–"]  # no pass@k counts: nothing to decide
     ended = {**metrics, "grpo-grpo_end.json": {**run("grpo_end", [0, 1, 2, 3], [0.8] * 4), "target": 0.83}}
     assert [r[0] for r in against_rows(ended, None)] == ["kl_reward"]  # not at grpo's steps: left out
@@ -452,3 +452,10 @@ def test_the_matrix_says_how_many_variants_both_metrics_decide_and_names_the_oth
         ["c", "1, 2", "x", "–", "–", "–", "–"],
     ]
     assert decided_line(rows) == "Decided on both metrics: 1 of 3 variants. Not yet: b, c."
+
+
+def test_a_run_of_chains_is_written_as_a_range():
+    from rlvr.report.tables import chains_text
+
+    assert chains_text(list(range(200, 232))) == "200-231"
+    assert chains_text([1, 2]) == "1, 2" and chains_text([1, 3, 4]) == "1, 3, 4"
