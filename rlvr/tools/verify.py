@@ -213,6 +213,15 @@ def uncommitted_deps(info: dict) -> str | None:
     )
 
 
+def _git_path(root: Path, path: str) -> str:
+    """`path` (relative to `root`) as `<commit>:<path>` names it from `root`: "./" or "../" makes git
+    read it relative to `root`; a link (a profile's claims registry, say) is followed to the file it
+    names, whose bytes are what DVC hashed."""
+    if (root / path).is_symlink():
+        path = os.path.relpath(os.path.realpath(root / path), root.resolve())
+    return path if path.startswith("../") else f"./{path}"
+
+
 def commit_problems(root: Path) -> list[str]:
     """One answer to "which code made this": for every stage, the commit its run record names holds,
     for every code dep, the bytes dvc.lock hashed (or the record names the file as changed, which
@@ -236,7 +245,7 @@ def commit_problems(root: Path) -> list[str]:
             for d in stage.get("deps", [])
             if d.get("md5") and not d["md5"].endswith(".dir") and not producers(lock, d["path"])
         }
-        here = {p: p if p.startswith("../") else f"./{p}" for p in code}  # git: relative to `root`
+        here = {p: _git_path(root, p) for p in code}
         held = committed_md5s(root, made["git_commit"], [here[p] for p in sorted(code)])
         if held is None:
             problems.append(

@@ -264,3 +264,14 @@ def test_the_committed_powered_profile_passes_every_check_in_its_folder():
         if name in ("no stale stage", "one commit"):  # need the workspace's own git state: `rlvr verify`
             continue
         assert check(folder) == [], name
+
+
+def test_a_profiles_linked_dep_is_read_at_the_commit_as_the_file_it_names(tmp_path):
+    folder = tmp_path / "p"
+    (folder / "experiments").mkdir(parents=True)
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "claims.yaml").write_text("[]\n")
+    (folder / "experiments" / "claims.yaml").symlink_to("../../experiments/claims.yaml")
+    assert verify._git_path(folder, "experiments/claims.yaml") == "../experiments/claims.yaml"
+    assert verify._git_path(folder, "reports/x.json") == "./reports/x.json"
+    assert verify._git_path(folder, "../rlvr/tasks.py") == "../rlvr/tasks.py"
