@@ -372,8 +372,8 @@ def test_dvc_exp_run_dry_on_the_committed_workspace_and_its_metrics_are_the_head
 def test_a_params_profile_runs_in_its_folder_and_its_report_shows_the_default_plan_beside(repo, monkeypatch):
     """A second plan as powered/ is one: its own params (other seeds), plan and dvc.yaml in a folder;
     `dvc repro p/dvc.yaml` writes every output there, none in the repository's own folders; its
-    report names its plan and shows the default plan's verdicts beside; `rlvr verify`'s checks hold
-    in the folder, and a moved default report is found."""
+    report names its plan and shows the default plan's verdicts beside; one commit names its results
+    (followed through its links), and a moved default report is found."""
     d, env = repo
     sh("dvc repro", d, env)
     default_lock = (d / "dvc.lock").read_text()
@@ -385,6 +385,8 @@ def test_a_params_profile_runs_in_its_folder_and_its_report_shows_the_default_pl
     for v in raw["variants"].values():
         v["seeds"] = [2, 3]
     raw["hack"]["seeds"] = [2, 3]
+    for run in raw["starts"]["runs"].values():  # `rlvr starts`' candidates share the variant's chains
+        run["seeds"] = [2, 3]
     (p / "experiments").mkdir(parents=True)
     (p / "reports" / "starts").mkdir(parents=True)
     (p / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -413,7 +415,9 @@ def test_a_params_profile_runs_in_its_folder_and_its_report_shows_the_default_pl
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(d)
     assert verify.profiles(d) == [p]
-    for name in ("dvc.yaml", "claims and verdicts", "one commit", "the other plan"):
+    # (not its dvc.yaml: this process's rlvr renders from the checkout, not the copy; nor its claims:
+    # the tiny pipeline runs a few variants. The committed powered/ is held to both by the fast tier)
+    for name in ("one commit", "the other plan"):
         assert verify.PROFILE_CHECKS[name](p) == [], name
     report_json = d / "reports/report.json"
     report_json.write_text(report_json.read_text().replace('"claims"', '"claims"', 1) + "\n")
