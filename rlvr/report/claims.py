@@ -181,10 +181,8 @@ class Look:
     second: tuple[int, ...]  # the chains the second look added
 
 
-def read_looks(path: Path) -> dict[str, Look]:
-    """The plan's second looks, by SFT run ({} where the plan declares none): each run's `level` in
-    (0.95, 1) and its `first` and `second` chains, disjoint lists of seeds. A malformed entry is one
-    line naming it."""
+def _read_plan(path: Path) -> dict:
+    """A plan file, bounded and checked as every YAML input is; a bad one is one line naming it."""
     try:
         plan = yaml.safe_load(bounded_text(path, "plan")) or {}
         check_expansion(plan, path, "plan")
@@ -192,6 +190,21 @@ def read_looks(path: Path) -> dict[str, Look]:
         raise ConfigError(f"{path}: no such file (the confirmatory plan the verdicts follow)") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})".splitlines()[0]) from None
+    return plan if isinstance(plan, dict) else {}
+
+
+def read_beside(path: Path) -> str | None:
+    """The other plan's report.json a profile's plan names (`beside`, from the plan's folder's
+    parent: the stage's folder), or None."""
+    other = _read_plan(path).get("beside")
+    return None if other is None else str(other)
+
+
+def read_looks(path: Path) -> dict[str, Look]:
+    """The plan's second looks, by SFT run ({} where the plan declares none): each run's `level` in
+    (0.95, 1) and its `first` and `second` chains, disjoint lists of seeds. A malformed entry is one
+    line naming it."""
+    plan = _read_plan(path)
     looks = plan.get("looks") if isinstance(plan, dict) else None
     if looks is None:
         return {}

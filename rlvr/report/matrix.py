@@ -50,14 +50,10 @@ class Cell:
         return None if self.sd is None else self.sd / math.sqrt(self.n)
 
     def p_difference(self) -> float | None:
-        """Two-sided paired t-test of a zero mean difference."""
-        from scipy import stats
+        """Two-sided paired t-test of a zero mean difference (`rlvr diff`'s test)."""
+        from rlvr.report.compare import _pvalue
 
-        if self.se is None:
-            return None
-        if self.se == 0:
-            return 1.0 if self.mean == 0 else 0.0
-        return float(2 * stats.t.sf(abs(self.mean) / self.se, self.n - 1))
+        return _pvalue(self.mean, self.se, None if self.se is None else self.n - 1)
 
     def p_equivalence(self, margin: float = MARGIN) -> float | None:
         """TOST: the larger p of the one-sided tests of mean <= -margin and mean >= +margin."""

@@ -336,9 +336,9 @@ def beside_problems(folder: Path) -> list[str]:
     """A profile whose plan names another plan's report.json (`beside`) shows those verdicts as the
     file holds them now: its report.json records the md5 of the one it showed."""
     from rlvr.io.files import md5
+    from rlvr.report.claims import read_beside
 
-    plan = yaml.safe_load((folder / "experiments" / "plan.yaml").read_text()) or {}
-    other = plan.get("beside") if isinstance(plan, dict) else None
+    other = read_beside(folder / "experiments" / "plan.yaml")
     if other is None:
         return []
     report = folder / "reports" / "report.json"

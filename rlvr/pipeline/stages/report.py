@@ -424,13 +424,11 @@ def beside_plan(root: Path, plan: Path) -> dict | None:
     """The other plan's verdicts a profile's plan names (its `beside`: that plan's report.json, from
     the stage's folder), with the file's md5 so `rlvr verify` can tell when it has moved since; None
     for a plan that names none."""
-    import yaml
-
     from rlvr.io.files import md5
+    from rlvr.report.claims import read_beside
     from rlvr.report.inputs import read_verdicts
 
-    declared = yaml.safe_load((root / plan).read_text()) or {}
-    other = declared.get("beside") if isinstance(declared, dict) else None
+    other = read_beside(root / plan)
     if other is None:
         return None
     path = root / other
