@@ -7,6 +7,10 @@ JSON. Identical training therefore gives an identical file, and DVC keeps downst
 
 Loading checks what the caller expects (vocabulary, run name, config hash), so a checkpoint copied
 from another run, left over from other params, or cut short, is refused in one line naming the file.
+It checks the file against itself too: a checkpoint records the `digest` of everything else it
+holds (every tensor's dtype, shape and bytes; every other value), so bytes damaged after the stage
+wrote them (a bad cache object, a disk) are refused before anything trains from them, however
+readable they still are.
 
 A stage hands its tasks checkpoints by value (`carried`: the file's bytes, read and checked by the
 stage process), so a task needs no file system shared with the stage; `load` and `load_warmup` take
@@ -39,8 +43,8 @@ from rlvr.io.params import build
 from rlvr.model import TinyLM
 from rlvr.tokenizer import Tokenizer
 
-FORMAT = "rlvr-checkpoint/1"
-WARMUP_FORMAT = "rlvr-warmup/1"
+FORMAT = "rlvr-checkpoint/2"
+WARMUP_FORMAT = "rlvr-warmup/2"
 
 
 class CheckpointError(UserError):
@@ -153,9 +157,39 @@ def _on_cpu(obj):
     return obj
 
 
+def digest(obj) -> str:
+    """A sha256 of a checkpoint's contents (dicts by sorted key, lists in order, each tensor's dtype,
+    shape and bytes, any other value by its repr): what `_write` records and `_read` checks."""
+    h = hashlib.sha256()
+
+    def feed(x) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(x, dict):
+            h.update(b"{")
+            for k in sorted(x, key=str):
+                feed(str(k))
+                feed(x[k])
+            h.update(b"}")
+        elif isinstance(x, list | tuple):
+            h.update(b"[")
+            for v in x:
+                feed(v)
+            h.update(b"]")
+        else:
+            h.update(f"{type(x).__name__}:{x!r};".encode())
+
+    feed(obj)
+    return h.hexdigest()
+
+
 def _write(path: str | Path, obj: dict) -> Path:
     """Saved through an open file handle: `torch.save` to a path names the zip's root folder after
-    that (random, temporary) path, a handle names it `archive`."""
+    that (random, temporary) path, a handle names it `archive`. The contents' `digest` goes with
+    them."""
+    obj = {**obj, "digest": digest(obj)}
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
@@ -191,6 +225,13 @@ def _read(source: Source, fmt: str, tok: Tokenizer, run: str | None, config_hash
         raise CheckpointError(
             f"{path}: not an rlvr checkpoint (expected format {fmt!r}); re-run the "
             f"stage that writes it (dvc repro)"
+        )
+    body = {k: v for k, v in ckpt.items() if k != "digest"}
+    if ckpt.get("digest") != digest(body):
+        raise CheckpointError(
+            f"{path}: damaged since its stage wrote it (its contents no longer match their digest); "
+            f"put it back with `rlvr restore`, or re-run {str(ckpt.get('run', 'its stage')).split('/')[0]} "
+            "(dvc repro)"
         )
     if ckpt["vocab"] != list(tok.vocab):
         raise CheckpointError(

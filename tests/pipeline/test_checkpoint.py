@@ -112,9 +112,9 @@ def test_a_warm_up_state_and_a_checkpoint_are_not_taken_for_each_other(tmp_path)
         [],
         "digest",
     )
-    with pytest.raises(CheckpointError, match="expected format 'rlvr-checkpoint/1'"):
+    with pytest.raises(CheckpointError, match="expected format 'rlvr-checkpoint/2'"):
         checkpoint.load(state, TOK)
-    with pytest.raises(CheckpointError, match="expected format 'rlvr-warmup/1'"):
+    with pytest.raises(CheckpointError, match="expected format 'rlvr-warmup/2'"):
         checkpoint.load_warmup(ckpt, TOK, "warmup@x", "h")
     with pytest.raises(CheckpointError, match="made with other params"):
         checkpoint.load_warmup(state, TOK, "warmup@x", "other")
@@ -137,3 +137,71 @@ def test_carried_bytes_load_as_the_file_does_and_are_refused_as_it_is(tmp_path):
         checkpoint.load(damaged, TOK)
     with pytest.raises(CheckpointError, match=r"nope.pt: not found \(run its DVC stage first"):
         checkpoint.carried(tmp_path / "nope.pt")
+
+
+def _flip_tensor_byte(path) -> None:
+    """Flip one byte inside a stored tensor's data (a zip entry under `data/`), leaving the archive
+    readable: what a damaged cache object can look like."""
+    import zipfile
+
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = next(i for i in z.infolist() if "/data/" in i.filename and i.file_size >= 16)
+    at = info.header_offset  # the local header's own name and extra lengths (its extra pads to 64 bytes)
+    start = (
+        at
+        + 30
+        + int.from_bytes(data[at + 26 : at + 28], "little")
+        + int.from_bytes(data[at + 28 : at + 30], "little")
+    )
+    data[start + 7] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "warmup"])
+def test_bytes_damaged_after_writing_are_refused_before_anything_loads(tmp_path, kind):
+    """One flipped byte in a weight: torch would still read the file, with another weight; the
+    checkpoint's own digest refuses it in one line naming the file and the way back."""
+    if kind == "checkpoint":
+        path = checkpoint.save(tmp_path / "seed0.pt", tiny(), TOK, "sft@x/seed0", "h")
+        read = lambda source: checkpoint.load(source, TOK, "sft@x/seed0", "h")  # noqa: E731
+    else:
+        path = checkpoint.save_warmup(
+            tmp_path / "seed0.pt",
+            tiny(),
+            TOK,
+            "warmup@x",
+            "h",
+            {"steps": []},
+            torch.Generator().get_state(),
+            [{"step": 1, "loss": 0.5}],
+            "answers",
+        )
+        read = lambda source: checkpoint.load_warmup(source, TOK, "warmup@x", "h")  # noqa: E731
+    read(path)
+    _flip_tensor_byte(path)
+    for source in (path, checkpoint.carried(path)):
+        with pytest.raises(CheckpointError) as err:
+            read(source)
+        msg = str(err.value)
+        assert msg.startswith(f"{path}: damaged since its stage wrote it") and "\n" not in msg
+        assert "rlvr restore" in msg
+
+
+def test_the_digest_sees_every_kind_of_content():
+    base = {
+        "model": {"w": torch.zeros(2, 3)},
+        "curve": [{"loss": 0.5}],
+        "run": "sft@x",
+        "step": torch.tensor(3.0),
+    }
+    changed = [
+        {**base, "model": {"w": torch.zeros(3, 2)}},  # shape
+        {**base, "model": {"w": torch.zeros(2, 3, dtype=torch.float64)}},  # dtype
+        {**base, "model": {"w": torch.ones(2, 3)}},  # bytes
+        {**base, "curve": [{"loss": 0.25}]},
+        {**base, "run": "sft@y"},
+        {**base, "step": torch.tensor(4.0)},
+    ]
+    assert checkpoint.digest(base) == checkpoint.digest(dict(reversed(base.items())))
+    assert len({checkpoint.digest(c) for c in changed} | {checkpoint.digest(base)}) == len(changed) + 1
