@@ -334,13 +334,27 @@ def _run(
             failed = exc
         end = run.end_time if status == "FINISHED" else None  # a failure ends it now
         try:
-            client.set_terminated(run.run_id, status=status, end_time=end)
+            _terminate(client, run.run_id, status, end)
         except TrackingError as exc:
             failed = failed or exc
         if failed is not None:
             recover_store(getattr(client, "uri", ""))
             if status == "FINISHED":
                 raise failed
+
+
+def _terminate(client, run_id: str, status: str, end: int | None, tries: int = 3) -> None:
+    """End a run, trying again on a failure: a server whose artifact store refused an upload may
+    have closed the connection under it, and the next request on it fails although the server is
+    up (the stages switch MLflow's own retries off, so a dead server fails at once). A run left
+    RUNNING would read as a stage still training."""
+    for attempt in range(tries):
+        try:
+            return client.set_terminated(run_id, status=status, end_time=end)
+        except TrackingError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 KIND_TAG = "mlflow.experimentKind"

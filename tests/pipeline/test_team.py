@@ -384,6 +384,40 @@ def test_the_guard_refuses_a_server_whose_artifact_store_fails(tmp_path):
         assert [r.info.lifecycle_stage for r in runs] == ["deleted"]
 
 
+UPLOADING_STAGE = """
+import sys
+from pathlib import Path
+from rlvr.pipeline.tracking import stage_run
+Path(sys.argv[1]).write_text("a stage's output")
+with stage_run("sft@x", {"lr": 0.1}, {}, "h", raw_params={"lr": 0.1}) as run:
+    print(run.run_id, flush=True)
+    run.log_step(0, {"loss": 1.0})
+    run.log_artifact(sys.argv[1])
+"""
+
+
+def test_a_stage_run_directly_against_a_failing_artifact_store_ends_its_run_failed(tmp_path):
+    """No guard stands before a stage run by hand: its first upload to a server whose artifact store
+    cannot be written fails, and the run it opened ends FAILED there (the refused upload leaves the
+    server's connection closed: ending the run must not give up on the first try)."""
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "not-a-folder").write_text("a file where the artifacts' folder would be made")
+    with running_server(tmp_path, tmp_path / "not-a-folder" / "artifacts") as server:
+        done = subprocess.run(
+            [sys.executable, "-c", UPLOADING_STAGE, str(tmp_path / "out.txt")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MLFLOW_TRACKING_URI": server.uri},
+            timeout=120,
+        )
+        assert done.returncode == 1 and "TrackingError" in done.stderr, done.stderr[-2000:]
+        client = MlflowClient(server.uri)
+        experiment = client.get_experiment_by_name("rlvr-repro").experiment_id
+        runs = client.search_runs([experiment])
+        assert [r.info.status for r in runs] == ["FAILED"]
+
+
 FAILING_STAGE = """
 import sys, time
 from rlvr.pipeline.tracking import stage_run
