@@ -98,19 +98,18 @@ def lr_at(step: int, total: int, peak: float, schedule: str = "cosine") -> float
 
 def train_sft(
     model: TinyLM,
-    tokens: torch.Tensor,
-    mask: torch.Tensor,
+    data: tuple[torch.Tensor, torch.Tensor],
     cfg: SFTConfig,
     generator: torch.Generator,
-    on_step=None,
-    progress: bool = True,
+    *,
     clean: tuple[torch.Tensor, torch.Tensor] | None = None,
-    shared_prefix: bool = False,
     stop: StopAtTarget | None = None,
+    **loop,
 ) -> list[dict]:
     """AdamW over shuffled mini-batches: `cfg.clean_epochs` passes over `clean` (the same rows with
-    their true answers), then `cfg.epochs` over the noisy `tokens` (or fewer: `stop`, a controlled
-    start, ends them at its target); one lr schedule spans both.
+    their true answers), then `cfg.epochs` over the noisy `data` (tokens (N, T), mask (N, T-1)), or
+    fewer: `stop`, a controlled start, ends them at its target; one lr schedule spans both. `loop`:
+    the options both phases take (`on_step`, `progress`, `shared_prefix`).
     Returns the per-step curve (`phase` says which data each step saw). `generator` lives on the
     model's device; the rows may be anywhere (they are moved there).
 
@@ -125,16 +124,8 @@ def train_sft(
     """
     if cfg.clean_epochs and clean is None:
         raise ValueError(f"clean_epochs = {cfg.clean_epochs} needs the clean-label tensors (clean=...)")
-    opt, curve = warm_up(
-        model,
-        clean if clean is not None else (tokens, mask),
-        cfg,
-        generator,
-        on_step,
-        progress,
-        shared_prefix,
-    )
-    return curve + fit_noisy(model, opt, tokens, mask, cfg, generator, on_step, progress, shared_prefix, stop)
+    opt, curve = warm_up(model, clean if clean is not None else data, cfg, generator, **loop)
+    return curve + fit_noisy(model, opt, *data, cfg, generator, **loop, stop=stop)
 
 
 def warm_up(

@@ -45,7 +45,7 @@ def sft_policy():
         SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003
     )
     gen = torch.Generator().manual_seed(0)
-    train_sft(model, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
+    train_sft(model, (tokens, mask), cfg, gen, progress=False, shared_prefix=True)
     with torch.no_grad():
         for _ in range(12):
             if accuracy(model, PROBLEMS, 32, Sampling(TOK, MAX_NEW), gen) <= 0.55:
@@ -65,7 +65,9 @@ def noisy_sft_policy():
     cfg = make(
         SFTConfig, noise={"kind": "uniform", "rate": 0.4}, repeats=16, epochs=40, batch_size=32, lr=0.003
     )
-    train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, shared_prefix=True)
+    train_sft(
+        model, (tokens, mask), cfg, torch.Generator().manual_seed(0), progress=False, shared_prefix=True
+    )
     return model
 
 

@@ -21,7 +21,7 @@ def test_clean_sft_learns_single_digit_addition():
         SFTConfig, noise={"kind": "uniform", "rate": 0.0}, repeats=8, epochs=25, batch_size=64, lr=0.003
     )
     gen = torch.Generator().manual_seed(0)
-    curve = train_sft(model, tokens, mask, cfg, gen, progress=False)
+    curve = train_sft(model, (tokens, mask), cfg, gen, progress=False)
     assert curve[-1]["loss"] < curve[0]["loss"]
     assert accuracy(model, train, 1, Sampling(tok, 2, 0.0), gen) >= 0.9
 
@@ -77,7 +77,9 @@ def test_clean_warmup_sees_true_answers_first_then_the_noisy_labels():
     )
     torch.manual_seed(0)
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
-    curve = train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean)
+    curve = train_sft(
+        model, (tokens, mask), cfg, torch.Generator().manual_seed(0), progress=False, clean=clean
+    )
     per_epoch = -(-len(rows) // 32)
     assert [r["phase"] for r in curve] == ["clean"] * 2 * per_epoch + ["noisy"] * per_epoch
 
@@ -91,7 +93,7 @@ def test_clean_warmup_without_clean_tensors_is_an_error():
     cfg = make(SFTConfig, clean_epochs=1, epochs=1)
     model = TinyLM(make(ModelConfig, d_model=32, n_layer=1, n_head=2), len(tok))
     with pytest.raises(ValueError, match="clean_epochs = 1 needs the clean-label tensors"):
-        train_sft(model, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False)
+        train_sft(model, (tokens, mask), cfg, torch.Generator().manual_seed(0), progress=False)
 
 
 def _warmup_case(clean_epochs: int):
@@ -119,7 +121,7 @@ def test_warm_up_saved_then_continued_is_bit_identical_to_one_run(tmp_path):
     tok, (tokens, mask), clean, cfg = _warmup_case(clean_epochs=2)
     one = _fresh(tok)
     one_curve = train_sft(
-        one, tokens, mask, cfg, torch.Generator().manual_seed(0), progress=False, clean=clean
+        one, (tokens, mask), cfg, torch.Generator().manual_seed(0), progress=False, clean=clean
     )
 
     model = _fresh(tok)

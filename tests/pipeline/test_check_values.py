@@ -57,8 +57,8 @@ def run_check(tmp_path, raw, capsys):
             "variants.grpo.seeds = [0, 0]: seeds must differ",
         ),
         (
-            lambda r: r["sft_defaults"].update(seeds=[2, 2]),
-            "sft_defaults.seeds = [2, 2]: seeds must differ (2 repeated)",
+            lambda r: r["sft_defaults"].update(batch_size=0),
+            "sft_defaults.batch_size = 0: must be >= 1",
         ),
         (lambda r: r["hack"].update(seeds=[]), "hack.seeds = []: list at least one seed"),
         (lambda r: r["variants"]["grpo"].update(grpo_seeds=0), "variants.grpo.grpo_seeds = 0: must be >= 1"),
@@ -188,7 +188,7 @@ def test_a_nan_sft_loss_stops_training_at_its_step_before_the_update(monkeypatch
     seen = []
     with pytest.raises(Diverged) as caught:
         rlvr.sft.train_sft(
-            model, tokens, mask, cfg, torch.Generator().manual_seed(0), seen.append, progress=False
+            model, (tokens, mask), cfg, torch.Generator().manual_seed(0), on_step=seen.append, progress=False
         )
     assert isinstance(caught.value, UserError)
     assert str(caught.value) == (
@@ -207,8 +207,7 @@ def test_an_absurd_learning_rate_stops_sft_with_one_line():
     with pytest.raises(Diverged, match=r"^training: loss = nan at step 1: .* lr \(1e\+10\)"):
         train_sft(
             _tiny_model(tok),
-            tokens,
-            mask,
+            (tokens, mask),
             make(SFTConfig, epochs=3, lr=1e10),
             torch.Generator(),
             progress=False,
@@ -216,7 +215,9 @@ def test_an_absurd_learning_rate_stops_sft_with_one_line():
     model = _tiny_model(tok)
     before = [p.clone() for p in model.parameters()]
     with pytest.raises(Diverged, match=r"Adam's step size .* = 1e\+39 \(beyond torch.float32\) at step 0"):
-        train_sft(model, tokens, mask, make(SFTConfig, epochs=3, lr=1e38), torch.Generator(), progress=False)
+        train_sft(
+            model, (tokens, mask), make(SFTConfig, epochs=3, lr=1e38), torch.Generator(), progress=False
+        )
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 

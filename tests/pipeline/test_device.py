@@ -118,7 +118,7 @@ def _sft(model: TinyLM, gen: torch.Generator) -> list[dict]:
 
     tokens, mask = encode_sft([{"prompt": p.prompt, "label": p.answer} for p in PROBLEMS], TOK)
     cfg = make(SFTConfig, epochs=1, batch_size=32, noise={"kind": "uniform", "rate": 0.0})
-    return train_sft(model, tokens, mask, cfg, gen, progress=False, shared_prefix=True)
+    return train_sft(model, (tokens, mask), cfg, gen, progress=False, shared_prefix=True)
 
 
 def _grpo_step(policy: TinyLM, gen: torch.Generator) -> list[dict]:
