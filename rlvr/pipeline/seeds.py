@@ -113,8 +113,9 @@ def over_seeds(
     unit, (chain, GRPO seed): its run is `{name}/seed3-g1`, tagged with both."""
     bar = tqdm(total=len(seeds), desc=name, unit="seed", disable=not progress)
     for seed, result in zip(seeds, results, strict=True):  # runs the pool to its end
-        bar.update(1)
         chain, rep = seed if isinstance(seed, tuple) else (seed, None)
+        bar.set_postfix_str(latest(unit_name(chain, rep or 0), result.summary, key_metrics), refresh=False)
+        bar.update(1)
         ids = {"seed": chain} if rep is None else {"seed": chain, "grpo_seed": rep}
         with run.child(
             f"{name}/{unit_name(chain, rep or 0)}",
@@ -129,6 +130,13 @@ def over_seeds(
             child.log_metrics(pick(result.summary, key_metrics))
             yield seed, result, child
     bar.close()
+
+
+def latest(unit: str, summary: dict, keys: tuple[str, ...], shown: int = 3) -> str:
+    """The progress bar's note on the seed just finished: its first few key metrics, e.g.
+    "seed3: eval_acc_start 0.52, eval_acc_final 0.84, eval_acc_gain 0.32"."""
+    numbers = [(k, v) for k, v in pick(summary, keys).items() if isinstance(v, int | float)][:shown]
+    return f"{unit}: " + ", ".join(f"{k} {v:.3g}" for k, v in numbers)
 
 
 def pick(metrics: dict, keys: tuple[str, ...]) -> dict:

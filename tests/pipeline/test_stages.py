@@ -288,3 +288,15 @@ def test_the_end_paths_title_counts_what_the_claims_count():
     assert narrowed({"passk.json": passk}, "other") is None
     passk["variants"]["e"]["seeds"] = [3, 2, 1]  # not paired chain by chain: no count
     assert narrowed({"passk.json": passk}, "e") is None
+
+
+def test_the_progress_bar_names_the_seed_just_finished_by_its_key_metrics():
+    from rlvr.pipeline.seeds import latest
+
+    summary = {"eval_acc_final": 0.8375, "eval_acc_start": 0.5, "note": "x", "kl_k3_nats_max": 0.01234}
+    keys = ("eval_acc_start", "eval_acc_final", "missing", "kl_k3_nats_max", "note")
+    assert (
+        latest("seed3-g1", summary, keys)
+        == "seed3-g1: eval_acc_start 0.5, eval_acc_final 0.838, kl_k3_nats_max 0.0123"
+    )
+    assert latest("seed3", summary, keys, shown=1) == "seed3: eval_acc_start 0.5"
