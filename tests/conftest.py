@@ -119,13 +119,13 @@ def make(cls, **overrides):
 
 def tiny_raw() -> dict:
     """params.yaml shrunk so every stage runs in seconds (same keys, smaller numbers)."""
-    raw = read_yaml(ROOT / "params.yaml")  # as the stages read it, merged anchors unshared
+    raw = read_yaml(ROOT / "params.yaml")  # as the stages read it
     raw = copy.deepcopy(raw)
     raw["model"].update(d_model=32, n_layer=1, n_head=2)
     del raw["sft"]["single_digit_hi"], raw["warmups"]["single_digit_hi"]  # a_hi_*'s: dropped below
     for run in raw["sft"].values():
         run.update(seeds=[0, 1], epochs=1, repeats=1, batch_size=256, eval_max_prompts=20)
-        run["clean_epochs"] = min(run["clean_epochs"], 1)
+        run["clean_epochs"] = min(run.get("clean_epochs", raw["sft_defaults"]["clean_epochs"]), 1)
     raw["grpo"]["defaults"].update(seeds=[0, 1], steps=2, prompts_per_step=4, group_size=4, eval_every=1)
     keep = ("grpo_end", "grpo", "dapo", "a_grpo")  # both tasks, a controlled end, dynamic sampling, beta 0
     raw["variants"] = {

@@ -250,7 +250,9 @@ class Params(Section):
     device: Device  # where the stages that run TinyLM run it; cpu is bit-for-bit repeatable per machine
     model: ModelConfig
     tasks: dict[str, TaskConfig]
-    sft_defaults: dict  # SFTConfig settings the runs merge (a YAML anchor): read only through the runs
+    sft_defaults: (
+        dict  # SFTConfig settings every run (and starts run) takes where it states none: read through them
+    )
     sft: dict[str, SFTConfig]  # by run name
     warmups: dict[str, WarmupConfig]
     grpo: GRPOSection
@@ -324,7 +326,10 @@ def parse_params(raw: Any) -> Params:
         require(name in TASKS, f"tasks.{name}", name, f"unknown task; known tasks: {', '.join(TASKS)}")
         tasks[name] = build(TaskConfig, body, f"tasks.{name}")
     sft_defaults = _sft_defaults(raw["sft_defaults"])
-    sft = {name: build(SFTConfig, body, f"sft.{name}") for name, body in _named(raw["sft"], "sft").items()}
+    sft = {
+        name: build(SFTConfig, with_defaults(sft_defaults, body), f"sft.{name}")
+        for name, body in _named(raw["sft"], "sft").items()
+    }
     for name, run in sft.items():
         require(
             run.task in tasks,
@@ -408,7 +413,7 @@ def parse_params(raw: Any) -> Params:
         f"must be an sft run of variant {hack.variant!r}'s task ({variants[hack.variant].task})",
     )
     _check_chains(hack.seeds, sft[hack.sft].seeds, "hack.seeds", hack.sft)
-    starts = _starts(raw["starts"], sft, variants)
+    starts = _starts(raw["starts"], sft_defaults, sft, variants)
     params = Params(
         seed,
         threads,
@@ -429,12 +434,24 @@ def parse_params(raw: Any) -> Params:
     return params
 
 
+def with_defaults(defaults: dict, body: Any) -> Any:
+    """A run's settings over the defaults (its own value wins); a body that is no mapping is left for
+    `build` to refuse in its own words."""
+    return {**defaults, **body} if isinstance(body, dict) else body
+
+
+# What an SFT run is, which each run states itself: its rows (task, labels), chains, warm-up, stop and
+# budget. A stage that reads only these of a run (data, pass@k, the hack) declares them as
+# `sft.<run>.<key>`, a key that is always there, whatever a `dvc exp run -S` changes.
+RUN_OWN_KEYS = ("task", "warmup", "seeds", "noise", "repeats", "target", "epochs")
+
+
 def _sft_defaults(raw: Any) -> dict:
-    """The block every SFT run merges with YAML's `<<: *sft`: any SFTConfig settings but a run's own
-    task and warm-up, each checked as the runs' are. The runs arrive merged, so nothing reads it."""
+    """The block every SFT run takes its unstated settings from (`with_defaults`): how the runs
+    train, not what they are (RUN_OWN_KEYS), each checked as the runs' are."""
     require(isinstance(raw, dict), "sft_defaults", raw, "must be a mapping of SFT settings")
     hints = typing.get_type_hints(SFTConfig, include_extras=True)
-    allowed = [f.name for f in dataclasses.fields(SFTConfig) if f.name not in ("task", "warmup")]
+    allowed = [f.name for f in dataclasses.fields(SFTConfig) if f.name not in RUN_OWN_KEYS]
     for key, value in raw.items():
         path = f"sft_defaults.{key}"
         require(key in allowed, path, value, f"unknown key; allowed keys: {', '.join(allowed)}")
@@ -442,12 +459,14 @@ def _sft_defaults(raw: Any) -> dict:
     return raw
 
 
-def _starts(raw: Any, sft: dict, variants: dict) -> StartsConfig:
-    """The starts comparison: its own runs are SFT configs; every candidate is one of them or an SFT
-    run, of the task its variant trains on."""
+def _starts(raw: Any, sft_defaults: dict, sft: dict, variants: dict) -> StartsConfig:
+    """The starts comparison: its own runs are SFT configs (over `sft_defaults`, as the pipeline's
+    runs are); every candidate is one of them or an SFT run, of the task its variant trains on."""
     require(isinstance(raw, dict), "starts", raw, "must be a mapping")
     runs = {
-        check_name(name, f"starts.runs.{name}"): build(SFTConfig, body, f"starts.runs.{name}")
+        check_name(name, f"starts.runs.{name}"): build(
+            SFTConfig, with_defaults(sft_defaults, body), f"starts.runs.{name}"
+        )
         for name, body in (raw.get("runs") or {}).items()
     }
     body = {**raw, "runs": {}}
@@ -529,8 +548,8 @@ def _check_warmups(sft: dict, warmups: dict, model: ModelConfig) -> None:
 def read_yaml(path: str | Path) -> Any:
     """Parse a YAML file by the YAML 1.2 rules, the ones DVC applies to params.yaml: `2e-4` is a
     float and `no` a string (PyYAML's YAML 1.1 reads them as a string and False), so that `rlvr
-    check`, the stages and `dvc repro` read every value alike. A merged anchor (`<<: *sft`) is
-    copied into each mapping that merges it: no two runs share a value object."""
+    check`, the stages and `dvc repro` read every value alike. An anchor a hand-written file still
+    uses (`<<: *x`) is copied into each mapping that merges it: no two entries share a value object."""
     from ruamel.yaml import YAML, YAMLError
 
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.io.files import svg_beside
-from rlvr.io.params import WARMUP_KEYS, Params
+from rlvr.io.params import RUN_OWN_KEYS, Params
 from rlvr.pipeline import paths
 from rlvr.pipeline.records import headline_path, record_path
 
@@ -29,7 +29,11 @@ RUNS_ON = ("threads", "device")  # where a training stage runs: its thread budge
 
 
 def sft_keys(run: str, keys) -> list[str]:
-    """The dotted params keys `keys` of SFT run `run` (a stage that reads only part of a run)."""
+    """The dotted params keys `keys` of SFT run `run`, for a stage that reads only part of a run:
+    keys each run states itself (RUN_OWN_KEYS), never taken from `sft_defaults`."""
+    assert set(keys) <= set(RUN_OWN_KEYS), (
+        f"{set(keys) - set(RUN_OWN_KEYS)}: a run may take these from sft_defaults"
+    )
     return [f"sft.{run}.{k}" for k in keys]
 
 
@@ -99,7 +103,7 @@ STAGES: dict[str, Stage] = {
             params=lambda key, item, p: [
                 "seed",
                 *sorted({f"tasks.{p.sft[r].task}.{k}" for r in p.sft for k in ("heldout", "validation")}),
-                *(f"sft.{r}.{k}" for r in p.sft for k in ("task", "noise", "repeats")),
+                *(k for r in p.sft for k in sft_keys(r, ("task", "noise", "repeats"))),
             ],
             deps=lambda x: [],
             outs=lambda x: {f: {} for d in x.runs.values() for f in (d.rows, d.heldout)},
@@ -115,7 +119,10 @@ STAGES: dict[str, Stage] = {
                 *RUNS_ON,
                 "model",
                 f"warmups.{key}",
-                *sft_keys(item.run, WARMUP_KEYS),
+                # its run whole: which of a run's WARMUP_KEYS it states is known per run, not to the
+                # template, so any change to the run reruns its warm-up (the same state, retrained)
+                "sft_defaults",
+                f"sft.{item.run}",
             ],
             deps=lambda x: [x.data.rows],
             outs=lambda x: {x.states: {}},
@@ -126,7 +133,13 @@ STAGES: dict[str, Stage] = {
             "sft",
             "supervised fine-tuning of TinyLM on run ${key}'s labels, from its warm-up, once per seed",
             paths=lambda key, item, p: paths.sft(key, item.warmup),
-            params=lambda key, item, p: [*RUNS_ON, "model", f"tasks.{item.task}", f"sft.{key}"],
+            params=lambda key, item, p: [
+                *RUNS_ON,
+                "model",
+                f"tasks.{item.task}",
+                "sft_defaults",
+                f"sft.{key}",
+            ],
             deps=lambda x: [x.data.rows, x.data.heldout, x.warmup],
             outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}},
             metrics=lambda x: [x.metrics],

@@ -34,7 +34,7 @@ from typing import Any
 
 from rlvr.configs import GRPOConfig, ModelConfig, SFTConfig, TaskConfig
 from rlvr.fields import UserError
-from rlvr.io.params import GRPO_SETTINGS, TOP_KEYS, WARMUP_KEYS, Params, WarmupConfig
+from rlvr.io.params import GRPO_SETTINGS, RUN_OWN_KEYS, TOP_KEYS, WARMUP_KEYS, Params, WarmupConfig
 from rlvr.pipeline.paths import data_role
 from rlvr.pipeline.specs import declared_keys, every_output, instance_inputs
 
@@ -68,11 +68,18 @@ def config_hash(name: str, key: str | None, params: Params) -> str:
     return _hash(_declared(name, key, params))
 
 
-def _sources(path: str) -> tuple[str, ...]:
+def _sources(path: str, raw: dict) -> tuple[str, ...]:
     """The params.yaml keys the typed value at `path` is made from. A variant is `grpo.defaults`
     overridden by `variants.<name>`, so its settings come from both (DVC must rerun a stage that
-    reads one when either changes); its task and start are its own."""
+    reads one when either changes); its task and start are its own. An SFT run is `sft_defaults`
+    under `sft.<name>`: what the run is (RUN_OWN_KEYS) comes from it alone; a setting of how it
+    trains, from the run where it states one, else from the defaults."""
     parts = path.split(".")
+    if parts[0] == "sft" and len(parts) >= 2:
+        if len(parts) == 2:
+            return (path, "sft_defaults")
+        own = parts[2] in RUN_OWN_KEYS or parts[2] in raw["sft"][parts[1]]
+        return (path,) if own else ("sft_defaults." + ".".join(parts[2:]),)
     if parts[0] != "variants" or len(parts) < 2:
         return (path,)
     if len(parts) == 2:
@@ -148,7 +155,7 @@ class StageParams:
     def _seen(self, path: str, value: Any) -> Any:
         """`value` whole if the declaration covers it; a section declared in part as that section
         with its declared fields only (`_part`); else _HIDDEN."""
-        sources = _sources(path)
+        sources = _sources(path, self._params.raw)
         if all(self._covers(s) for s in sources):
             return value
         if not dataclasses.is_dataclass(value) or not any(self._covers(s) or self._under(s) for s in sources):
@@ -164,7 +171,7 @@ class StageParams:
 
     def _missing(self, path: str) -> str:
         """The first params.yaml key behind `path` that the stage does not declare."""
-        return next(s for s in _sources(path) if not self._covers(s))
+        return next(s for s in _sources(path, self._params.raw) if not self._covers(s))
 
     def _covers(self, path: str) -> bool:
         """A declared key is `path` or holds it."""

@@ -96,7 +96,7 @@ def with_grpo(raw, variant=None, **defaults):
             lambda r: r["sft"]["two_digit"].update(clean_epochs=-1),
             "sft.two_digit.clean_epochs = -1: must be >= 0",
         ),
-        (lambda r: r["sft"]["two_digit"].pop("lr"), "sft.two_digit.lr: missing required key"),
+        (lambda r: r["sft_defaults"].pop("lr"), "sft.two_digit.lr: missing required key"),  # states none
         (lambda r: r["grpo"]["defaults"].pop("beta"), "grpo.defaults.beta: missing required key"),
         (lambda r: r.pop("worked"), "worked: missing required key"),
         (lambda r: r["hack"].pop("temperature"), "hack.temperature: missing required key"),
@@ -219,8 +219,13 @@ def with_grpo(raw, variant=None, **defaults):
         (lambda r: r["sft_defaults"].update(lr=-1), "sft_defaults.lr = -1.0: must be > 0"),
         (
             lambda r: r["sft_defaults"].update(task="two_digit"),
-            "sft_defaults.task = 'two_digit': unknown key; allowed keys: seeds, model,",
+            "sft_defaults.task = 'two_digit': unknown key; allowed keys: model, clean_epochs,",
         ),
+        (  # what a run is, each run states: a stage reading only that declares the run's own key
+            lambda r: r["sft_defaults"].update(target=0.5),
+            "sft_defaults.target = 0.5: unknown key; allowed keys: model,",
+        ),
+        (lambda r: r["sft"]["two_digit"].pop("noise"), "sft.two_digit.noise: missing required key"),
     ],
 )
 def test_bad_params_give_one_clear_line_and_exit_2(tmp_path, capsys, tiny_raw_params, mutate, expected):
@@ -342,6 +347,28 @@ def test_a_run_merges_the_sft_defaults_and_states_only_what_differs(tmp_path):
     assert raw["sft"]["b"] == {"lr": 0.003, "noise": {"kind": "uniform", "rate": 0.0}}
     raw["sft"]["a"]["noise"]["rate"] = 0.5
     assert raw["sft"]["b"]["noise"]["rate"] == 0.0 and raw["sft_defaults"]["noise"]["rate"] == 0.0
+
+
+def test_a_run_takes_the_defaults_it_does_not_state_however_the_file_is_rewritten(tiny_raw_params):
+    """The loader fills each SFT run (and each starts run) in from `sft_defaults`, its own value
+    winning: changing a default moves every run that states none, as it does after `dvc exp run -S`
+    rewrites params.yaml (no anchor in the file for a rewrite to copy into the runs)."""
+    from conftest import ROOT
+
+    raw = tiny_raw_params
+    text = (ROOT / "params.yaml").read_text()
+    assert "<<:" not in text and not any(
+        line.split("#")[0].rstrip().endswith(("&sft", "*sft")) for line in text.splitlines()
+    )
+    raw["sft_defaults"]["grad_clip"] = 0.5
+    raw["sft"]["single_digit"]["weight_decay"] = 0.1
+    params = parse_params(raw)
+    assert all(params.sft_run(r).grad_clip == 0.5 for r in params.sft)
+    assert all(run.grad_clip == 0.5 for run in params.starts.runs.values())
+    assert (
+        params.sft_run("single_digit").weight_decay == 0.1 and params.sft_run("two_digit").weight_decay == 0.0
+    )
+    assert params.sft_run("two_digit").lr == raw["sft_defaults"]["lr"] != params.sft_run("single_digit").lr
 
 
 UNSAFE_NAMES = ["x$(touch PWNED)", "x;touch PWNED;", "..", "a b", "x/y", "`id`", "", "a\nb", "v" * 65]

@@ -159,8 +159,13 @@ def chapter_b_stages(raw: dict) -> set[str]:
 DATA_KEYS = ("task", "noise", "repeats")  # read by `data`, whose other runs' rows come out byte-identical
 
 
+def _settings(raw: dict, run: str) -> set[str]:
+    """Every setting of SFT run `run`: those it states and those it takes from `sft_defaults`."""
+    return set(raw["sft_defaults"]) | set(raw["sft"][run])
+
+
 @pytest.mark.parametrize(
-    "key", sorted(set(read_yaml(ROOT / "params.yaml")["sft"]["single_digit"]) - set(DATA_KEYS))
+    "key", sorted(_settings(read_yaml(ROOT / "params.yaml"), "single_digit") - set(DATA_KEYS))
 )
 def test_a_chapter_a_sft_param_reruns_no_chapter_b_stage(key):
     """`dvc exp run -S sft.single_digit.<key>=...` reruns chapter A's SFT and what trains from it,

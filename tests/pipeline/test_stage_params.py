@@ -56,8 +56,8 @@ def test_every_instance_keeps_its_hash_declared_keys_and_logged_params():
 def test_the_hashes_checkpoints_carry_are_pinned():
     """A few, written out: a changed record file cannot move them unnoticed."""
     hashes = {name: entry["hash"] for name, entry in record().items() if "hash" in entry}
-    assert hashes["sft@two_digit"] == "48bd8e193574"
-    assert hashes["warmup@single_digit"] == "9477a7ec1181"
+    assert hashes["sft@two_digit"] == "88569dfaaf4a"
+    assert hashes["warmup@single_digit"] == "a51a6c9fb6c6"
     assert hashes["grpo@no_kl"] == "45c67221a005"
     assert hashes["grpo@grpo"] == "5147819fa7e8"
     assert hashes["hack"] == "a4cbc2b4b7f3"
@@ -84,7 +84,10 @@ def test_a_read_outside_the_declared_params_fails_at_once_naming_the_key_and_the
     assert run.noise == whole.noise and run.repeats == whole.repeats  # declared for data
     with pytest.raises(UndeclaredParam) as err:
         run.lr  # data must not rerun when the SFT lr changes, so it must not read it
-    assert str(err.value).startswith("stage data reads params key sft.two_digit.lr, which it does not")
+    # two_digit states no lr: the key behind its value is the defaults'; it states its target
+    assert str(err.value).startswith("stage data reads params key sft_defaults.lr, which it does not")
+    with pytest.raises(UndeclaredParam, match="stage data reads params key sft.two_digit.target,"):
+        run.target
     assert "\n" not in str(err.value) and isinstance(err.value, UserError)  # the CLI's one line, exit 2
     with pytest.raises(UndeclaredParam, match="stage data reads params key threads,"):
         data.threads
@@ -96,10 +99,11 @@ def test_a_declared_section_comes_whole_and_a_part_comes_with_its_declared_field
     grpo = stage_params("grpo", "dapo", params)
     assert grpo.variant("dapo") is params.variant("dapo")  # the maths gets the section itself
     assert grpo.task("two_digit") is params.task("two_digit")
-    warmup = stage_params("warmup", "two_digit", params).sft_run("two_digit")
-    assert warmup.lr == params.sft_run("two_digit").lr and warmup.clean_epochs == 0
-    with pytest.raises(UndeclaredParam, match="reads params key sft.two_digit.noise,"):
-        warmup.noise  # a warm-up trains on the true answers: the noise is not its business
+    assert stage_params("warmup", "two_digit", params).sft_run("two_digit") is params.sft_run("two_digit")
+    start = stage_params("passk", None, params).sft_run("two_digit")  # the run its figures name
+    assert start.target == params.sft_run("two_digit").target and start.noise.rate == 0.0
+    with pytest.raises(UndeclaredParam, match="reads params key sft_defaults.lr,"):
+        start.lr  # pass@k scores the checkpoints: how they were trained is not its business
 
 
 def test_a_variant_setting_needs_its_override_and_the_defaults_declared(params):
@@ -116,16 +120,16 @@ def test_a_variant_setting_needs_its_override_and_the_defaults_declared(params):
 def test_a_part_reaches_a_seed_worker_as_it_is(params):
     """Seed workers get their settings pickled: a part arrives with the same fields, and still
     refuses the others."""
-    part = stage_params("warmup", "two_digit", params).sft_run("two_digit")
+    part = stage_params("passk", None, params).sft_run("two_digit")
     copy = pickle.loads(pickle.dumps(part))
-    assert copy.lr == part.lr and copy.seeds == part.seeds and isinstance(copy, type(part))
-    with pytest.raises(UndeclaredParam, match="stage warmup@two_digit reads params key sft.two_digit.noise,"):
-        copy.noise
+    assert copy.target == part.target and copy.seeds == part.seeds and isinstance(copy, type(part))
+    with pytest.raises(UndeclaredParam, match="stage passk reads params key sft_defaults.lr,"):
+        copy.lr
 
 
 def test_an_attribute_that_is_no_setting_is_an_ordinary_attribute_error(params):
     """`hasattr`, `getattr(x, name, default)` and copy's protocol lookups see no setting."""
-    part = stage_params("warmup", "two_digit", params).sft_run("two_digit")
+    part = stage_params("passk", None, params).sft_run("two_digit")
     assert not hasattr(part, "__deepcopy__") and getattr(part, "nothing", None) is None
     assert not hasattr(stage_params("grpo", "dapo", params), "nothing")
 

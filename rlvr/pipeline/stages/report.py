@@ -347,14 +347,14 @@ def variant_configs(lock: dict) -> dict[str, dict]:
 
 
 def sft_settings(lock: dict) -> dict[str, dict]:
-    """Each SFT run's settings as its stage ran them (dvc.lock)."""
-    return {
-        name.split("@", 1)[1]: entry.get("params", {})
-        .get("params.yaml", {})
-        .get(f"sft.{name.split('@', 1)[1]}", {})
-        for name, entry in lock.items()
-        if name.startswith("sft@")
-    }
+    """Each SFT run's settings as its stage ran them (dvc.lock): its own over `sft_defaults`."""
+    out = {}
+    for name, entry in lock.items():
+        if name.startswith("sft@"):
+            ran = entry.get("params", {}).get("params.yaml", {})
+            run = name.split("@", 1)[1]
+            out[run] = {**(ran.get("sft_defaults") or {}), **(ran.get(f"sft.{run}") or {})}
+    return out
 
 
 def sft_targets(lock: dict) -> dict[str, float | None]:
