@@ -58,14 +58,16 @@ def status(root: Path) -> dict:
     return json.loads(done.stdout or "{}")
 
 
-def stage_status(root: Path, name: str) -> tuple[bool | None, str]:
-    """(has the stage changed since dvc.lock was written, what `dvc status` said); None when DVC
-    could not answer."""
+def stage_status(root: Path, name: str) -> dict | str:
+    """`dvc status <name> --json`: what changed for that stage since dvc.lock was written ({} when
+    nothing did), or, when DVC could not answer, why not in words."""
     try:
-        done = run(root, "status", name, timeout=300)
+        done = run(root, "status", name, "--json", timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"dvc status failed: {exc}"
+        return f"dvc status failed: {exc}"
     if done.returncode != 0:
-        return None, last_error(done) if done.stderr.strip() else "dvc status failed"
-    out = done.stdout.strip()
-    return not (out == "" or "up to date" in out), out
+        return last_error(done) if done.stderr.strip() else "dvc status failed"
+    try:
+        return json.loads(done.stdout or "{}")
+    except json.JSONDecodeError:
+        return "dvc status said something other than JSON"

@@ -82,6 +82,68 @@ def _within(inner: str, outer: str) -> bool:
     return inner == outer or inner.startswith(outer + "/")
 
 
+def produced_paths(lock: dict) -> set[str]:
+    """Every stage output dvc.lock records."""
+    return {o["path"] for s in lock.values() for o in _entries(s)}
+
+
+ABSENT = ("deleted", "not in cache")  # what a clone without the DVC cache reports for a cached file
+
+
+def _overlaps(path: str, others: set[str]) -> bool:
+    return any(path == o or path.startswith(o + "/") or o.startswith(path + "/") for o in others)
+
+
+def stale_problems(status: dict, produced: set[str]) -> list[str]:
+    """`dvc status --json` less what a clone without the DVC cache lacks: outputs it never fetched,
+    and deps that are (or hold) other stages' outputs (`produced`, from dvc.lock), which are current
+    when their own stage is. What is left is a stage the committed code would rerun: the one
+    definition of "stale" (`rlvr verify`, `rlvr provenance`)."""
+    problems = []
+    for stage, changes in status.items():
+        for change in changes:
+            if change == "always changed":  # the guard stage, by design: it runs on every repro
+                continue
+            if isinstance(change, str):  # "changed command"
+                problems.append(f"{stage}: {change}")
+                continue
+            for kind, files in change.items():
+                if kind == "changed deps":
+                    problems += [
+                        f"{stage}: dep {p} {how}"
+                        for p, how in files.items()
+                        if how not in ABSENT and not _overlaps(p, produced)
+                    ]
+                elif kind == "changed outs":
+                    problems += [f"{stage}: out {p} {how}" for p, how in files.items() if how not in ABSENT]
+    return problems
+
+
+def staleness(root: Path, name: str, lock: dict) -> tuple[bool | None, list[str]]:
+    """(is stage `name` stale, why in lines): `stale_problems` of its `dvc status`, so a clone that
+    lacks the DVC-cached files (never pulled) is not called stale for that; what it lacks is said.
+    None when DVC could not answer."""
+    status = stage_status(root, name)
+    if isinstance(status, str):
+        return None, [status]
+    problems = stale_problems(status, produced_paths(lock))
+    if problems:
+        return True, problems
+    absent = [
+        p
+        for changes in status.values()
+        for c in changes
+        if isinstance(c, dict)
+        for f in c.values()
+        for p in f
+    ]
+    if absent:
+        return False, [
+            f"its DVC-cached files are not in this workspace ({_some(absent)}): dvc pull or dvc repro"
+        ]
+    return False, []
+
+
 def producers(lock: dict, dep: str) -> list[str]:
     """Stages with an out that is `dep`, holds it (a file inside a folder out) or lies inside it (a
     folder dep such as data/grpo over the outs data/grpo/<variant> of every grpo@ stage)."""
@@ -195,7 +257,7 @@ def explain(
     None), git_commit and git_dirty (the code that ran the stage, from `made`; without one, the last
     commit to touch dvc.lock and None), commit_from ("run record" or "dvc.lock"), dirty (the file
     and the code now); with `mlflow_uri` (the tracking store to look the runs up in) mlflow_status
-    (when there are runs), with check_stale stale and dvc_status."""
+    (when there are runs), with check_stale stale and stale_why (`staleness`)."""
     lock = lock if lock is not None else load_lock(root)  # parsed once by callers that explain many files
     p = Path(path)
     if p.is_absolute():
@@ -210,6 +272,7 @@ def explain(
         return {**info, "path": path, "copy": {"of": original, "by": copier, "out": copy_out.get("md5")}}
     name, stage, out = find_stage(lock, p.as_posix())
     made = made_by(root, stage)
+    drawn = drawn_from(root / p, lock) if name == "report" else []
     info: dict[str, Any] = {
         "path": path,
         "stage": name,
@@ -217,19 +280,42 @@ def explain(
         "params": {f: v for f, v in (stage.get("params") or {}).items()},
         "deps": {d["path"]: d.get("md5") for d in stage.get("deps", [])},
         "out": {"path": out["path"], "md5": out.get("md5")},
-        "upstream": upstream(lock, name),
+        "upstream": narrowed(lock, drawn) if drawn else upstream(lock, name),
+        "drawn_from": drawn,
         "mlflow_runs": mlflow_run_ids(root, stage),
         "made": made,
         "git_commit": made["git_commit"] if made else git_commit(root, "dvc.lock"),
         "git_dirty": made.get("git_dirty") if made else None,
         "commit_from": "run record" if made else "dvc.lock",
         "dirty": dirty_flags(root, p.as_posix(), out),
+        "changed_in": None if ignored(root, p.as_posix()) else git_commit(root, p.as_posix()),
     }
     if mlflow_uri is not None and info["mlflow_runs"]:
         info["mlflow_status"] = _mlflow_status(mlflow_uri, info["mlflow_runs"])
     if check_stale:
-        info["stale"], info["dvc_status"] = stage_status(root, name)
+        info["stale"], info["stale_why"] = staleness(root, name, lock)
     return info
+
+
+def drawn_from(path: Path, lock: dict) -> list[str]:
+    """The stages whose outputs a figure the report draws itself was drawn from, as the figure's own
+    metadata names them ("report, from grpo@dapo, grpo@grpo"); [] for any other file."""
+    if path.suffix not in (".png", ".svg") or not path.is_file():
+        return []
+    try:
+        stage = embedded_provenance(path).get("rlvr:stage", "")
+    except (OSError, ValueError, SyntaxError):  # a figure PIL or the XML parser cannot read
+        return []
+    _, _, sources = stage.partition(", from ")
+    return [s for s in sources.split(", ") if s in lock]
+
+
+def narrowed(lock: dict, stages: list[str]) -> dict[str, dict]:
+    """`stages` and every stage upstream of them, nearest first, each with its dvc.lock params."""
+    found = {s: dict(lock[s].get("params") or {}) for s in stages}
+    for s in stages:
+        found.update((k, v) for k, v in upstream(lock, s).items() if k not in found)
+    return found
 
 
 def _mlflow_status(uri: str, ids: dict[str, str]) -> dict[str, str]:
@@ -377,21 +463,36 @@ def format_explain(info: dict[str, Any]) -> str:
         f"stage     {info['stage']}   cmd: {info['cmd']}",
         f"out       {info['out']['path']} md5 {(info['out']['md5'] or '-')[:8]}",
         f"made by   {code_line(info)}",
+        *(
+            [
+                f"committed git {info['changed_in'][:10]}: the last commit that changed these bytes (a rerun "
+                "that leaves them the same changes nothing for git)"
+            ]
+            if info.get("changed_in") and info["changed_in"] not in ("unknown", "uncommitted")
+            else []
+        ),
         f"now       file: {_flag(dirty['file'], 'MODIFIED since its commit', 'as committed')}   code: {code}",
     ]
     if "stale" in info:
-        said = (info["dvc_status"] or "up to date").expandtabs(2).splitlines()
-        lines += [
-            f"stale     {_flag(info['stale'], 'YES', 'no')}; dvc status says:",
-            *(f"          {ln}" for ln in said),
-        ]
+        why = info["stale_why"]
+        head = {True: "YES: dvc repro would rerun it;", False: "no", None: "unknown:"}[info["stale"]]
+        lines += [f"stale     {head}" + (f" {why[0]}" if why else ""), *(f"          {w}" for w in why[1:])]
     else:
         lines.append("stale     not checked")
     seen: dict = {}
     new, _ = _param_items(info["params"], seen)
     lines += ["params    " + (new[0] if new else "none"), *(f"          {item}" for item in new[1:])]
+    drawn = info.get("drawn_from") or []
+    if drawn:
+        lines.append(f"drawn     from {len(drawn)} stage(s)' outputs: {', '.join(drawn)}")
     lines.append(
-        f"upstream  {len(info['upstream'])} stage(s), nearest first" if info["upstream"] else "upstream  none"
+        (
+            f"upstream  {len(info['upstream'])} stage(s)"
+            + (": those and theirs" if drawn else "")
+            + ", nearest first"
+        )
+        if info["upstream"]
+        else "upstream  none"
     )
     for name, params in info["upstream"].items():
         new, repeated = _param_items(params, seen)

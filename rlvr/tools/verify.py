@@ -37,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from rlvr.io.dvcinfo import status as dvc_status
+from rlvr.pipeline.provenance import load_lock, produced_paths, stale_problems
 from rlvr.report.inputs import read_metrics_dir, read_verdicts
 
 
@@ -60,44 +61,6 @@ def dvc_yaml_problems(root: Path) -> list[str]:
     ]
 
 
-ABSENT = ("deleted", "not in cache")  # what a clone without the DVC cache reports for a cached file
-
-
-def _overlaps(path: str, others: set[str]) -> bool:
-    return any(path == o or path.startswith(o + "/") or o.startswith(path + "/") for o in others)
-
-
-def stale_problems(status: dict, produced: set[str]) -> list[str]:
-    """`dvc status --json` less what a clone without the DVC cache lacks: outputs it never fetched,
-    and deps that are (or hold) other stages' outputs (`produced`, from dvc.lock), which are current
-    when their own stage is. What is left is a stage the committed code would rerun."""
-    problems = []
-    for stage, changes in status.items():
-        for change in changes:
-            if change == "always changed":  # the guard stage, by design: it runs on every repro
-                continue
-            if isinstance(change, str):  # "changed command"
-                problems.append(f"{stage}: {change}")
-                continue
-            for kind, files in change.items():
-                if kind == "changed deps":
-                    problems += [
-                        f"{stage}: dep {p} {how}"
-                        for p, how in files.items()
-                        if how not in ABSENT and not _overlaps(p, produced)
-                    ]
-                elif kind == "changed outs":
-                    problems += [f"{stage}: out {p} {how}" for p, how in files.items() if how not in ABSENT]
-    return problems
-
-
-def produced_paths(root: Path) -> set[str]:
-    """Every stage output dvc.lock records."""
-    from rlvr.pipeline.provenance import load_lock
-
-    return {o["path"] for s in load_lock(root).values() for o in s.get("outs", [])}
-
-
 def claims_problems(root: Path) -> list[str]:
     """Every claim points at a metric a stage writes, and the committed verdicts are recomputed."""
     from rlvr.pipeline.paths import PLAN
@@ -105,7 +68,7 @@ def claims_problems(root: Path) -> list[str]:
     from rlvr.report.evidence import judge_all, lookup, verdict_record
 
     claims = load_claims(root / "experiments" / "claims.yaml")
-    produced = produced_paths(root)
+    produced = produced_paths(load_lock(root))
     metrics = read_metrics_dir(root / "reports" / "metrics")
     problems = []
     for c in claims:
@@ -228,7 +191,7 @@ def commit_problems(root: Path) -> list[str]:
     `uncommitted_deps` judges); every figure's embedded record is its stage's run record; and where
     this checkout's MLflow store holds the stage's run, its `git.commit` tag is that commit too."""
     from rlvr.io.gitinfo import committed_md5s
-    from rlvr.pipeline.provenance import ProvenanceError, load_lock, made_by, mlflow_run_ids, producers
+    from rlvr.pipeline.provenance import ProvenanceError, made_by, mlflow_run_ids, producers
 
     try:
         lock = load_lock(root)
@@ -323,7 +286,7 @@ def benchmark_problems(root: Path) -> list[str]:
 
 CHECKS: dict[str, Callable[[Path], list[str]]] = {
     "dvc.yaml": dvc_yaml_problems,
-    "no stale stage": lambda root: stale_problems(dvc_status(root), produced_paths(root)),
+    "no stale stage": lambda root: stale_problems(dvc_status(root), produced_paths(load_lock(root))),
     "claims and verdicts": claims_problems,
     "figure provenance": figure_problems,
     "metrics provenance": provenance_problems,

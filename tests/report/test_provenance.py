@@ -306,3 +306,66 @@ def test_every_committed_report_figure_and_its_provenance_name_one_stage_and_one
         assert texts["rlvr:git_commit"] == info["git_commit"], png.name
         checked += 1
     assert checked >= 15
+
+
+def test_a_figure_the_report_draws_names_the_stages_it_was_drawn_from_not_all_upstream(repo):
+    """The report stage depends on everything; one of its figures is drawn from a few stages' outputs,
+    which its own metadata names: provenance narrows the upstream to those and theirs."""
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    figure = "reports/report-figures/b-curves.png"
+    meta = PngInfo()
+    meta.add_text("rlvr:stage", "report, from sft@x, no-such-stage")
+    (repo / figure).parent.mkdir(parents=True)
+    Image.new("RGB", (4, 4)).save(repo / figure, pnginfo=meta)
+    lock["stages"]["report"] = {
+        "cmd": "python -m rlvr.pipeline report",
+        "deps": [entry("reports/metrics/passk.json"), entry("reports/metrics/sft-x.json")],
+        "outs": [{"path": "reports/report-figures", "hash": "md5", "md5": "ab.dir"}],
+    }
+    (repo / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    info = explain(repo, figure, check_stale=False)
+    assert info["stage"] == "report" and info["drawn_from"] == ["sft@x"]
+    assert list(info["upstream"]) == ["sft@x", "data@x"]  # not passk: the figure was not drawn from it
+    text = format_explain(info)
+    assert "drawn     from 1 stage(s)' outputs: sft@x" in text and "2 stage(s): those and theirs" in text
+    assert explain(repo, FIGURE, check_stale=False)["drawn_from"] == []  # a stage's own figure
+
+
+def test_the_commit_that_last_changed_the_bytes_is_named_beside_the_code_that_made_them(repo):
+    info = explain(repo, FIGURE, check_stale=False)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    assert info["changed_in"] == head and info["git_commit"] == MADE["git_commit"]
+    text = format_explain(info)
+    assert f"committed git {head[:10]}: the last commit that changed these bytes" in text
+    assert explain(repo, CKPT, check_stale=False)["changed_in"] is None  # DVC's, not git's
+
+
+@pytest.mark.parametrize(
+    "status, stale, first",
+    [
+        ({}, False, None),
+        ({"passk": [{"changed deps": {"data/ckpt": "deleted"}}]}, False, "its DVC-cached files are not in"),
+        (
+            {"passk": [{"changed deps": {"rlvr/passk.py": "modified"}}]},
+            True,
+            "passk: dep rlvr/passk.py modified",
+        ),
+        ("dvc status failed: no dvc", None, "dvc status failed: no dvc"),
+    ],
+)
+def test_a_clone_without_the_dvc_cache_is_not_called_stale(repo, monkeypatch, status, stale, first):
+    """One definition of stale for `rlvr provenance` and `rlvr verify`: files a clone never pulled
+    are said, not counted."""
+    from rlvr.pipeline import provenance
+
+    monkeypatch.setattr(provenance, "stage_status", lambda root, name: status)
+    info = explain(repo, FIGURE)
+    assert info["stale"] is stale
+    why = info["stale_why"]
+    assert why == [] if first is None else why[0].startswith(first)
+    assert format_explain(info).count("stale     ") == 1
