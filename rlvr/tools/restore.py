@@ -10,7 +10,8 @@ object is never put back), through `dvc checkout`, which compares a folder file 
 git keeps (metrics, curves, figures) from the newest commit whose dvc.lock records the same hash
 for it. An output whose bytes are in neither is named, with the stage to rerun. An output that is
 what dvc.lock records is left as it is, and so is every stage whose params or code changed (that is
-a rerun's business, not a restore's).
+a rerun's business, not a restore's). Every path is the working folder's: run from a profile's
+folder (`cd powered && rlvr restore`), it restores that profile's outputs to its own dvc.lock.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from rlvr.io.dvcinfo import last_error
 from rlvr.io.dvcinfo import run as dvc
 from rlvr.io.dvcinfo import status as dvc_status
 from rlvr.io.files import md5
-from rlvr.io.gitinfo import committed_bytes, export_committed, history
-from rlvr.pipeline.paths import CHECKED
+from rlvr.io.gitinfo import committed_bytes, differs_from_commit, export_committed, history
 from rlvr.pipeline.provenance import load_lock
 
 
@@ -50,8 +50,7 @@ class Changed:
 
 
 def changed_outputs(root: Path) -> list[Changed]:
-    """The outputs `dvc status` finds changed against dvc.lock (the guard's marker aside: `check`
-    writes it again on every `dvc repro`), in dvc.lock's order."""
+    """The outputs `dvc status` finds changed against dvc.lock, in dvc.lock's order."""
     status = dvc_status(root)
     if "dvc status" in status:
         raise RestoreError(f"dvc status {status['dvc status'][0]}")
@@ -64,7 +63,7 @@ def changed_outputs(root: Path) -> list[Changed]:
         for entry in body.get("outs", []):
             path = entry["path"]
             why = said.get(path) or said.get(path.rstrip("/"))
-            if why and Path(path) != CHECKED:
+            if why:
                 found.append(Changed(stage, path, why, entry))
     return found
 
@@ -96,7 +95,7 @@ def lock_history(root: Path) -> list[tuple[str, dict]]:
     found = []
     for commit in history(root, "dvc.lock"):
         try:
-            stages = (yaml.safe_load(committed_bytes(root, commit, "dvc.lock") or b"") or {}).get("stages")
+            stages = (yaml.safe_load(committed_bytes(root, commit, "./dvc.lock") or b"") or {}).get("stages")
         except yaml.YAMLError:
             continue
         if isinstance(stages, dict):
@@ -114,7 +113,7 @@ def recorded_in(root: Path, out: Changed, locks: list[tuple[str, dict]]) -> str 
             continue
         if out.entry.get("md5", "").endswith(".dir"):
             return commit
-        data = committed_bytes(root, commit, out.path)
+        data = committed_bytes(root, commit, f"./{out.path}")
         if data is not None and hashlib.md5(data).hexdigest() == out.entry.get("md5"):
             return commit
     return None
@@ -154,10 +153,13 @@ def restore(root: Path) -> dict:
     if where.returncode != 0:
         raise RestoreError(f"dvc cache dir failed: {last_error(where)}")
     cache = Path(where.stdout.strip())
-    cached, from_git, lost = [], {}, {}
+    cached, from_git, lost, unfetched = [], {}, {}, []
     locks: list | None = None  # dvc.lock's history, read once when a git-kept output needs it
     for out in changed:
         if out.why == "not in cache" or _object(cache, out.entry.get("md5") or "x").exists():
+            if not _object(cache, out.entry.get("md5") or "x").is_file():  # never in this cache
+                unfetched.append(out.path)
+                continue
             why = from_cache(root, cache, out)
             if why is None:
                 cached.append(out.path)
@@ -182,9 +184,21 @@ def restore(root: Path) -> dict:
             + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "")
             + f"; rerun what made them: dvc repro {' '.join(stages)}"
         )
-    still = [c.path for c in changed_outputs(root)]
+    still = [c.path for c in changed_outputs(root) if c.path not in unfetched]
     if still:
         raise RestoreError(
             f"{still[0]}: still not what dvc.lock records after the restore ({len(still)} such)"
         )
-    return {"restored_from_dvc_cache": cached, "restored_from_git": from_git}
+    done: dict = {"restored_from_dvc_cache": cached, "restored_from_git": from_git}
+    if unfetched:  # a clone that never pulled them: nothing was lost here
+        done["not_in_this_cache"] = {
+            "outputs": unfetched,
+            "note": "this workspace never had them (no DVC remote pulled, or never built): "
+            "`dvc pull` or `dvc repro` makes them",
+        }
+    if (root / "params.yaml").is_file() and differs_from_commit(root, "params.yaml"):
+        done["params_yaml"] = (
+            "differs from HEAD (a `dvc exp run -S` writes its values there and leaves them when the "
+            "experiment fails); restore leaves it: `git checkout params.yaml` undoes it"
+        )
+    return done

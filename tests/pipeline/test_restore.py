@@ -133,3 +133,50 @@ def test_nothing_to_restore_changes_nothing(project):
     run = restore(project)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == {"restored_from_dvc_cache": [], "restored_from_git": {}}
+
+
+def test_a_clone_that_never_pulled_is_restored_as_far_as_it_can_be_and_told_the_rest(project, tmp_path):
+    """After a failed `dvc exp run -S` in a fresh clone (no DVC cache, no remote): the git-kept
+    outputs DVC removed come back, the cached ones it never had are named with what makes them (not
+    an error), and params.yaml, which the experiment rewrote, is named and left as it is."""
+    clone = tmp_path / "clone"
+    sh(tmp_path, "git", "clone", "-q", str(project), str(clone))
+    recorded = (clone / "rec.json").read_text()
+    (clone / "rec.json").unlink()  # what DVC removes before it runs a stage
+    (clone / "params.yaml").write_text("seed: 'abc'\n")
+    run = restore(clone)
+    assert run.returncode == 0, run.stderr
+    done = json.loads(run.stdout)
+    assert set(done["restored_from_git"]) == {"rec.json"} and (clone / "rec.json").read_text() == recorded
+    assert (
+        done["not_in_this_cache"]["outputs"] == ["ckpt"] and "dvc pull" in done["not_in_this_cache"]["note"]
+    )
+    assert "git checkout params.yaml" in done["params_yaml"]
+    assert (clone / "params.yaml").read_text() == "seed: 'abc'\n"
+
+
+def test_a_profiles_folder_restores_to_its_own_lock_not_the_roots(tmp_path):
+    """Run from a profile's folder (`cd powered && rlvr restore`), the committed locks and bytes it
+    reads are that folder's: the root's dvc.lock and its files of the same names are never taken."""
+    from rlvr.tools.restore import Changed, lock_history, recorded_in
+
+    for where, version in ((tmp_path, "root"), (tmp_path / "powered", "profile")):
+        where.mkdir(exist_ok=True)
+        (where / "rec.json").write_text(f'{{"version": "{version}"}}')
+        digest = sh(
+            where,
+            sys.executable,
+            "-c",
+            "import hashlib; print(hashlib.md5(open('rec.json','rb').read()).hexdigest())",
+        )
+        lock = {"stages": {"make": {"outs": [{"path": "rec.json", "md5": digest.stdout.strip()}]}}}
+        (where / "dvc.lock").write_text(json.dumps(lock))
+    sh(tmp_path, "git", "init", "-q")
+    sh(tmp_path, "git", "add", ".")
+    sh(tmp_path, "git", "commit", "-q", "-m", "results")
+    profile = tmp_path / "powered"
+    (profile / "rec.json").write_text("damaged")
+    locks = lock_history(profile)
+    entry = locks[0][1]["make"]["outs"][0]
+    assert entry == json.loads((profile / "dvc.lock").read_text())["stages"]["make"]["outs"][0]
+    assert recorded_in(profile, Changed("make", "rec.json", "modified", entry), locks) == locks[0][0]
