@@ -15,21 +15,21 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
+from rlvr.io.gitinfo import committed_bytes
 from rlvr.io.system import cpu_model
 from rlvr.report.compare import delta
 
 
 def committed_json(rev: str, path: str) -> dict:
-    """A JSON file as commit `rev` holds it."""
-    shown = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
-    if shown.returncode != 0:
-        raise SystemExit(f"machines: {rev}:{path}: not in that commit ({shown.stderr.strip()})")
-    return json.loads(shown.stdout)
+    """A JSON file as commit `rev` holds it (path relative to this folder)."""
+    data = committed_bytes(Path.cwd(), rev, f"./{path}")
+    if data is None:
+        raise SystemExit(f"machines: {rev}:{path}: not in that commit")
+    return json.loads(data)
 
 
 def per_chain(metrics: dict, metric: str) -> dict[int, float]:

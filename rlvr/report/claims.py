@@ -205,7 +205,7 @@ def read_looks(path: Path) -> dict[str, Look]:
     (0.95, 1) and its `first` and `second` chains, disjoint lists of seeds. A malformed entry is one
     line naming it."""
     plan = _read_plan(path)
-    looks = plan.get("looks") if isinstance(plan, dict) else None
+    looks = plan.get("looks")
     if looks is None:
         return {}
     if not isinstance(looks, dict):

@@ -379,9 +379,8 @@ def beside_blocks(rows: list[Judged], beside: dict) -> list:
     decides it (this plan, as its plan.yaml `decides` declares)."""
     other = beside["claims"]
 
-    def cell(
-        record: dict | None,
-    ) -> str:  # the interval the verdict was decided on (a paired claim's: the difference's)
+    def cell(record: dict | None) -> str:
+        """The interval the verdict was decided on (a paired claim's: the difference's)."""
         if not record:
             return "–"
         tested = record.get("tested_interval") or record.get("interval")

@@ -156,8 +156,9 @@ def restore(root: Path) -> dict:
     cached, from_git, lost, unfetched = [], {}, {}, []
     locks: list | None = None  # dvc.lock's history, read once when a git-kept output needs it
     for out in changed:
-        if out.why == "not in cache" or _object(cache, out.entry.get("md5") or "x").exists():
-            if not _object(cache, out.entry.get("md5") or "x").is_file():  # never in this cache
+        obj = _object(cache, out.entry.get("md5") or "x")
+        if out.why == "not in cache" or obj.exists():
+            if not obj.is_file():  # never in this cache
                 unfetched.append(out.path)
                 continue
             why = from_cache(root, cache, out)
