@@ -17,9 +17,9 @@ A stage's spec (`rlvr.pipeline.specs`) lists the dotted params.yaml keys it read
 
 Reading a key the stage does not declare raises `UndeclaredParam` there and then, naming the key and
 the stage: DVC would not rerun the stage when that key changed. `logged` is read the same way, so a
-run logs no setting its stage does not declare. A section declared in part (a warm-up declares only
-the settings of its SFT run that its clean epochs depend on) comes as that section with the
-declared fields only; reading another of its fields raises, in a seed worker too.
+run logs no setting its stage does not declare. A section declared in part (the data, pass@k and hack stages
+declare of an SFT run only the keys every run states itself, `RUN_OWN_KEYS`) comes as that section
+with the declared fields only; reading another of its fields raises, in a seed worker too.
 """
 
 from __future__ import annotations

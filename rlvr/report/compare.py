@@ -88,7 +88,7 @@ def _interval(mean: float, se: float | None, df: float | None, bounds) -> list[f
     return clip(mean - half, mean + half, bounds)
 
 
-def _pvalue(mean: float, se: float | None, df: float | None) -> float | None:
+def pvalue(mean: float, se: float | None, df: float | None) -> float | None:
     """Two-sided t-test of mean = 0. With no spread at all (se = 0) any nonzero mean is certain: 0."""
     if se is None:
         return None
@@ -219,7 +219,7 @@ def seed_test(metric: str, a: list[float], b: list[float], paired: bool) -> dict
     return {
         "name": f"{kind} on per-seed {metric} (two-sided)",
         "metric": metric,
-        "pvalue": _pvalue(mean, se, df),
+        "pvalue": pvalue(mean, se, df),
         "seeds": len(a) if paired else len(a) + len(b),  # pairs / all
         "t": None if not se else mean / se,
         "df": df,

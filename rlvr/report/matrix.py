@@ -51,9 +51,9 @@ class Cell:
 
     def p_difference(self) -> float | None:
         """Two-sided paired t-test of a zero mean difference (`rlvr diff`'s test)."""
-        from rlvr.report.compare import _pvalue
+        from rlvr.report.compare import pvalue
 
-        return _pvalue(self.mean, self.se, None if self.se is None else self.n - 1)
+        return pvalue(self.mean, self.se, None if self.se is None else self.n - 1)
 
     def p_equivalence(self, margin: float = MARGIN) -> float | None:
         """TOST: the larger p of the one-sided tests of mean <= -margin and mean >= +margin."""
