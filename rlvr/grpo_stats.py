@@ -59,6 +59,18 @@ def truncated_frac(batch: Groups, eos_id: int) -> float:
     return float((~ended).float().mean())
 
 
+def response_lengths(lengths: torch.Tensor) -> dict[str, float]:
+    """(N,) response lengths -> their mean, shortest and longest (0 for an empty batch)."""
+    if lengths.numel() == 0:
+        return {"response_len_mean": 0.0, "response_len_min": 0.0, "response_len_max": 0.0}
+    lengths = lengths.float()
+    return {
+        "response_len_mean": float(lengths.mean()),
+        "response_len_min": float(lengths.min()),
+        "response_len_max": float(lengths.max()),
+    }
+
+
 def step_tokens(batch: Groups) -> int:
     """Prompt and response tokens of every response sampled this step, kept or not (the prompts of
     a batch share one length; a response counts up to and including its <eos>)."""
@@ -78,7 +90,7 @@ def step_metrics(batch: Groups, stats: dict, eos_id: int, tokens_before: int = 0
         "reward_std": reward_std(batch.rewards),
         "accuracy": float(batch.correct.mean()) if has_groups else float("nan"),
         "frac_reward_zero_std": float((~mixed_groups(batch.rewards)).float().mean()) if has_groups else 1.0,
-        "response_len_mean": float(batch.mask.sum(dim=1).mean()) if has_groups else 0.0,
+        **response_lengths(batch.mask.sum(dim=1) if has_groups else torch.zeros(0)),
         "truncated_frac": truncated_frac(batch, eos_id),
         "frac_tokens_with_grad": grad_tokens / max(batch.generated_tokens, 1),  # of all generated
         "frac_batch_tokens_with_grad": grad_tokens / max(int(batch.mask.sum()), 1),  # of the update batch

@@ -81,6 +81,13 @@ def seed_file(folder: Path, seed: int, suffix: str = ".pt") -> Path:
     return folder / f"seed{seed}{suffix}"
 
 
+def model_artifact(stage: str) -> str | None:
+    """The DVC artifact (dvc.yaml's `artifacts:`) holding the policies a stage trains: `sft@two_digit`
+    -> `sft-two_digit`, `grpo@dapo` -> `grpo-dapo`; None for a stage whose policies are not one."""
+    family, _, key = stage.partition("@")
+    return f"{family}-{key}" if family in ("sft", "grpo") and key else None
+
+
 def unit_name(seed: int, rep: int = 0) -> str:
     """A GRPO run's name within its variant: chain `seed`'s GRPO seed `rep`, `seed3` for the first
     (every variant has one), `seed3-g1` for the next (the headline variants' second GRPO seed)."""

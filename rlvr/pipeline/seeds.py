@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from tqdm import tqdm
 
-from rlvr.io.files import write_tsv
+from rlvr.io.files import md5, write_tsv
 from rlvr.pipeline.curves import split_curve
-from rlvr.pipeline.paths import unit_name
+from rlvr.pipeline.paths import model_artifact, unit_name
 from rlvr.pipeline.records import stable_row
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.tracking import Run, stage_run, trl_named
@@ -49,17 +50,30 @@ def write_curves(curve_path, eval_path, curve: list[dict]) -> list:
 
 def keep_policy(child: Run, model, tok, result: SeedResult, paths, key: tuple, unit: str, config_hash: str):
     """A trained seed's policy kept: `model` takes its state, and its checkpoint, step curve and eval
-    curve (where `paths` puts unit `key`'s) are written and logged to the seed's MLflow run `child`."""
+    curve (where `paths` puts unit `key`'s) are written and logged to the seed's MLflow run `child`:
+    the policy as its logged model (`log_policy`), the curves as artifacts."""
     from rlvr.pipeline import checkpoint  # here, not at the top: stages without checkpoints never load torch
 
     model.load_state_dict(result.state)
-    checkpoint.save(paths.checkpoint(*key), model, tok, unit, config_hash)
-    written = [*write_curves(paths.curve(*key), paths.eval_curve(*key), result.curve), paths.checkpoint(*key)]
+    log_policy(child, model, checkpoint.save(paths.checkpoint(*key), model, tok, unit, config_hash), unit)
+    written = write_curves(paths.curve(*key), paths.eval_curve(*key), result.curve)
     if isinstance(result.extra, list) and result.extra:  # a controlled end's checks: its path
         written.append(write_tsv(paths.path_curve(*key), result.extra))
         child.log_steps({"val_acc": [(r["step"], r["value"]) for r in result.extra]})
     for path in written:
         child.log_artifact(path, "seed")
+
+
+def log_policy(run: Run, model, saved: Path, unit: str) -> str:
+    """`model`, just saved to checkpoint `saved` as `unit` (`grpo@dapo/seed3`), as an MLflow logged
+    model of `run`, named after the unit and tagged with the DVC copy of the same weights: the
+    checkpoint's path, its md5 (what DVC's folder listing records for it) and the DVC artifact
+    (dvc.yaml's `artifacts:`) whose folder holds it, where one does."""
+    stage, _, seed = unit.partition("/")
+    tags = {"dvc.stage": stage, "dvc.path": saved.as_posix(), "checkpoint.md5": md5(saved)}
+    if (artifact := model_artifact(stage)) is not None:
+        tags["dvc.artifact"] = artifact
+    return run.log_model(model.eval(), f"{stage.replace('@', '-')}-{seed}", tags)  # loads as `load` does
 
 
 SFT_LOGGED = ("loss", "lr")  # what an SFT curve row logs to MLflow (its epoch and phase are in the TSV)

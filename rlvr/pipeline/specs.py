@@ -468,7 +468,7 @@ def model_artifacts(p: Params) -> dict[str, dict]:
     finds it by name): `sft-<run>`, the SFT starts, and `grpo-<variant>`, the policies after GRPO,
     each a folder of one `seed<n>.pt` per chain (`rlvr.pipeline.checkpoint.load` rebuilds one)."""
     sft = {
-        f"sft-{run}": {
+        paths.model_artifact(f"sft@{run}"): {
             "path": _path(paths.sft(run).checkpoints),
             "type": "model",
             "desc": f"SFT run {run}: each chain's start, stopped at its target on validation problems",
@@ -477,7 +477,7 @@ def model_artifacts(p: Params) -> dict[str, dict]:
         for run, e in p.sft.items()
     }
     grpo = {
-        f"grpo-{v}": {
+        paths.model_artifact(f"grpo@{v}"): {
             "path": _path(paths.grpo(v, e.sft).checkpoints),
             "type": "model",
             "desc": f"GRPO variant {v}: each chain's policy at the end of training, from SFT run {e.sft}",

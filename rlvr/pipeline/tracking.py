@@ -59,11 +59,14 @@ TRL_NAMES = {
     "clip_frac_high": "clip_ratio/high_mean",
     "clip_frac_region": "clip_ratio/region_mean",
     "response_len_mean": "completions/mean_length",
+    "response_len_min": "completions/min_length",
+    "response_len_max": "completions/max_length",
     "truncated_frac": "completions/clipped_ratio",
     "grad_norm": "grad_norm",
     "lr": "learning_rate",
     "num_tokens": "num_tokens",
     "loss": "loss",
+    "step_seconds": "step_time",
 }
 
 
@@ -184,6 +187,7 @@ class Run:
         self.artifact_uri: str | None = None
         self.end_time: int | None = None  # epoch ms the run ends at when it finishes; None: when it closes
         self.made: dict[str, Any] = {}  # a stage's run: where, when and with which code (`made_here`)
+        self._experiment_id: str | None = None  # set by whoever opens it (`stage_run`, `child`)
 
     def log_params(self, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
@@ -253,6 +257,39 @@ class Run:
 
     def log_artifact(self, path: str | Path, subdir: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), subdir)
+
+    def log_model(self, model, name: str, tags: dict[str, str]) -> str:
+        """Log a trained TinyLM as an MLflow logged model of this run (the run's *Logged models*;
+        its page lists the run), tagged with `tags` (where DVC keeps the same weights). PyTorch
+        flavour, pickled, so that `mlflow.pytorch.load_model("models:/<id>")` gives back a TinyLM
+        wherever `rlvr` is installed; MLflow's "pickle is unsafe" warning is silenced, since a model
+        of this store is one a stage of this project wrote. Returns the model's id."""
+        import tempfile
+
+        import mlflow.pytorch
+        import torch
+        from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+
+        logged = self.client.create_logged_model(
+            self._experiment_id, name=name, source_run_id=self.run_id, tags=tags, model_type="policy"
+        )
+        pytorch_log = logging.getLogger("mlflow.pytorch")
+        level = pytorch_log.level
+        pytorch_log.setLevel(logging.ERROR)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                mlflow.pytorch.save_model(
+                    model,
+                    f"{tmp}/model",
+                    serialization_format="pickle",
+                    pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+                )
+                self.client.log_model_artifacts(logged.model_id, f"{tmp}/model")
+        finally:
+            pytorch_log.setLevel(level)
+        self.client.finalize_logged_model(logged.model_id, LoggedModelStatus.READY)
+        self.client.log_outputs(self.run_id, [LoggedModelOutput(logged.model_id, step=0)])
+        return logged.model_id
 
     @contextmanager
     def child(

@@ -150,7 +150,7 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
         assert grpo.info.start_time <= r.info.start_time < r.info.end_time <= grpo.info.end_time
         files = {a.path for a in client.list_artifacts(r.info.run_id, "seed")}
         u = f"seed{ids['seed']}" + ("" if ids["grpo_seed"] == "0" else f"-g{ids['grpo_seed']}")
-        assert files == {f"seed/{u}.tsv", f"seed/{u}-eval.tsv", f"seed/{u}.pt"}
+        assert files == {f"seed/{u}.tsv", f"seed/{u}-eval.tsv"}  # the weights: its logged model
     passk = next(r for r in top if r.data.tags["dvc.stage"] == "passk")
     models = {
         r.data.tags["model"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == passk.info.run_id
@@ -159,6 +159,41 @@ def test_mlflow_holds_one_run_per_stage_seed_runs_with_params_and_curve_artifact
     history = client.get_metric_history(models["sft"].info.run_id, "pass_at_k")
     assert sorted(m.step for m in history) == [1, 2, 3, 4]  # k up to max(ks) = 4
     assert {"pass_at_1", "pass_at_4", "never_solved"} <= set(models["dapo"].data.metrics)
+
+
+def test_each_trained_policy_is_a_logged_model_that_mlflow_pytorch_loads(repo):
+    """Every SFT start and GRPO policy is an MLflow logged model of its seed's run, tagged with the
+    DVC copy of its weights, and `mlflow.pytorch.load_model` gives back those weights."""
+    import mlflow
+    import mlflow.pytorch
+    import torch
+    from mlflow.entities import LoggedModelStatus
+
+    from rlvr.io.files import md5
+    from rlvr.pipeline import checkpoint
+    from rlvr.tokenizer import Tokenizer
+
+    d, _ = repo
+    client, exp, runs = _mlflow_runs(d)
+    models = client.search_logged_models(experiment_ids=[exp.experiment_id])
+    by_name = {m.name: m for m in models}
+    assert {"sft-two_digit-seed0", "grpo-dapo-seed1", "grpo-a_grpo-seed0-g1"} <= set(by_name)
+    assert all(m.status == LoggedModelStatus.READY for m in models)
+    dapo = by_name["grpo-dapo-seed1"]
+    assert dapo.tags["dvc.artifact"] == "grpo-dapo" and dapo.tags["dvc.path"] == "data/grpo/dapo/seed1.pt"
+    run = client.get_run(dapo.source_run_id)
+    assert run.data.tags["dvc.stage"] == "grpo@dapo" and run.data.tags["seed"] == "1"
+    assert dapo.model_id in {o.model_id for o in run.outputs.model_outputs}
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{d / 'mlflow.db'}")  # where `models:/<id>` is looked up
+    try:
+        loaded = mlflow.pytorch.load_model(f"models:/{dapo.model_id}")
+    finally:
+        mlflow.set_tracking_uri(previous)
+    kept = checkpoint.load(d / dapo.tags["dvc.path"], Tokenizer())
+    assert md5(d / dapo.tags["dvc.path"]) == dapo.tags["checkpoint.md5"]
+    for (k, a), (_, b) in zip(loaded.state_dict().items(), kept.state_dict().items(), strict=True):
+        assert torch.equal(a, b), k
 
 
 def test_one_commit_names_the_code_in_the_run_the_record_and_the_figure(repo, monkeypatch):

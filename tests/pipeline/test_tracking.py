@@ -64,6 +64,42 @@ def test_child_runs_inherit_the_stage_tags_and_carry_their_params(mlflow_store):
     assert child.data.params == {"variants.v.lr": "0.1", "seed": "3"}
 
 
+def test_a_logged_policy_is_a_model_of_its_seed_run_that_mlflow_loads(mlflow_store, tmp_path, monkeypatch):
+    import mlflow.pytorch
+    import torch
+
+    from rlvr.configs import ModelConfig
+    from rlvr.model import TinyLM
+    from rlvr.pipeline import checkpoint
+    from rlvr.pipeline.seeds import log_policy
+    from rlvr.tokenizer import Tokenizer
+
+    monkeypatch.chdir(tmp_path)
+    tok = Tokenizer()
+    model = TinyLM(ModelConfig(d_model=16, n_layer=1, n_head=2, max_len=8), len(tok))
+    saved = checkpoint.save("data/grpo/dapo/seed3.pt", model, tok, "grpo@dapo/seed3", "h")
+    with stage_run("grpo@dapo", {}, {"variant": "dapo"}, "h") as run:
+        with run.child("grpo@dapo/seed3", {"seed": 3}) as child:
+            model_id = log_policy(child, model, saved, "grpo@dapo/seed3")
+    client, found = runs(mlflow_store)
+    child_run = next(r for r in found if "mlflow.parentRunId" in r.data.tags)
+    logged = client.get_logged_model(model_id)
+    assert logged.name == "grpo-dapo-seed3" and logged.source_run_id == child_run.info.run_id
+    assert logged.tags["dvc.artifact"] == "grpo-dapo" and logged.tags["dvc.path"] == "data/grpo/dapo/seed3.pt"
+    assert model_id in {o.model_id for o in client.get_run(child_run.info.run_id).outputs.model_outputs}
+    loaded = mlflow.pytorch.load_model(f"models:/{model_id}")  # found through MLFLOW_TRACKING_URI
+    assert isinstance(loaded, TinyLM) and not loaded.training  # as `checkpoint.load` gives it
+    x = torch.tensor([[1, 2, 3]])
+    assert torch.equal(loaded(x), model(x))
+
+
+def test_only_sft_and_grpo_policies_belong_to_a_dvc_model_artifact():
+    from rlvr.pipeline.paths import model_artifact
+
+    assert model_artifact("hack") is None and model_artifact("sft@two_digit") == "sft-two_digit"
+    assert model_artifact("passk") is None
+
+
 def test_stage_that_raises_leaves_a_failed_run_with_its_steps(mlflow_store):
     with pytest.raises(RuntimeError):
         with stage_run("sft@x", {}, {}, "h") as run:

@@ -18,7 +18,7 @@ from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.paths import SFTPaths
 from rlvr.pipeline.records import write_metrics
-from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
+from rlvr.pipeline.seeds import SFT_LOGGED, log_policy, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.warmups import Warmup, read_states
 from rlvr.pipeline.workers import SeedResult, seed_results
@@ -128,9 +128,9 @@ def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) 
             SFT_LOGGED,
         ):
             model.load_state_dict(result.state)
-            checkpoint.save(
-                paths.checkpoint(seed), model, tok, f"{run_name('sft', name)}/seed{seed}", params.hash
-            )
+            unit = f"{run_name('sft', name)}/seed{seed}"
+            saved = checkpoint.save(paths.checkpoint(seed), model, tok, unit, params.hash)
+            log_policy(child, model, saved, unit)
             child.log_artifact(write_tsv(paths.curve(seed), result.curve), "seed")
             if result.extra:  # the validation checks of a controlled start
                 child.log_steps({"val_acc": [(r["step"], r["value"]) for r in result.extra]})
