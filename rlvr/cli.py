@@ -126,11 +126,11 @@ def _sweep_report(args) -> dict:
 
     from rlvr.io.dvcinfo import experiments
     from rlvr.pipeline.dvcfile import params_feeding
-    from rlvr.report.sweep import sweep_report
+    from rlvr.report.sweep import sweep_report, with_results
 
     lock = Path("dvc.lock")
     feeding = params_feeding("passk", yaml.safe_load(lock.read_text())) if lock.exists() else None
-    return sweep_report(experiments(), Path(args.out), feeding)
+    return sweep_report(with_results(experiments()), Path(args.out), feeding)
 
 
 def _starts(args) -> dict:

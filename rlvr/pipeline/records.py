@@ -2,7 +2,9 @@
 run record (timings, MLflow run ids, and `made`: the commit that ran, whether the code differed from
 it, the host, the tracking store and the start) in `reports/runs/<file>`, and its headline in
 `reports/headline/<file>`: the few numbers of its results DVC shows as metrics (`dvc metrics show`,
-`dvc exp show`), the same values under the same keys, so a table of experiments stays readable.
+`dvc exp show`). Every stage names its headline numbers from one short vocabulary (`NAMES`), so the
+table DVC draws from all of them has a handful of columns and fits a terminal; the results keep the
+full names, the intervals and the per-variant tables.
 
 Only the results are what the report reads, so a rerun that trains the same weights leaves the
 report cached: wall-clock seconds and run ids change on every run and would make it stale. The run
@@ -30,6 +32,21 @@ VOLATILE = (
 )
 VOLATILE_COLUMNS = ("step_seconds",)  # per-step timings: in MLflow's step metrics only
 
+# The names a headline may use, shared by the stages: `dvc metrics show` draws one column per name
+# used anywhere, so a name is short and means the same in every stage that shows it. "start" is
+# the policy GRPO starts from (the SFT start), "end" the policy after GRPO.
+NAMES = {
+    "loss": "SFT: the start's final training loss (nats / token)",
+    "acc_start": "the start's accuracy: held-out (training problems without held-out ones); passk: pass@1",
+    "acc_end": "accuracy after GRPO, as acc_start; passk: pass@1 of chapter B's controlled end",
+    "passk_start": "pass@k at the largest k (64) of the start",
+    "passk_end": "pass@k at the largest k (64) of chapter B's controlled end",
+    "reward_end": "hack: the hackable verifier's mean reward after GRPO",
+    "reproduced": "report: claims whose verdict is reproduced",
+    "differs": "report: claims whose verdict is differs",
+    "inconclusive": "report: claims whose verdict is inconclusive",
+}
+
 
 def _beside(metrics_path: str | Path, folder: str) -> Path:
     """A file of the same name in `folder` next to the metrics folder: reports/metrics/x.json ->
@@ -52,34 +69,38 @@ def headline_path(metrics_path: str | Path) -> Path:
     return _beside(metrics_path, HEADLINES.name)
 
 
-def headline(results: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """The results cut to `keys`, dotted paths into their tables (`sft.pass_at_1`), nested as in the
-    results, so a headline value has the results' own name. A key the results lack is left out
-    (a task without held-out problems has no held-out accuracy); one that is not a number is an error
-    (`dvc metrics diff` subtracts every value, and `dvc exp show` drops a list)."""
+def headline(results: dict[str, Any], names: dict[str, str | tuple[str, ...]]) -> dict[str, Any]:
+    """The few numbers of `results` DVC shows, each under its short name (one of `NAMES`). `names`
+    maps a name to a dotted path into the results (`sft.pass_at_1`), or to several, the first the
+    results have (a task without held-out problems shows its training accuracy). A name whose paths
+    the results all lack is left out; a value that is not a number is an error (`dvc metrics diff`
+    subtracts every value, and `dvc exp show` drops a list)."""
+    unknown = set(names) - set(NAMES)
+    if unknown:
+        raise KeyError(f"headline names {sorted(unknown)}: not in records.NAMES ({', '.join(NAMES)})")
     out: dict[str, Any] = {}
-    for key in keys:
-        *tables, leaf = key.split(".")
-        node: Any = results
-        for part in (*tables, leaf):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
-            continue
-        _numbers_only(key, node)
-        target = out
-        for part in tables:
-            target = target.setdefault(part, {})
-        target[leaf] = node
+    for name, paths in names.items():
+        for path in (paths,) if isinstance(paths, str) else paths:
+            value = _at(results, path)
+            if value is not None:
+                out[name] = _number(name, value)
+                break
     return out
 
 
-def _numbers_only(key: str, node: Any) -> None:
-    """Refuse a headline value that is not a number or a table of numbers."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            _numbers_only(f"{key}.{k}", v)
-    elif isinstance(node, bool) or not isinstance(node, int | float):
-        raise TypeError(f"headline {key} = {node!r}: a metric must be a number")
+def _at(results: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path into nested tables, or None."""
+    node: Any = results
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _number(name: str, value: Any) -> int | float:
+    """Refuse a headline value that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"headline {name} = {value!r}: a metric must be a number")
+    return value
 
 
 def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -100,13 +121,13 @@ def split(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def write_metrics(
-    path: str | Path, metrics: dict[str, Any], headline_keys: tuple[str, ...] | None = None
+    path: str | Path, metrics: dict[str, Any], headline_names: dict[str, str | tuple[str, ...]] | None = None
 ) -> tuple[Path, Path]:
-    """Write a stage's results and its run record (both atomically), and with `headline_keys` its
+    """Write a stage's results and its run record (both atomically), and with `headline_names` its
     headline (`headline`). Returns the results' path and the record's."""
     stable, volatile = split(metrics)
-    if headline_keys is not None:
-        write_json(headline_path(path), headline(stable, headline_keys))
+    if headline_names is not None:
+        write_json(headline_path(path), headline(stable, headline_names))
     return write_json(path, stable), write_json(record_path(path), volatile)
 
 

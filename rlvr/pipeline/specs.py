@@ -127,6 +127,7 @@ STAGES: dict[str, Stage] = {
             deps=lambda x: [x.data.rows],
             outs=lambda x: {x.states: {}},
             metrics=lambda x: [x.metrics],
+            headline=False,  # a state to start from, not a result: nothing to compare between experiments
         ),
         Stage(
             "sft",

@@ -5,8 +5,9 @@ A sweep is a set of DVC experiments over chapter B's `grpo` variant (docs/sweeps
     dvc exp run --queue -S 'variants.grpo.beta=0,0.1' -S 'variants.grpo.steps=50,100'
     RLVR_THREADS=1 dvc queue start -j 2
 
-This module reads what `dvc exp show --json` reports for every experiment (its params.yaml values
-and the pass@k headline, `reports/headline/passk.json`) and tabulates, per grid point, GRPO's
+This module reads what `dvc exp show --json` reports for every experiment (its params.yaml values)
+with the passk stage's results at the experiment's commit (`reports/metrics/passk.json`: DVC's
+metrics are the stages' short headlines, without each variant's pass@k) and tabulates, per grid point, GRPO's
 pass@1 and pass@64 against the SFT start's, the problems never solved, and the crossover k per
 chain (`rlvr.passk.first_crossing`): narrowing is pass@64 below SFT's.
 """
@@ -14,17 +15,47 @@ chain (`rlvr.passk.first_crossing`): narrowing is pass@64 below SFT's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rlvr.fields import ConfigError, flatten
+from rlvr.io.gitinfo import committed_bytes
 
-PASSK = "reports/headline/passk.json"  # DVC's metrics of stage passk: its headline variants' numbers
+PASSK = "reports/metrics/passk.json"  # the passk stage's results: git keeps them, in every commit
 FOOTNOTE = (
     'Seed means of the variant\'s seeds, on the held-out problems (64 samples each). "narrows?": the '
     "seed-mean pass@64 is below the SFT start's; a point comparison, no interval (`rlvr diff` gives one "
     "for two variants of one workspace).\n"
 )
+
+
+def results_at(rev: str, root: Path = Path(".")) -> dict | None:
+    """The passk stage's results as commit `rev` holds them (the workspace: as on disk); None where
+    there are none (an experiment that failed before passk)."""
+    if rev == "workspace":
+        path = root / PASSK
+        return json.loads(path.read_text()) if path.is_file() else None
+    raw = committed_bytes(root, rev, PASSK)
+    return None if raw is None else json.loads(raw)
+
+
+def with_results(show: list[dict], read: Callable[[str], dict | None] = results_at) -> list[dict]:
+    """`dvc exp show --json` with each entry's pass@k results (`read` of its rev) among its metrics,
+    under PASSK, where `experiments` finds them."""
+    for entry in _entries(show):
+        data, results = entry.get("data"), read(entry.get("rev") or "")
+        if isinstance(data, dict) and results is not None:
+            data["metrics"] = {**(data.get("metrics") or {}), PASSK: {"data": results}}
+    return show
+
+
+def _entries(show: list[dict]):
+    """Every commit of `dvc exp show --json` and every experiment under it."""
+    for top in show:
+        yield top
+        for group in top.get("experiments") or []:
+            yield from group.get("revs") or []
 
 
 def experiments(show: list[dict]) -> list[dict]:

@@ -77,7 +77,7 @@ def test_a_baseline_on_the_users_machine_leaves_only_the_experiments_effect(tmp_
     assert set(changed["params"]["params.yaml"]) == {"variants.dapo.lr"}, changed["params"]
     shown = sh(show, clone, user)
     assert "…" not in shown and "variants.dapo.lr" in shown, shown
-    assert "grpo-dapo.json:eval_acc_final" in shown, shown
+    assert "grpo-dapo.json:acc_end" in shown, shown
     width = max(map(len, shown.splitlines()))
     print(f"dvc exp show --only-changed --drop ...: {width} columns")  # docs/comparing.md quotes it
     assert width <= 200, shown

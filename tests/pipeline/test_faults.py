@@ -701,7 +701,9 @@ def test_an_empty_sweep_is_refused_and_the_committed_sweep_kept(tmp_path, monkey
     (sweep / "sweep.png").write_bytes(b"png")
     data = {"params": {"params.yaml": {"data": {"variants": {"grpo": {}}}}}}
     passk = {"sft": {"pass_at_1": 0.5}, "variants": {"grpo": {"pass_at_1_rl": 0.8, "crossover_k": 65}}}
-    data["metrics"] = {"reports/headline/passk.json": {"data": passk}}  # DVC's metrics of passk
+    results = tmp_path / "reports/metrics/passk.json"  # the workspace's pass@k; its commit has none
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps(passk))
     shown = json.dumps([{"rev": "workspace", "data": data}, {"rev": "abc1234", "name": "main", "data": data}])
     real_run = subprocess.run
     monkeypatch.setattr(  # `dvc exp show --json` as a checkout without experiments answers it

@@ -401,7 +401,7 @@ def test_dvc_exp_run_dry_on_the_committed_workspace_and_its_metrics_are_the_head
     shown = json.loads(sh("dvc exp show --json", d, env))
     metrics = shown[0]["data"]["metrics"]
     assert metrics and all(f.startswith("reports/headline/") for f in metrics), sorted(metrics)
-    assert set(metrics["reports/headline/grpo-grpo.json"]["data"]) == {"eval_acc_start", "eval_acc_final"}
+    assert set(metrics["reports/headline/grpo-grpo.json"]["data"]) == {"acc_start", "acc_end"}
 
 
 def test_a_params_profile_runs_in_its_folder_and_its_report_shows_the_default_plan_beside(repo, monkeypatch):

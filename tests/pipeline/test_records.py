@@ -63,30 +63,34 @@ def test_a_record_sits_beside_its_metrics_file_wherever_that_is(tmp_path):
     assert r == tmp_path / "reports/runs/w.json" and r.is_file()
 
 
-def test_a_headline_is_the_results_cut_to_its_keys_under_their_own_names(tmp_path):
+def test_a_headline_is_the_results_few_numbers_under_short_names(tmp_path):
     results = {
         "eval_acc_final": 0.6,
+        "sampled_acc_train": 0.4,
         "ci95": {"eval_acc_final": [0.5, 0.7]},
         "sft": {"pass_at_1": 0.52, "per_seed": {"pass_at_1": [0.5, 0.54]}},
         "variants": {"grpo": {"pass_at_1_rl": 0.85, "chains_crossing": 3}, "dapo": {"pass_at_1_rl": 0.8}},
     }
-    keys = ("eval_acc_final", "sft.pass_at_1", "variants.grpo.pass_at_1_rl", "variants.grpo.chains_crossing")
-    assert headline(results, (*keys, "sampled_acc_heldout", "variants.rloo.pass_at_1_rl")) == {
-        "eval_acc_final": 0.6,
-        "sft": {"pass_at_1": 0.52},
-        "variants": {"grpo": {"pass_at_1_rl": 0.85, "chains_crossing": 3}},
-    }  # keys the results lack are left out
-    for bad in ("16, none", [16, 20], True):  # what `dvc metrics diff` cannot subtract
+    names = {
+        "acc_start": ("sampled_acc_heldout", "sampled_acc_train"),  # the first the results have
+        "acc_end": "variants.grpo.pass_at_1_rl",
+        "passk_start": "sft.pass_at_1",
+        "passk_end": "variants.rloo.pass_at_n_rl",  # not in the results: left out
+    }
+    assert headline(results, names) == {"acc_start": 0.4, "acc_end": 0.85, "passk_start": 0.52}
+    for bad in ("16, none", [16, 20], True, {"a": 1}):  # what `dvc metrics diff` cannot subtract
         with pytest.raises(TypeError, match="a metric must be a number"):
-            headline({"x": {"y": bad}}, ("x.y",))
-    m, r = write_metrics(tmp_path / "reports/metrics/passk.json", {**results, "mlflow_run_id": "x"}, keys)
+            headline({"x": {"y": bad}}, {"loss": "x.y"})
+    with pytest.raises(KeyError, match="sampled_acc_train.*not in records.NAMES"):
+        headline(results, {"sampled_acc_train": "sampled_acc_train"})  # a name of its own: a column more
+    m, r = write_metrics(tmp_path / "reports/metrics/passk.json", {**results, "mlflow_run_id": "x"}, names)
     h = headline_path(m)
     assert h == tmp_path / "reports/headline/passk.json" and str(headline_path("reports/report.json")) == (
         "reports/headline/report.json"
     )
-    assert json.loads(h.read_text()) == headline(results, keys) and "mlflow_run_id" not in h.read_text()
+    assert json.loads(h.read_text()) == headline(results, names) and "mlflow_run_id" not in h.read_text()
     m, _ = write_metrics(tmp_path / "reports/metrics/worked.json", {"a2": {"advantages": [1.0]}})
-    assert m.is_file() and not headline_path(m).exists()  # no keys given: no headline
+    assert m.is_file() and not headline_path(m).exists()  # no names given: no headline
 
 
 def test_where_when_and_which_code_go_to_the_record_not_the_results(tmp_path):
@@ -96,6 +100,6 @@ def test_where_when_and_which_code_go_to_the_record_not_the_results(tmp_path):
         "host": "box",
         "started_utc": "2026-12-02T07:18:39+00:00",
     }
-    m, r = write_metrics(tmp_path / "reports/metrics/grpo-x.json", {"eval_acc_final": 0.6, "made": made}, ())
+    m, r = write_metrics(tmp_path / "reports/metrics/grpo-x.json", {"eval_acc_final": 0.6, "made": made}, {})
     assert json.loads(r.read_text())["made"] == made
     assert "made" not in json.loads(m.read_text()) and json.loads(headline_path(m).read_text()) == {}

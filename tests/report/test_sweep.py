@@ -97,3 +97,36 @@ def test_failed_runs_are_left_out_and_inherited_settings_filled_in():
     exps = experiments([workspace, {**base, "experiments": [{"revs": [ok]}, {"revs": [failed]}]}])
     assert [e["name"] for e in exps] == ["abc1234", "sweep-ok"]  # workspace = its commit; failed run dropped
     assert exps[0]["params"]["variants.grpo.beta"] == 0.04 and exps[0]["params"]["variants.grpo.steps"] == 100
+
+
+def test_each_experiments_pass_at_k_is_read_from_its_own_commit(tmp_path):
+    """DVC's metrics are the short headlines, without each variant's pass@k: the sweep reads the
+    passk stage's results file as each experiment's commit (the workspace: its disk) holds it."""
+    import json
+    import subprocess
+
+    from rlvr.report.sweep import results_at, with_results
+
+    bare = show()
+    results = {}
+    for e in [bare[0], bare[1], *(r for g in bare[1]["experiments"] for r in g["revs"])]:
+        results[e["rev"]] = e["data"].pop("metrics")[PASSK]["data"]
+    assert experiments(bare) == []  # DVC's metrics alone: no pass@k of the variant
+    assert len(experiments(with_results(bare, results.get))) == 4
+
+    def commit(value: float) -> str:
+        (tmp_path / PASSK).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / PASSK).write_text(json.dumps({"sft": {"pass_at_1": value}}))
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+        subprocess.run([*git, "commit", "-qm", "x"], cwd=tmp_path, check=True)
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+        ).stdout
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    first, _ = commit(0.5).strip(), commit(0.6)
+    (tmp_path / PASSK).write_text(json.dumps({"sft": {"pass_at_1": 0.7}}))
+    assert results_at(first, tmp_path) == {"sft": {"pass_at_1": 0.5}}
+    assert results_at("workspace", tmp_path) == {"sft": {"pass_at_1": 0.7}}
+    assert results_at("0" * 40, tmp_path) is None

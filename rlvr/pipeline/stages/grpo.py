@@ -42,7 +42,8 @@ KEY_METRICS = (
     "clip_frac_max",
     "frac_reward_zero_std_mean",
 )
-HEADLINE = ("eval_acc_start", "eval_acc_final")  # what DVC shows of it (`dvc exp show`): chain means
+# What DVC shows of it (`dvc exp show`), chain means, in the headline vocabulary (records.NAMES)
+HEADLINE = {"acc_start": "eval_acc_start", "acc_end": "eval_acc_final"}
 
 
 def train_seed(

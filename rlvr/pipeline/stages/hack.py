@@ -32,7 +32,8 @@ KEY_METRICS = (
     "digits_per_response_end",
     "reward_minus_accuracy_end",
 )
-HEADLINE = ("reward_mean_end", "accuracy_end")  # what DVC shows of it (`dvc exp show`): seed means
+# What DVC shows of it (`dvc exp show`), seed means, in the headline vocabulary (records.NAMES)
+HEADLINE = {"acc_end": "accuracy_end", "reward_end": "reward_mean_end"}
 
 
 def sample_steps(cfg: HackConfig) -> list[int]:

@@ -34,6 +34,16 @@ from rlvr.rollout import Sampling, correct_counts
 from rlvr.tasks import Problem, problems_of
 from rlvr.tokenizer import Tokenizer
 
+# What DVC shows of it (`dvc exp show`), in the headline vocabulary (records.NAMES): pass@1 and pass@k
+# at the largest k of the SFT start and of `{end}`, the first scored variant of passk.headline
+# (chapter B's controlled end); every variant's numbers stay in the results
+HEADLINE = {
+    "acc_start": "sft.pass_at_1",
+    "passk_start": "sft.pass_at_n",
+    "acc_end": "variants.{end}.pass_at_1_rl",
+    "passk_end": "variants.{end}.pass_at_n_rl",
+}
+
 
 def score(
     index: int,
@@ -130,14 +140,9 @@ def key_metrics(metrics: dict, contrast: str | None, n: int) -> dict[str, dict]:
     return out
 
 
-def headline_keys(variants: list[str]) -> tuple[str, ...]:
-    """What DVC shows of pass@k (`dvc exp show`, and `rlvr sweep-report` reads): the SFT start's
-    pass@1, pass@n and problems never solved, and the same of `variants` (passk.headline, the
-    claims' own) with the crossover of their chain-mean curves and how many of their chains cross,
-    at their keys in the results: numbers only, so `dvc metrics diff` can subtract each."""
-    start = ("sft.pass_at_1", "sft.pass_at_n", "sft.never_solved")
-    rl = ("pass_at_1_rl", "pass_at_n_rl", "never_solved_rl", "crossover_k", "chains_crossing", "chains")
-    return (*start, *(f"variants.{v}.{k}" for v in variants for k in rl))
+def headline_names(end: str | None) -> dict[str, str]:
+    """HEADLINE with its controlled-end variant `end` filled in (None: the start's numbers only)."""
+    return {k: v.format(end=end) for k, v in HEADLINE.items() if end is not None or "{end}" not in v}
 
 
 def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
@@ -224,7 +229,8 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
                 "greedy": {u: r["greedy"] for u, r in scored.items() if "greedy" in r},  # 0/1 per problem
             },
         )
-        write_metrics(paths.metrics, metrics, headline_keys([v for v in variants if v in cfg.headline]))
+        end = next((v for v in cfg.headline if v in variants), None)
+        write_metrics(paths.metrics, metrics, headline_names(end))
         for model, rows in curves.items():
             write_tsv(paths.curves / f"{model}.tsv", rows)
         labels = {name: sft_run_label(run, params.sft_run(run)) for name, run, _ in scored_starts}

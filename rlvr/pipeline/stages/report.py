@@ -51,6 +51,8 @@ from rlvr.report.labels import sft_mechanism
 from rlvr.report.layout import ReportData, render
 
 CHAPTER_TASKS = {"A": "single_digit", "B": "two_digit"}
+# What DVC shows of it (`dvc exp show`), in the headline vocabulary (records.NAMES): claims per verdict
+HEADLINE = {v: f"counts.{v}" for v in ("reproduced", "differs", "inconclusive")}
 
 
 def figure_with_metadata(src: Path, dst: Path, info: dict, svg: bool = True) -> Path:
@@ -516,7 +518,7 @@ def run(params: StageParams, paths: ReportPaths, progress: bool = True) -> dict:
                 "mlflow_run_id": mlrun.run_id,
                 "made": mlrun.made,
             },
-            ("counts",),  # its headline: claims per verdict
+            HEADLINE,
         )
         mlrun.log_metrics({"claims_" + k.replace(" ", "_"): v for k, v in counts.items()})  # a name, no space
         for path in (paths.markdown, paths.html, paths.verdicts):

@@ -37,8 +37,9 @@ KEY_METRICS = (
     "sampled_acc_heldout",
     "sampled_acc_train",
 )
-# What DVC shows of it (`dvc exp show`), chain means: the start's loss and accuracy (held-out: chapter B)
-HEADLINE = ("final_loss", "sampled_acc_train", "sampled_acc_heldout")
+# What DVC shows of it (`dvc exp show`), chain means, in the headline vocabulary (records.NAMES): the
+# start's loss and accuracy, held-out where the task has held-out problems (chapter B), else training
+HEADLINE = {"loss": "final_loss", "acc_start": ("sampled_acc_heldout", "sampled_acc_train")}
 
 
 def train_seed(

@@ -28,7 +28,6 @@ from rlvr.stats import seed_metrics
 from rlvr.tokenizer import Tokenizer
 
 KEY_METRICS = ("final_loss",)  # what each run shows in MLflow; the rest is in the metrics JSON
-HEADLINE = ("steps", "final_loss")  # what DVC shows of it: chain means (no loss without clean epochs)
 
 
 def train_seed(
@@ -101,6 +100,6 @@ def run(params: StageParams, name: str, paths: WarmupPaths, progress: bool = Tru
             "made": mlrun.made,
             "params_hash": params.hash,
         }
-        write_metrics(paths.metrics, metrics, HEADLINE)
+        write_metrics(paths.metrics, metrics)  # no headline: nothing to compare between experiments
         mlrun.log_metrics(with_intervals(metrics, KEY_METRICS))
     return metrics
