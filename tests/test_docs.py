@@ -47,11 +47,12 @@ RUN: dict[str, str | None] = {
     "dvc exp diff": None,
     r"dvc exp show --only-changed --drop '^[^:]*/[^:]*$|^params\.yaml$'": None,
     "dvc exp run -S '++variants.grpo.lr=4e-4'": None,
-    "dvc exp show --drop '.*' --keep 'Experiment|rev|.*grpo-(grpo|dr_grpo).json:eval_acc_final$|"
+    "dvc exp show --drop '.*' --keep 'Experiment|rev|^reports/headline/grpo-(grpo|dr_grpo).json:acc_end$|"
     "variants.grpo.lr' --csv | column -s, -t": "dvc exp show --drop '.*' --keep "
-    "'Experiment|rev|.*grpo-(grpo|dapo).json:eval_acc_final$|variants.grpo.lr' --csv | column -s, -t",
-    "dvc exp show --drop '.*' --keep 'Experiment|rev|sft.single_digit.epochs|"
-    ".*sft-single_digit.json:sampled_acc_train$' --csv | column -s, -t": None,
+    "'Experiment|rev|^reports/headline/grpo-(grpo|dapo).json:acc_end$|variants.grpo.lr' "
+    "--csv | column -s, -t",
+    "dvc exp show --drop '.*' --keep 'Experiment|rev|(params.yaml:)?sft.single_digit.epochs|"
+    "^reports/headline/sft-single_digit.json:' --csv | column -s, -t": None,
     "dvc exp run --queue -S '++variants.grpo.beta=0,0.1' -S '++variants.grpo.steps=50,100'": "dvc exp run "
     "--queue -S '++variants.grpo.beta=0,0.1' -S '++variants.grpo.steps=1,2'",
     "RLVR_THREADS=1 dvc queue start -j 2": None,

@@ -37,8 +37,8 @@ VOLATILE_COLUMNS = ("step_seconds",)  # per-step timings: in MLflow's step metri
 # the policy GRPO starts from (the SFT start), "end" the policy after GRPO.
 NAMES = {
     "loss": "SFT: the start's final training loss (nats / token)",
-    "acc_start": "the start's accuracy: held-out (training problems without held-out ones); passk: pass@1",
-    "acc_end": "accuracy after GRPO, as acc_start; passk: pass@1 of chapter B's controlled end",
+    "acc_start": "the start's accuracy: held-out (training without held-out problems); passk: pass@1",
+    "acc_end": "accuracy after GRPO (the hack: exact answers of its samples); passk: pass@1 of the end",
     "passk_start": "pass@k at the largest k (64) of the start",
     "passk_end": "pass@k at the largest k (64) of chapter B's controlled end",
     "reward_end": "hack: the hackable verifier's mean reward after GRPO",

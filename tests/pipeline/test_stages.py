@@ -238,6 +238,15 @@ def test_passk_scores_the_start_and_headline_variants_at_every_temperature(tiny_
     metrics = json.loads((d / "reports/metrics/passk.json").read_text())
     assert set(metrics["by_temperature"]) == {"0.6"} and set(metrics["greedy"]) == {"sft", "grpo_end", "grpo"}
     assert len(metrics["by_temperature"]["0.6"]["variants"]["grpo_end"]["crossover_per_chain"]) == 2
+    shown = json.loads((d / "reports/headline/passk.json").read_text())  # the start and the controlled end
+    assert shown == {
+        "acc_start": metrics["sft"]["pass_at_1"],
+        "passk_start": metrics["sft"]["pass_at_n"],
+        "acc_end": metrics["variants"]["grpo_end"]["pass_at_1_rl"],
+        "passk_end": metrics["variants"]["grpo_end"]["pass_at_n_rl"],
+    }
+    assert (d / "reports/headline/sft-two_digit.json").is_file()
+    assert not (d / "reports/headline/warmup-two_digit.json").exists()  # a warm-up has no headline
     assert (d / "reports/figures/passk-temperatures.png").stat().st_size > 1000
     page = markdown(build(ReportData([], [], {"passk.json": metrics}, problems=counts)), "figs")
     assert "T = 0.6" in page and "greedy" in page and "not yet measured: run `rlvr starts`" in page
