@@ -43,17 +43,19 @@ def check() -> CheckPaths:
 
 @dataclass(frozen=True)
 class DataPaths:
-    """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task."""
+    """`data@{run}`: the noisy SFT rows and the held-out problems of the run's task, and the sha256
+    of each (`rlvr.pipeline.rundata`)."""
 
     rows: Path  # JSONL, one labelled SFT row per line
     heldout: Path  # JSON {"task", "problems": [...], "validation": [...]}: test and validation problems
+    digests: Path  # JSON {file name: sha256} of the two above, checked before a stage reads them
 
 
-ROWS, HELDOUT = "sft.jsonl", "heldout.json"
+ROWS, HELDOUT, DIGESTS = "sft.jsonl", "heldout.json", "digests.json"
 
 
 def data(run: str) -> DataPaths:
-    return DataPaths(DATA / run / ROWS, DATA / run / HELDOUT)
+    return DataPaths(DATA / run / ROWS, DATA / run / HELDOUT, DATA / run / DIGESTS)
 
 
 def data_role(path: Path) -> str | None:

@@ -106,7 +106,11 @@ STAGES: dict[str, Stage] = {
                 *(k for r in p.sft for k in sft_keys(r, ("task", "noise", "repeats"))),
             ],
             deps=lambda x: [],
-            outs=lambda x: {f: {} for d in x.runs.values() for f in (d.rows, d.heldout)},
+            outs=lambda x: {
+                f: props
+                for d in x.runs.values()
+                for f, props in ((d.rows, {}), (d.heldout, {}), (d.digests, {"cache": False}))
+            },
             concrete=True,
         ),
         Stage(

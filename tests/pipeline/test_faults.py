@@ -1214,8 +1214,9 @@ def test_a_damaged_checkpoint_of_any_scored_model_stops_passk_before_any_scoring
 def test_damaged_training_rows_are_one_line_before_any_work(
     tmp_path, monkeypatch, mlflow_store, damage, message
 ):
-    """A stage's JSON input cut short or edited by hand: one line naming it, not json's traceback."""
-    from rlvr.io.files import InputError
+    """A stage's JSON input cut short or edited by hand: one line naming it, not json's traceback.
+    A stage refuses it by its digest before parsing it; a reader of the file alone, by its parser."""
+    from rlvr.io.files import InputError, read_jsonl
     from rlvr.pipeline.run import run_stage
 
     monkeypatch.chdir(tmp_path)
@@ -1223,8 +1224,10 @@ def test_damaged_training_rows_are_one_line_before_any_work(
     run_stage("data", None, progress=False)
     rows = tmp_path / "data/two_digit/sft.jsonl"
     rows.write_text(damage(rows.read_text()))
-    with pytest.raises(InputError, match=rf"^data/two_digit/sft\.jsonl: {message}; rerun the stage"):
+    with pytest.raises(InputError, match=r"^data/two_digit/sft\.jsonl: damaged since the data stage"):
         run_stage("sft", "two_digit", progress=False)
+    with pytest.raises(InputError, match=rf"^data/two_digit/sft\.jsonl: {message}; rerun the stage"):
+        read_jsonl("data/two_digit/sft.jsonl")
 
 
 # ------------------------------------------------------------------ damaged report inputs: one line

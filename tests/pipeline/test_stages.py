@@ -137,12 +137,15 @@ def test_a_run_whose_true_answers_differ_from_its_warm_up_is_refused(tiny_repo):
     """The warm-up state records a digest of the true answers it trained on; SFT from it on other
     rows (here: one answer edited) stops with one line naming the run and the warm-up."""
     from rlvr.fields import UserError
+    from rlvr.pipeline.paths import data
+    from rlvr.pipeline.rundata import record_digests
 
     d, _ = tiny_repo
     rows_path = d / "data/two_digit/sft.jsonl"
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
     rows[0]["answer"] = str(int(rows[0]["answer"]) + 1)
     rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    record_digests(data("two_digit"))  # edited as the data stage would write them: past the digest check
     with pytest.raises(
         UserError, match="sft.two_digit: its rows' true answers differ from those warm-up 'two_digit'"
     ):

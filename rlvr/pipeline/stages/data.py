@@ -1,5 +1,8 @@
 """Stage `data`: each task's train/held-out split and every SFT run's rows with their noisy labels.
 
+Beside each run's two files it records their sha256 (`rlvr.pipeline.rundata`), which every later
+stage checks before it reads them.
+
 One process writes every run's files (a second's work each). A run whose rows come out
 byte-identical leaves its warm-up and SFT stages cached, so changing one run's noise reruns only
 that run downstream. One MLflow run, with a child run per SFT run holding its summary.
@@ -10,6 +13,7 @@ from __future__ import annotations
 from rlvr.io.files import write_json, write_jsonl
 from rlvr.noise import author_solve_rates, sft_rows
 from rlvr.pipeline.paths import AllDataPaths, DataPaths
+from rlvr.pipeline.rundata import record_digests
 from rlvr.pipeline.seeds import pick, tracked
 from rlvr.pipeline.stageparams import StageParams, data_run_settings
 from rlvr.tasks import problem_rows, split
@@ -27,6 +31,7 @@ def write_run(params: StageParams, name: str, paths: DataPaths) -> dict:
     write_json(
         paths.heldout, {"task": cfg.task, "problems": problem_rows(held), "validation": problem_rows(val)}
     )
+    record_digests(paths)  # what every later stage checks before it reads them
     author = author_solve_rates(held or train, cfg.noise, params.seed)  # what a perfect fit would score
     return {
         "rows": len(rows),

@@ -10,11 +10,12 @@ from rlvr.chain import end_summary, grpo_run
 from rlvr.configs import GRPOConfig
 from rlvr.determinism import thread_budget
 from rlvr.grpo_stats import seed_summary
-from rlvr.io.files import FileBytes, read_heldout, read_jsonl, read_validation, write_tsv
+from rlvr.io.files import FileBytes, write_tsv
 from rlvr.optim import diverged_at
 from rlvr.pipeline.curves import curve_band, split_curve
 from rlvr.pipeline.paths import GRPOPaths, unit_name
 from rlvr.pipeline.records import write_metrics
+from rlvr.pipeline.rundata import read_run_data
 from rlvr.pipeline.seeds import (
     carry_starts,
     keep_policy,
@@ -100,10 +101,10 @@ def chain_tasks(params: StageParams, name: str, paths: GRPOPaths) -> tuple[list[
     cfg = params.variant(name)
     max_new_tokens = params.task(cfg.task).max_new_tokens
     start_hash = params.hash_of("sft", cfg.sft)
-    train = problems_of(read_jsonl(paths.start.data.rows), cfg.task)
-    held = problems_of(read_heldout(paths.start.data.heldout), cfg.task)
+    data = read_run_data(paths.start.data)
+    train, held = problems_of(data.rows, cfg.task), problems_of(data.heldout, cfg.task)
     evals = held or train  # single_digit has no held-out split: chapter A evaluates on its 55 prompts
-    val = problems_of(read_validation(paths.start.data.heldout), cfg.task)
+    val = problems_of(data.validation, cfg.task)
     starts, model = carry_starts(paths.start, cfg.seeds, cfg.sft, start_hash, Tokenizer())
     units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
     args = (units, cfg, max_new_tokens, (train, evals, val), starts, start_hash, params.device)

@@ -8,11 +8,12 @@ import torch
 from rlvr.configs import GRPOConfig
 from rlvr.determinism import thread_budget
 from rlvr.grpo_loop import GRPOData, Hooks, train_grpo
-from rlvr.io.files import FileBytes, read_jsonl, svg_beside, write_json
+from rlvr.io.files import FileBytes, svg_beside, write_json
 from rlvr.io.params import HackConfig
 from rlvr.optim import diverged_at
 from rlvr.pipeline.paths import HackPaths
 from rlvr.pipeline.records import write_metrics
+from rlvr.pipeline.rundata import read_run_data
 from rlvr.pipeline.seeds import carry_starts, keep_policy, load_start, over_seeds, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.workers import SeedResult, seed_results
@@ -74,7 +75,7 @@ def train_seed(
 def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
     cfg = params.hack
     grpo_cfg = params.hack_grpo()
-    train = problems_of(read_jsonl(paths.start.data.rows), grpo_cfg.task)
+    train = problems_of(read_run_data(paths.start.data).rows, grpo_cfg.task)
     tok = Tokenizer()
     start_hash = params.hash_of("sft", cfg.sft)
     starts, model = carry_starts(paths.start, cfg.seeds, cfg.sft, start_hash, tok)

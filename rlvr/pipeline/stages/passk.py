@@ -18,13 +18,14 @@ from tqdm import tqdm
 
 from rlvr.chain import correct_out_of
 from rlvr.determinism import thread_budget
-from rlvr.io.files import read_heldout, svg_beside, write_json, write_tsv
+from rlvr.io.files import svg_beside, write_json, write_tsv
 from rlvr.narrowing import greedy_summary, temperature_key
 from rlvr.passk import unit_key
 from rlvr.passk_summary import summarise_counts
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.paths import PassKPaths, unit_name
 from rlvr.pipeline.records import write_metrics
+from rlvr.pipeline.rundata import read_run_data
 from rlvr.pipeline.seeds import run_name, tracked
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.workers import seed_results
@@ -160,7 +161,7 @@ def run(params: StageParams, paths: PassKPaths, progress: bool = True) -> dict:
     k_max = max(cfg.ks)
     task_name = params.sft_run(cfg.sft).task
     task = params.task(task_name)
-    problems = problems_of(read_heldout(paths.start.data.heldout), task_name)
+    problems = problems_of(read_run_data(paths.start.data).heldout, task_name)
     models = [
         (
             unit_key(name, s),

@@ -12,12 +12,13 @@ import torch
 from rlvr.chain import controlled_start, start_accuracies
 from rlvr.configs import SFTConfig, TaskConfig
 from rlvr.determinism import perturbation, thread_budget
-from rlvr.io.files import read_heldout, read_jsonl, read_validation, write_tsv
+from rlvr.io.files import write_tsv
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.paths import SFTPaths
 from rlvr.pipeline.records import write_metrics
+from rlvr.pipeline.rundata import read_run_data
 from rlvr.pipeline.seeds import SFT_LOGGED, log_policy, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.warmups import Warmup, read_states
@@ -91,13 +92,14 @@ def train_seed(
 def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) -> dict:
     cfg = params.sft_run(name)
     task = params.task(cfg.task)
-    rows, held_rows = read_jsonl(paths.data.rows), read_heldout(paths.data.heldout)
+    data = read_run_data(paths.data)
+    rows = data.rows
     tok = Tokenizer()
     train_problems = problems_of(rows, cfg.task)
     stride = max(1, len(train_problems) // cfg.eval_max_prompts)
     # validation: the task's validation split, or (chapter A: no split) its training prompts
-    val = problems_of(read_validation(paths.data.heldout), cfg.task) or train_problems
-    evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(held_rows, cfg.task), val)
+    val = problems_of(data.validation, cfg.task) or train_problems
+    evals = (train_problems[::stride][: cfg.eval_max_prompts], problems_of(data.heldout, cfg.task), val)
     clean = encode_sft(rows, tok, field="answer")  # (N, T) tokens, (N, T-1) mask: the true answers
     warmup = Warmup(
         read_states(paths.warmup, cfg.seeds),

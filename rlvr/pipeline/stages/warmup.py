@@ -14,12 +14,12 @@ import time
 from rlvr.chain import fresh_start
 from rlvr.configs import ModelConfig, SFTConfig
 from rlvr.determinism import perturbation, thread_budget
-from rlvr.io.files import read_jsonl
 from rlvr.model import TinyLM
 from rlvr.optim import diverged_at
 from rlvr.pipeline import checkpoint
 from rlvr.pipeline.paths import WarmupPaths
 from rlvr.pipeline.records import write_metrics
+from rlvr.pipeline.rundata import read_run_data
 from rlvr.pipeline.seeds import SFT_LOGGED, over_seeds, run_name, tracked, with_intervals
 from rlvr.pipeline.stageparams import StageParams
 from rlvr.pipeline.workers import SeedResult, seed_results
@@ -47,7 +47,7 @@ def train_seed(
 def run(params: StageParams, name: str, paths: WarmupPaths, progress: bool = True) -> dict:
     w = params.warmup(name)
     cfg = params.sft_run(w.run)
-    rows = read_jsonl(paths.data.rows)
+    rows = read_run_data(paths.data).rows
     tok = Tokenizer()
     model_cfg = cfg.model or params.model
     clean = encode_sft(rows, tok, field="answer")
