@@ -6,8 +6,10 @@ writes the outputs and logs to MLflow. `main` is how dvc.yaml runs them:
 
 (`rlvr sft --run two_digit` is the same for people.) It loads and checks params.yaml, builds the
 instance's params (`rlvr.pipeline.stageparams`: the keys it declares, and only those) and its paths
-from `rlvr.pipeline.specs`, runs the stage module and prints a short summary (its headline numbers,
-the files it wrote). A user error is one line on stderr and exit status 2.
+from `rlvr.pipeline.specs`, runs the stage module, copies the outputs git keeps into the
+workspace's backup store (`rlvr.pipeline.backup`: what `rlvr restore` puts back before they are
+committed) and prints a short summary (its headline numbers, the files it wrote). A user error is
+one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.determinism import check_device, thread_budget
-from rlvr.fields import ConfigError
+from rlvr.fields import ConfigError, UserError
 from rlvr.io.files import error_line
 from rlvr.io.params import load_params
-from rlvr.pipeline import guard
-from rlvr.pipeline.specs import STAGES, instance_outputs, instance_paths, stage
+from rlvr.pipeline import backup, guard
+from rlvr.pipeline.specs import STAGES, instance_outputs, instance_paths, kept_by_git, stage
 from rlvr.pipeline.stageparams import stage_params
 from rlvr.tasks import check_params
 
@@ -58,7 +60,23 @@ def run_stage(
 
     with guard.outputs_or_nothing(outputs):
         args = (scoped, key, paths) if spec.foreach else (scoped, paths)
-        return module.run(*args, progress=progress)
+        result = module.run(*args, progress=progress)
+    back_up(kept_by_git(name, key, params))
+    return result
+
+
+def back_up(outputs: list[Path]) -> None:
+    """Copy a finished stage's git-kept outputs into the workspace's backup store, so `rlvr restore`
+    finds them before they are committed. A copy that fails is a note, not the stage's failure: its
+    outputs are written and whole."""
+    try:
+        backup.keep(Path.cwd(), outputs)
+    except (OSError, UserError) as exc:
+        print(
+            f"rlvr: note: {error_line(exc)}; until its outputs are committed, `rlvr restore` cannot put "
+            "them back",
+            file=sys.stderr,
+        )
 
 
 def _interrupt(signum, frame):  # noqa: ARG001

@@ -310,6 +310,15 @@ def instance_outputs(name: str, key: str | None, p: Params) -> list[Path]:
     return [Path(o) for o in written(stage(name), instance_paths(name, key, p))]
 
 
+def kept_by_git(name: str, key: str | None, p: Params) -> list[Path]:
+    """The instance's outputs git keeps, not DVC's cache (`cache: false`, headlines included): what
+    the stage backs up as it finishes (`rlvr.pipeline.backup`)."""
+    s = stage(name)
+    x = instance_paths(name, key, p)
+    uncached = [o for o, props in outputs(s, x).items() if props.get("cache") is False]
+    return [Path(o) for o in [*uncached, *headlines(s, x)]]
+
+
 def every_output(p: Params) -> list[Path]:
     """What every stage instance of the pipeline writes (`instance_outputs` of each): the guard
     checks them all before `dvc repro` removes any."""

@@ -8,10 +8,13 @@ status`: deleted, modified, or a cached object that is missing), and brings each
 bytes: a cached output (checkpoints) from DVC's cache, each object's md5 checked first (a damaged
 object is never put back), through `dvc checkout`, which compares a folder file by file; an output
 git keeps (metrics, curves, figures) from the newest commit whose dvc.lock records the same hash
-for it. An output whose bytes are in neither is named, with the stage to rerun. An output that is
-what dvc.lock records is left as it is, and so is every stage whose params or code changed (that is
-a rerun's business, not a restore's). Every path is the working folder's: run from a profile's
-folder (`cd powered && rlvr restore`), it restores that profile's outputs to its own dvc.lock.
+for it, or, where no commit holds those bytes yet (a repro not committed, its next run killed),
+from the workspace's backup store (`rlvr.pipeline.backup`: every stage copies its git-kept outputs
+there as it finishes; each object's md5 checked before it is put back). An output whose bytes are
+in none of them is named, with the stage to rerun. An output that is what dvc.lock records is left
+as it is, and so is every stage whose params or code changed (that is a rerun's business, not a
+restore's). Every path is the working folder's: run from a profile's folder (`cd powered && rlvr
+restore`), it restores that profile's outputs (and reads its own backup store) to its dvc.lock.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rlvr.io.dvcinfo import run as dvc
 from rlvr.io.dvcinfo import status as dvc_status
 from rlvr.io.files import md5
 from rlvr.io.gitinfo import committed_bytes, differs_from_commit, export_committed, history
+from rlvr.pipeline import backup
 from rlvr.pipeline.provenance import load_lock
 
 
@@ -144,16 +148,30 @@ def from_cache(root: Path, cache: Path, out: Changed) -> str | None:
     return None if done.returncode == 0 else f"{out.path}: dvc checkout failed ({last_error(done)})"
 
 
+def from_backup(root: Path, out: Changed) -> str | None:
+    """Put a git-kept output back from the backup store, its objects checked first: None, or why not."""
+    try:
+        if backup.put_back(root, out.path, out.entry.get("md5") or ""):
+            return None
+    except backup.BackupError as exc:
+        return str(exc)
+    return (
+        f"{out.path}: no commit holds the bytes dvc.lock records (not committed yet), "
+        f"nor does the backup store ({backup.STORE})"
+    )
+
+
 def restore(root: Path) -> dict:
     """Every output that is not what dvc.lock records, back to those bytes: cached ones from DVC's
-    cache (checked first), git-kept ones from the commit that recorded them. Raises one line naming
-    each output that could not be found, and the stages to rerun."""
+    cache (checked first), git-kept ones from the commit that recorded them, or else from the
+    backup store (checked first). Raises one line naming each output that could not be found, and
+    the stages to rerun."""
     changed = changed_outputs(root)
     where = dvc(root, "cache", "dir")
     if where.returncode != 0:
         raise RestoreError(f"dvc cache dir failed: {last_error(where)}")
     cache = Path(where.stdout.strip())
-    cached, from_git, lost, unfetched = [], {}, {}, []
+    cached, from_git, kept, lost, unfetched = [], {}, [], {}, []
     locks: list | None = None  # dvc.lock's history, read once when a git-kept output needs it
     for out in changed:
         obj = _object(cache, out.entry.get("md5") or "x")
@@ -170,10 +188,11 @@ def restore(root: Path) -> dict:
         locks = lock_history(root) if locks is None else locks
         commit = recorded_in(root, out, locks)
         if commit is None:
-            lost[out.path] = (
-                out.stage,
-                f"{out.path}: no commit holds the bytes dvc.lock records (not committed yet)",
-            )
+            why = from_backup(root, out)
+            if why is None:
+                kept.append(out.path)
+            else:
+                lost[out.path] = (out.stage, why)
             continue
         put_back_committed(root, out, commit)
         from_git[out.path] = commit
@@ -191,6 +210,8 @@ def restore(root: Path) -> dict:
             f"{still[0]}: still not what dvc.lock records after the restore ({len(still)} such)"
         )
     done: dict = {"restored_from_dvc_cache": cached, "restored_from_git": from_git}
+    if kept:
+        done["restored_from_backup"] = kept
     if unfetched:  # a clone that never pulled them: nothing was lost here
         done["not_in_this_cache"] = {
             "outputs": unfetched,

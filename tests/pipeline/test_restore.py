@@ -113,6 +113,48 @@ def test_recorded_bytes_never_committed_are_named_not_replaced_by_heads(project)
     assert line.endswith("rerun what made them: dvc repro make")
 
 
+BACK_UP = """
+from rlvr.pipeline.backup import keep
+keep(pathlib.Path("."), ["rec.json", "curves"])  # what every rlvr stage does as it finishes
+"""
+
+
+def test_recorded_bytes_never_committed_come_back_from_the_stages_backup(project):
+    """As above, but the stage backs up its git-kept outputs as it finishes: the bytes dvc.lock
+    records, a file and a folder, come back from the backup store, not from HEAD."""
+    d = project
+    (d / "make.py").write_text(MAKE + BACK_UP)
+    (d / "version").write_text("2\n")
+    dvc(d, "repro", "-q")
+    recorded = {p: (d / p).read_text() for p in ("rec.json", "curves/x.tsv")}
+    (d / "rec.json").unlink()  # the killed rerun: DVC removed them, the stage began anew
+    (d / "curves/x.tsv").unlink()
+    (d / "curves/y.tsv").write_text("the killed run's first new curve")
+    run = restore(d)
+    assert run.returncode == 0, run.stderr
+    assert set(json.loads(run.stdout)["restored_from_backup"]) == {"rec.json", "curves"}
+    assert {p: (d / p).read_text() for p in recorded} == recorded
+    assert sorted(p.name for p in (d / "curves").iterdir()) == ["x.tsv"]
+    assert clean(d)
+
+
+def test_a_damaged_backup_object_is_never_put_back(project):
+    d = project
+    (d / "make.py").write_text(MAKE + BACK_UP)
+    (d / "version").write_text("2\n")
+    dvc(d, "repro", "-q")
+    digest = __import__("hashlib").md5((d / "rec.json").read_bytes()).hexdigest()
+    obj = d / ".rlvr/backup" / digest[:2] / digest[2:]
+    obj.chmod(0o644)
+    obj.write_text('{"version": "3"}')
+    (d / "rec.json").unlink()
+    run = restore(d)
+    assert run.returncode != 0 and not (d / "rec.json").exists()
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("rlvr: error: rec.json: damaged in the backup store")
+    assert line.endswith("dvc repro make")
+
+
 def test_a_damaged_cache_object_is_never_put_back(project):
     d = project
     digest = __import__("hashlib").md5(b"weights a 1").hexdigest()
