@@ -188,6 +188,7 @@ class Run:
         self.end_time: int | None = None  # epoch ms the run ends at when it finishes; None: when it closes
         self.made: dict[str, Any] = {}  # a stage's run: where, when and with which code (`made_here`)
         self._experiment_id: str | None = None  # set by whoever opens it (`stage_run`, `child`)
+        self.final: dict[str, float] = {}  # what log_metrics logged (a logged model shows them too)
 
     def log_params(self, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
@@ -247,6 +248,7 @@ class Run:
             for k, v in flatten(metrics).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
+        self.final.update(nums)
         self.log_step(0, nums)
         self.flush()
 
@@ -260,18 +262,25 @@ class Run:
 
     def log_model(self, model, name: str, tags: dict[str, str]) -> str:
         """Log a trained TinyLM as an MLflow logged model of this run (the run's *Logged models*;
-        its page lists the run), tagged with `tags` (where DVC keeps the same weights). PyTorch
-        flavour, pickled, so that `mlflow.pytorch.load_model("models:/<id>")` gives back a TinyLM
-        wherever `rlvr` is installed; MLflow's "pickle is unsafe" warning is silenced, since a model
-        of this store is one a stage of this project wrote. Returns the model's id."""
+        its page lists the run), tagged with `tags` (where DVC keeps the same weights), with the
+        run's params and its final metrics (`log_metrics`, logged first) as its own, so its page
+        says what trained it and how it scored. PyTorch flavour, pickled, so that
+        `mlflow.pytorch.load_model("models:/<id>")` gives back a TinyLM wherever `rlvr` is
+        installed; MLflow's "pickle is unsafe" warning is silenced, since a model of this store is
+        one a stage of this project wrote. Returns the model's id."""
         import tempfile
 
         import mlflow.pytorch
         import torch
-        from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+        from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Metric
 
         logged = self.client.create_logged_model(
-            self._experiment_id, name=name, source_run_id=self.run_id, tags=tags, model_type="policy"
+            self._experiment_id,
+            name=name,
+            source_run_id=self.run_id,
+            tags=tags,
+            params={k: param_value(v) for k, v in self.params.items()},
+            model_type="policy",
         )
         pytorch_log = logging.getLogger("mlflow.pytorch")
         level = pytorch_log.level
@@ -289,6 +298,10 @@ class Run:
             pytorch_log.setLevel(level)
         self.client.finalize_logged_model(logged.model_id, LoggedModelStatus.READY)
         self.client.log_outputs(self.run_id, [LoggedModelOutput(logged.model_id, step=0)])
+        now = int(time.time() * 1000)
+        scored = [Metric(k, v, now, 0, model_id=logged.model_id) for k, v in self.final.items()]
+        for i in range(0, len(scored), _BATCH):
+            self.client.log_batch(self.run_id, metrics=scored[i : i + _BATCH])
         return logged.model_id
 
     @contextmanager

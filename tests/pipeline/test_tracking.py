@@ -79,7 +79,8 @@ def test_a_logged_policy_is_a_model_of_its_seed_run_that_mlflow_loads(mlflow_sto
     model = TinyLM(ModelConfig(d_model=16, n_layer=1, n_head=2, max_len=8), len(tok))
     saved = checkpoint.save("data/grpo/dapo/seed3.pt", model, tok, "grpo@dapo/seed3", "h")
     with stage_run("grpo@dapo", {}, {"variant": "dapo"}, "h") as run:
-        with run.child("grpo@dapo/seed3", {"seed": 3}) as child:
+        with run.child("grpo@dapo/seed3", {"seed": 3}, {"beta": 0.0, "seed": 3}) as child:
+            child.log_metrics({"eval_acc_final": 0.8})
             model_id = log_policy(child, model, saved, "grpo@dapo/seed3")
     client, found = runs(mlflow_store)
     child_run = next(r for r in found if "mlflow.parentRunId" in r.data.tags)
@@ -87,6 +88,8 @@ def test_a_logged_policy_is_a_model_of_its_seed_run_that_mlflow_loads(mlflow_sto
     assert logged.name == "grpo-dapo-seed3" and logged.source_run_id == child_run.info.run_id
     assert logged.tags["dvc.artifact"] == "grpo-dapo" and logged.tags["dvc.path"] == "data/grpo/dapo/seed3.pt"
     assert model_id in {o.model_id for o in client.get_run(child_run.info.run_id).outputs.model_outputs}
+    assert logged.params == {"beta": "0.0", "seed": "3"}  # what trained it, on its own page
+    assert {(m.key, m.value) for m in logged.metrics} == {("eval_acc_final", 0.8)}  # and how it scored
     loaded = mlflow.pytorch.load_model(f"models:/{model_id}")  # found through MLFLOW_TRACKING_URI
     assert isinstance(loaded, TinyLM) and not loaded.training  # as `checkpoint.load` gives it
     x = torch.tensor([[1, 2, 3]])
