@@ -220,15 +220,20 @@ def check_expansion(data: Any, path: str | Path, what: str) -> None:
     size(data)
 
 
-def md5(path: str | Path) -> str:
-    """The file's md5 (what DVC records for a file), read a megabyte at a time."""
+def file_digest(path: str | Path, algorithm: str = "md5") -> str:
+    """The file's hex digest under `algorithm` (a hashlib name), read a megabyte at a time."""
     import hashlib
 
-    h = hashlib.md5()
+    h = hashlib.new(algorithm)
     with Path(path).open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def md5(path: str | Path) -> str:
+    """The file's md5: what DVC records for a file."""
+    return file_digest(path, "md5")
 
 
 def svg_beside(png: str | Path) -> Path:

@@ -1,11 +1,11 @@
 """A content-addressed copy of every output git keeps, made as its stage finishes.
 
-Outputs declared `cache: false` (results, run records, curves, figures, the data stage's digests)
-live only in the workspace until they are committed: DVC's cache never holds them. When a `dvc
-repro` records new hashes for them in dvc.lock and the next repro kills that stage after DVC
-removed its outputs, neither the cache nor any commit holds the recorded bytes. So every stage,
-once it has written all its outputs, copies each git-kept one here (`keep`), keyed by its md5 as
-dvc.lock records it, and `rlvr restore` looks here for bytes no commit holds (`put_back`).
+Outputs declared `cache: false` (results, run records, curves, figures) live only in the workspace
+until they are committed: DVC's cache never holds them. When a `dvc repro` records new hashes for
+them in dvc.lock and the next repro kills that stage after DVC removed its outputs, neither the
+cache nor any commit holds the recorded bytes. So every stage, once it has written all its outputs,
+copies each git-kept one here (`keep`), keyed by its md5 as dvc.lock records it, and `rlvr restore`
+looks here for bytes no commit holds (`put_back`).
 
 The layout follows DVC's cache: `<workspace>/.rlvr/backup/ab/cdef...`, one object per file, named
 by its md5; a folder is its files plus its listing (`ab/cdef....dir`: the JSON list of each file's

@@ -1,21 +1,29 @@
 """The one reader of an SFT run's data files, checked against the sha256 the data stage recorded.
 
-The data stage writes each run's rows and held-out file (DVC-cached) and, beside them, a small
-digest file git keeps (`digests.json`: {file name: sha256}). Every stage that trains or scores from
-a run's data reads it through `read_run_data`, which checks both files against those digests
-before parsing them: bytes changed after the data stage wrote them (a flipped digit in a label, a
-bad cache object, a disk) are refused in one line naming the file, before any training and before
-anything is written, where the parsers alone would read them as valid rows. The digest file is not
-a DVC dependency of the stages that read it: it changes only with the files it describes.
+The data stage writes each run's rows and held-out file and, beside them, a small digest file
+(`digests.json`: {file name: sha256}), all three DVC-cached, so the stage stays whole in DVC's
+run-cache. Every stage that trains or scores from a run's data reads it through `read_run_data`,
+which checks both files against those digests before parsing them: bytes changed after the data
+stage wrote them (a flipped digit in a label, a bad cache object, a disk) are refused in one line
+naming the file, before any training and before anything is written, where the parsers alone would
+read them as valid rows. The digest file is not a DVC dependency of the stages that read it: it
+changes only with the files it describes.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr.io.files import InputError, read_heldout, read_json, read_jsonl, read_validation, write_json
+from rlvr.io.files import (
+    InputError,
+    file_digest,
+    read_heldout,
+    read_json,
+    read_jsonl,
+    read_validation,
+    write_json,
+)
 from rlvr.pipeline.paths import DataPaths
 
 REMEDY = "put it back with `rlvr restore`, or re-run the data stage (dvc repro data)"
@@ -31,12 +39,8 @@ class RunData:
 
 
 def sha256(path: str | Path) -> str:
-    """The file's sha256, read a megabyte at a time."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """The file's sha256, what `digests.json` records."""
+    return file_digest(path, "sha256")
 
 
 def digested(paths: DataPaths) -> tuple[Path, ...]:

@@ -106,11 +106,7 @@ STAGES: dict[str, Stage] = {
                 *(k for r in p.sft for k in sft_keys(r, ("task", "noise", "repeats"))),
             ],
             deps=lambda x: [],
-            outs=lambda x: {
-                f: props
-                for d in x.runs.values()
-                for f, props in ((d.rows, {}), (d.heldout, {}), (d.digests, {"cache": False}))
-            },
+            outs=lambda x: {f: {} for d in x.runs.values() for f in (d.rows, d.heldout, d.digests)},
             concrete=True,
         ),
         Stage(

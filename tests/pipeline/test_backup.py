@@ -103,19 +103,25 @@ def test_a_damaged_object_is_refused_and_the_output_left_as_it_is(outputs):
 
 
 def test_a_finished_stage_backs_up_its_git_kept_outputs(tmp_path, monkeypatch, mlflow_store):  # noqa: ARG001
-    """The data stage, run as DVC runs it, leaves each run's digest file (git-kept) in the store,
-    and each run's data reads through the checked reader."""
+    """Stages run as DVC runs them: the data stage, every output of which DVC caches, leaves nothing
+    in the store (each run's data still reads through the checked reader); the worked stage leaves
+    each of its git-kept outputs there, byte for byte."""
     from conftest import tiny_raw
 
+    from rlvr.io.params import load_params
     from rlvr.pipeline.paths import data
     from rlvr.pipeline.run import run_stage
     from rlvr.pipeline.rundata import read_run_data
+    from rlvr.pipeline.specs import kept_by_git
 
     monkeypatch.chdir(tmp_path)
     raw = tiny_raw()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     run_stage("data", None, progress=False)
-    for run in raw["sft"]:
-        digests = data(run).digests
-        assert object_path(tmp_path / STORE, md5(digests)).read_bytes() == digests.read_bytes()
-        assert read_run_data(data(run)).rows
+    assert not [f for f in (tmp_path / STORE).rglob("*") if f.is_file()]
+    assert all(read_run_data(data(run)).rows for run in raw["sft"])
+    run_stage("worked", None, progress=False)
+    kept = kept_by_git("worked", None, load_params(tmp_path / "params.yaml"))
+    assert any(p.name == "worked.json" for p in kept)
+    for path in kept:
+        assert object_path(tmp_path / STORE, md5(path)).read_bytes() == path.read_bytes()

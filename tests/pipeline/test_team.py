@@ -332,7 +332,7 @@ def test_without_the_lock_the_run_cache_restores_only_stages_whose_outputs_are_a
 ):
     """B checks out the commit before A's results (code, params, dvc.yaml; no dvc.lock, no metrics).
     `dvc repro --pull` fetches the run-cache and, for a stage found there, its outputs; it restores
-    the stages whose outputs are all DVC-cached (data, check) without running them, with A's lock
+    the stages whose outputs are all DVC-cached (data) without running them, with A's lock
     entries. A stage with `cache: false` outputs (every training stage: metrics, curves, figures)
     cannot come back that way: DVC does not run-cache it, and `dvc push --run-cache` would not send
     those files anyway; a dry run shows it would train again."""
