@@ -1788,7 +1788,9 @@ def test_ctrl_c_while_seed_workers_train_is_one_line_and_leaves_no_process(small
     before the key was pressed keeps its FINISHED run)."""
     d, env = _committed_copy(small_repo, tmp_path)
     raw = yaml.safe_load((d / "params.yaml").read_text())
-    raw["sft"]["single_digit"]["epochs"] = 4000  # long enough to be interrupted mid-training
+    # long enough to be interrupted mid-training: no controlled stop (a chain reaching its target
+    # early would let the stage finish before the key is pressed), many full-batch epochs
+    raw["sft"]["single_digit"].update(epochs=20000, target=None, redraws=0)
     (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
 
     store = f"sqlite:///{d / 'mlflow.db'}"
