@@ -10,25 +10,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlvr.io.gitinfo import CODE_PATHS, committed_text, short_commit, uncommitted
+from rlvr.io.gitinfo import CODE_PATHS, committed_text, history, uncommitted
 from rlvr.report.moves import REPORT_JSON, compare_tables
 
 
 def committed_report(root: Path) -> tuple[str, dict] | None:
-    """(HEAD's short commit, HEAD's report.json in `root`: the repository's, or a profile's in its
-    folder), or None outside git or where HEAD has none."""
-    text = committed_text(root, f"./{REPORT_JSON}")  # "./": relative to `root`, not the repository
+    """(the short commit that last changed it, HEAD's report.json in `root`: the repository's, or a
+    profile's in its folder), or None outside git or where HEAD has none. The commit named is the
+    one whose results these are, not HEAD, which may be a later commit of code alone."""
+    path = f"./{REPORT_JSON}"  # "./": relative to `root`, not the repository
+    text = committed_text(root, path)
     if text is None:
         return None
     try:
-        return short_commit(root), json.loads(text)
+        table = json.loads(text)
     except json.JSONDecodeError:
         return None
+    made = history(root, path, most=1)
+    return (made[0][:7] if made else "unknown"), table
 
 
 def against_committed(root: Path, fresh: dict) -> dict | None:
-    """`fresh` (a report.json table) against HEAD's: the commit, verdict flips and moves, and the
-    numbers outside the committed intervals. None where there is nothing committed to compare with."""
+    """`fresh` (a report.json table) against HEAD's: the commit that made HEAD's, verdict flips and
+    moves, and the numbers outside the committed intervals. None where there is nothing committed to
+    compare with."""
     committed = committed_report(root)
     if committed is None:
         return None

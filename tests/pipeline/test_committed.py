@@ -1,0 +1,42 @@
+"""HEAD's report table, named by the commit whose results it holds."""
+
+import json
+import subprocess
+
+from rlvr.pipeline.committed import committed_report
+
+
+def git(root, *args: str) -> str:
+    run = subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True)
+    return run.stdout.strip()
+
+
+def commit_all(root, message: str) -> str:
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+    return git(root, "rev-parse", "HEAD")
+
+
+def test_the_committed_report_is_named_by_the_commit_that_made_it_not_by_head(tmp_path):
+    """Results committed, then a commit of code alone on top: the report table HEAD holds is the
+    results commit's, and that commit (not HEAD) is the one named; a profile's folder has its own."""
+    git(tmp_path, "init", "-q")
+    for root, verdict in ((tmp_path, "reproduced"), (tmp_path / "powered", "differs")):
+        (root / "reports").mkdir(parents=True)
+        (root / "reports/report.json").write_text(json.dumps({"claims": [{"verdict": verdict}]}))
+    results = commit_all(tmp_path, "results")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    head = commit_all(tmp_path, "code")
+
+    commit, table = committed_report(tmp_path)
+    assert (commit, table) == (results[:7], {"claims": [{"verdict": "reproduced"}]})
+    assert not head.startswith(commit)
+    commit, table = committed_report(tmp_path / "powered")
+    assert (commit, table) == (results[:7], {"claims": [{"verdict": "differs"}]})
+
+
+def test_no_committed_report_is_none(tmp_path):
+    git(tmp_path, "init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    commit_all(tmp_path, "code")
+    assert committed_report(tmp_path) is None
