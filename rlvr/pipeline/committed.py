@@ -15,9 +15,10 @@ from rlvr.report.moves import REPORT_JSON, compare_tables
 
 
 def committed_report(root: Path) -> tuple[str, dict] | None:
-    """(the short commit that last changed it, HEAD's report.json in `root`: the repository's, or a
-    profile's in its folder), or None outside git or where HEAD has none. The commit named is the
-    one whose results these are, not HEAD, which may be a later commit of code alone."""
+    """(the results commit, HEAD's report.json in `root`: the repository's, or a profile's in its
+    folder), or None outside git or where HEAD has none. The results commit is the last to change
+    `root`'s dvc.lock (a rerun that moves no number leaves report.json as it was, never dvc.lock),
+    not HEAD, which may be a later commit of code alone."""
     path = f"./{REPORT_JSON}"  # "./": relative to `root`, not the repository
     text = committed_text(root, path)
     if text is None:
@@ -26,7 +27,7 @@ def committed_report(root: Path) -> tuple[str, dict] | None:
         table = json.loads(text)
     except json.JSONDecodeError:
         return None
-    made = history(root, path, most=1)
+    made = history(root, "./dvc.lock", most=1) or history(root, path, most=1)
     return (made[0][:7] if made else "unknown"), table
 
 

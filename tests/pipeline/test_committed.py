@@ -18,19 +18,25 @@ def commit_all(root, message: str) -> str:
 
 
 def test_the_committed_report_is_named_by_the_commit_that_made_it_not_by_head(tmp_path):
-    """Results committed, then a commit of code alone on top: the report table HEAD holds is the
-    results commit's, and that commit (not HEAD) is the one named; a profile's folder has its own."""
+    """Results committed twice (the second rerun moved no number: report.json as it was, a new
+    dvc.lock), then a commit of code alone on top: the report table HEAD holds is named by the
+    second results commit, the last to change dvc.lock, not by HEAD nor by the first; a profile's
+    folder has its own."""
     git(tmp_path, "init", "-q")
     for root, verdict in ((tmp_path, "reproduced"), (tmp_path / "powered", "differs")):
         (root / "reports").mkdir(parents=True)
         (root / "reports/report.json").write_text(json.dumps({"claims": [{"verdict": verdict}]}))
-    results = commit_all(tmp_path, "results")
+        (root / "dvc.lock").write_text("schema: '2.0'\n")
+    first = commit_all(tmp_path, "results")
+    for root in (tmp_path, tmp_path / "powered"):
+        (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    results = commit_all(tmp_path, "results again, every number identical")
     (tmp_path / "code.py").write_text("x = 1\n")
     head = commit_all(tmp_path, "code")
 
     commit, table = committed_report(tmp_path)
     assert (commit, table) == (results[:7], {"claims": [{"verdict": "reproduced"}]})
-    assert not head.startswith(commit)
+    assert not head.startswith(commit) and not first.startswith(commit)
     commit, table = committed_report(tmp_path / "powered")
     assert (commit, table) == (results[:7], {"claims": [{"verdict": "differs"}]})
 
