@@ -174,7 +174,7 @@ SUMMARY_RULE = (
     "bootstrap; the share of runs); a claim against another metric is decided on the interval of "
     "the per-chain differences. **reproduced**: the whole interval lies inside what the claim allows "
     "(the book's value ± its tolerance, its range or its bound); **differs**: the whole interval lies "
-    "outside it *and* the book's value lies outside our prediction interval for one run like "
+    "outside it **and** the book's value lies outside our prediction interval for one run like "
     "the book's (one start, one GRPO seed; at the claim's level), so the book's single run could "
     "not have been a lucky "
     "one of ours; **inconclusive**: otherwise, and always on fewer than two chains or a chain with no "

@@ -363,3 +363,31 @@ def test_a_perturbation_moves_the_weights_by_about_its_size():
         if pa.abs().sum() > 0
     ]
     assert max(rel) > 0 and max(rel) < 1e-5
+
+
+def test_report_text_uses_only_the_emphasis_the_document_renders():
+    """The report's document model renders **bold**, `code` and links, nothing else: a *word* in
+    single asterisks would reach the HTML page as literal asterisks. No string the report modules
+    write (docstrings aside) carries one."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import rlvr.report
+
+    single = re.compile(r"(?<![*\w])\*[A-Za-z][^*\n]*?\*(?![*\w])")
+    found = []
+    for path in sorted(Path(rlvr.report.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{path.name}:{node.lineno}: {m}" for m in single.findall(node.value)]
+    assert not found, found
