@@ -62,3 +62,30 @@ def test_a_digest_file_that_records_neither_file_is_refused(run_files):
     write_json(run_files.digests, {})
     with pytest.raises(InputError, match="records no sha256 for sft.jsonl"):
         read_run_data(run_files)
+
+
+def test_every_stage_that_reads_a_runs_data_depends_on_all_three_files():
+    """A stage reads a run's data through `read_run_data`, which opens the rows, the held-out file and
+    their digests: dvc.yaml names all three among its deps, so DVC reruns it when any changes."""
+    from pathlib import Path
+
+    from conftest import tiny_raw
+
+    from rlvr.io.params import parse_params
+    from rlvr.pipeline import paths, specs
+
+    params = parse_params(tiny_raw())
+    readers = [
+        s.name
+        for s in specs.STAGES.values()
+        if "read_run_data(" in (Path(paths.__file__).parent / "stages" / f"{s.name}.py").read_text()
+    ]
+    assert sorted(readers) == ["grpo", "hack", "passk", "sft", "warmup"]
+    for name in readers:
+        keys = getattr(params, specs.stage(name).foreach) if specs.stage(name).foreach else [None]
+        for key in keys:
+            deps = set(specs.instance_inputs(name, key, params))
+            runs = {d.parent for d in deps if d.name in (paths.ROWS, paths.HELDOUT, paths.DIGESTS)}
+            assert runs, (name, key)
+            for run in runs:
+                assert {run / paths.ROWS, run / paths.HELDOUT, run / paths.DIGESTS} <= deps, (name, key)
