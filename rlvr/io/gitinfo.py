@@ -129,8 +129,9 @@ def code_version(root: Path) -> dict:
     }
 
 
-def short_commit(root: Path) -> str:
-    return _git(root, "rev-parse", "--short", "HEAD") or "unknown"
+def short_commit(root: Path, rev: str = "HEAD") -> str:
+    """`rev` (HEAD by default) as git abbreviates it: as many hex digits as keep it unambiguous."""
+    return _git(root, "rev-parse", "--short", rev) or "unknown"
 
 
 def uncommitted(root: Path, paths: tuple[str, ...]) -> list[str] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlvr.io.gitinfo import CODE_PATHS, committed_text, history, uncommitted
+from rlvr.io.gitinfo import CODE_PATHS, committed_text, history, short_commit, uncommitted
 from rlvr.report.moves import REPORT_JSON, compare_tables
 
 
@@ -28,7 +28,7 @@ def committed_report(root: Path) -> tuple[str, dict] | None:
     except json.JSONDecodeError:
         return None
     made = history(root, "./dvc.lock", most=1)  # results are committed with their dvc.lock
-    return (made[0][:7] if made else "unknown"), table
+    return (short_commit(root, made[0]) if made else "unknown"), table
 
 
 def against_committed(root: Path, fresh: dict) -> dict | None:

@@ -21,8 +21,10 @@ def test_the_committed_report_is_named_by_the_commit_that_made_it_not_by_head(tm
     """Results committed twice (the second rerun moved no number: report.json as it was, a new
     dvc.lock), then a commit of code alone on top: the report table HEAD holds is named by the
     second results commit, the last to change dvc.lock, not by HEAD nor by the first; a profile's
-    folder has its own."""
+    folder has its own. It is named as git abbreviates it (here 12 digits, the repository's own
+    setting)."""
     git(tmp_path, "init", "-q")
+    git(tmp_path, "config", "core.abbrev", "12")
     for root, verdict in ((tmp_path, "reproduced"), (tmp_path / "powered", "differs")):
         (root / "reports").mkdir(parents=True)
         (root / "reports/report.json").write_text(json.dumps({"claims": [{"verdict": verdict}]}))
@@ -35,10 +37,10 @@ def test_the_committed_report_is_named_by_the_commit_that_made_it_not_by_head(tm
     head = commit_all(tmp_path, "code")
 
     commit, table = committed_report(tmp_path)
-    assert (commit, table) == (results[:7], {"claims": [{"verdict": "reproduced"}]})
+    assert (commit, table) == (results[:12], {"claims": [{"verdict": "reproduced"}]})
     assert not head.startswith(commit) and not first.startswith(commit)
     commit, table = committed_report(tmp_path / "powered")
-    assert (commit, table) == (results[:7], {"claims": [{"verdict": "differs"}]})
+    assert (commit, table) == (results[:12], {"claims": [{"verdict": "differs"}]})
 
 
 def test_no_committed_report_is_none(tmp_path):
