@@ -713,7 +713,8 @@ def test_cluster_benchmark_runs_the_grpo_stages_own_chains(tiny_repo):
     from rlvr.io.files import FileBytes
 
     _, raw = tiny_repo
-    seeds, args = cluster._chains("params.yaml")
-    units, starts = args[0], args[4]
+    seeds, (cfg, shared) = cluster._chains("params.yaml")
+    units, starts = shared.units, shared.starts
+    assert cfg.lr == raw["variants"]["grpo"].get("lr", raw["grpo"]["defaults"]["lr"])  # its own settings
     assert seeds == list(range(len(units))) and len(units) == len(raw["variants"]["grpo"]["seeds"])
     assert all(isinstance(starts[s], FileBytes) for s, _ in units)

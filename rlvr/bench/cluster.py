@@ -2,7 +2,7 @@
 
 The workload is a real stage's: the chains of `grpo@grpo` (chapter B, each 50 GRPO steps from its
 SFT start, which must be in the workspace: `dvc repro` first), built by the stage's own
-`chain_tasks` and run through `seed_results`, the seam every stage uses. Two executors on the same
+`units_of` and run through `seed_results`, the seam every stage uses. Two executors on the same
 cores: the pool (one worker per core), and a local two-node Ray cluster (a head and a worker node,
 one CPU each, on 127.0.0.1) that the benchmark starts and stops. Each way is timed from submission
 to its last chain's result, Ray's connection, object store and worker start-up included: what Ray
@@ -40,13 +40,12 @@ def _chains(params_file: str) -> tuple[list[int], tuple]:
     from rlvr.io.params import load_params
     from rlvr.pipeline.specs import instance_paths
     from rlvr.pipeline.stageparams import stage_params
-    from rlvr.pipeline.stages.grpo import chain_tasks
+    from rlvr.pipeline.stages.grpo import units_of
 
     params = load_params(params_file)
-    units, args, _ = chain_tasks(
-        stage_params("grpo", VARIANT, params), VARIANT, instance_paths("grpo", VARIANT, params)
-    )
-    return list(range(len(units))), args
+    stage = stage_params("grpo", VARIANT, params)
+    shared, _ = units_of(stage, instance_paths("grpo", VARIANT, params))
+    return list(range(len(shared.units))), (stage.config, shared)
 
 
 def _timed(seeds: list[int], args: tuple, workers: int) -> tuple[float, list]:

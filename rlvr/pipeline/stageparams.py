@@ -12,6 +12,10 @@ A stage's spec (`rlvr.pipeline.specs`) lists the dotted params.yaml keys it read
   variant is `grpo.defaults` overridden by `variants.<name>`: its run logs `beta` 0.0 once, not
   `grpo.defaults.beta` beside `variants.no_kl.beta`, so runs of every variant line up column by
   column;
+- `config`: the instance's own settings, resolved here once (`instance_config`): a variant's
+  `GRPOConfig`, an SFT run's `SFTConfig` (for its warm-up too), the hack's GRPO settings. A stage
+  hands it by value to its chains, so a training setting goes from params.yaml to the loop that
+  uses it without a stage asking for it again;
 - the typed settings themselves (`variant(name)`, `task(name)`, `threads`...), the sections the
   maths takes (`rlvr.configs`), handed out only as far as the declaration covers them.
 
@@ -98,6 +102,7 @@ class StageParams:
     inputs: list[tuple[Path, str]]  # the data files it reads, each with its use (MLflow's dataset context)
     _params: Params = dataclasses.field(repr=False, compare=False)  # the whole: read through `_read`
     logged: dict[str, Any] = dataclasses.field(default_factory=dict)  # its MLflow run's params
+    config: Any = None  # its own settings, resolved (`instance_config`); None for a stage without any
 
     @property
     def run(self) -> str:
@@ -121,13 +126,6 @@ class StageParams:
 
     def variant(self, name: str) -> GRPOConfig:
         return self._read(f"variants.{name}", self._params.variant(name))
-
-    def hack_grpo(self) -> GRPOConfig:
-        """The GRPO settings the hack trains with: its variant's, with the hack's own seeds, steps and
-        temperature in their place."""
-        h = self.hack
-        grpo = self.variant(h.variant)
-        return dataclasses.replace(grpo, seeds=h.seeds, steps=h.steps, temperature=h.temperature)
 
     def entries(self, table: str) -> list[str]:
         """The entries of `table` ("variants", "sft") whose keys the stage declares, in params.yaml
@@ -224,7 +222,26 @@ def stage_params(name: str, key: str | None, params: Params) -> StageParams:
     declared = _declared(name, key, params)
     inputs = [(d, role) for d in instance_inputs(name, key, params) if (role := data_role(d))]
     ctx = StageParams(name, key, declared, _hash(declared), inputs, params)
-    return dataclasses.replace(ctx, logged=logged_params(ctx))  # its settings, read through the guard
+    ctx = dataclasses.replace(ctx, config=instance_config(ctx))  # read through the guard, as is `logged`
+    return dataclasses.replace(ctx, logged=logged_params(ctx))
+
+
+def instance_config(params: StageParams) -> Any:
+    """The settings a stage instance trains with: `grpo@v` variant v's, `sft@r` SFT run r's,
+    `warmup@w` those of the SFT run w warms up, `hack` its variant's with its own seeds, steps and
+    temperature; None for the stages that train nothing."""
+    stage, key = params.stage, params.key
+    if stage == "grpo":
+        return params.variant(key)
+    if stage == "sft":
+        return params.sft_run(key)
+    if stage == "warmup":
+        return params.sft_run(params.warmup(key).run)
+    if stage == "hack":  # its variant's, with the hack's own seeds, steps and temperature in their place
+        h = params.hack
+        grpo = params.variant(h.variant)
+        return dataclasses.replace(grpo, seeds=h.seeds, steps=h.steps, temperature=h.temperature)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -244,16 +261,16 @@ def logged_params(params: StageParams) -> dict[str, Any]:
 def _settings(stage: str, key: str | None, params: StageParams) -> dict[str, Any]:
     """The settings of stage `stage` (instance `key`), flat."""
     if stage == "grpo":
-        cfg = params.variant(key)
+        cfg = params.config
         return _grpo_settings(key, cfg, params.task(cfg.task).max_new_tokens)
     if stage == "sft":
-        return _sft_settings(key, params.sft_run(key), params)
+        return _sft_settings(key, params.config, params)
     if stage == "warmup":
         return _warmup_settings(key, params)
     if stage == "hack":
         h = params.hack
         return {
-            **_grpo_settings(h.variant, params.hack_grpo(), h.max_new_tokens),
+            **_grpo_settings(h.variant, params.config, h.max_new_tokens),
             # its own start, seeds, steps, temperature and response cap replace the variant's
             **_fields(h, tuple(f.name for f in dataclasses.fields(h) if f.name != "sft")),
             "sft_run": h.sft,
@@ -330,8 +347,7 @@ def _sft_settings(name: str, cfg: SFTConfig, params: StageParams) -> dict[str, A
 
 def _warmup_settings(name: str, params: StageParams) -> dict[str, Any]:
     """A warm-up: the settings of its run that its clean epochs depend on (WARMUP_KEYS), no others."""
-    w = params.warmup(name)
-    cfg = params.sft_run(w.run)
+    w, cfg = params.warmup(name), params.config
     return {
         "warmup": name,
         "sft_run": w.run,

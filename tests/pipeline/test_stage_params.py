@@ -134,6 +134,21 @@ def test_an_attribute_that_is_no_setting_is_an_ordinary_attribute_error(params):
     assert not hasattr(stage_params("grpo", "dapo", params), "nothing")
 
 
+def test_an_instance_gets_its_own_settings_resolved_once(params):
+    """`config`: what the instance trains with, resolved by `stage_params` and handed by the stage to
+    its chains as it is (no stage asks for its own settings again)."""
+    assert stage_params("grpo", "dapo", params).config is params.variant("dapo")
+    assert stage_params("sft", "two_digit", params).config is params.sft_run("two_digit")
+    warmup = params.warmup("two_digit")
+    assert stage_params("warmup", "two_digit", params).config is params.sft_run(warmup.run)
+    hack, h = stage_params("hack", None, params).config, params.hack
+    variant = params.variant(h.variant)
+    assert (hack.seeds, hack.steps, hack.temperature) == (h.seeds, h.steps, h.temperature)
+    assert (hack.lr, hack.beta, hack.advantage) == (variant.lr, variant.beta, variant.advantage)
+    for name in ("check", "data", "passk", "worked", "report"):
+        assert stage_params(name, None, params).config is None, name
+
+
 def test_what_a_stage_is_told_of_other_instances(params):
     passk = stage_params("passk", None, params)
     assert passk.entries("variants") == list(scored_variants(params))  # the variants it scores

@@ -4,6 +4,7 @@ start's own variance and the table of variance sources can tell the start's shar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rlvr.chain import end_summary, grpo_run
@@ -47,24 +48,28 @@ KEY_METRICS = (
 HEADLINE = {"acc_start": "eval_acc_start", "acc_end": "eval_acc_final"}
 
 
-def train_seed(
-    index: int,
-    units: list[tuple[int, int]],
-    cfg: GRPOConfig,
-    max_new_tokens: int,
-    problems: tuple[list[Problem], list[Problem], list[Problem]],
-    starts: dict[int, FileBytes],
-    start_hash: str,
-    device: str,
-) -> SeedResult:
-    """GRPO run units[index] = (chain, rep) on `device`: from the chain's SFT checkpoint (its bytes,
-    carried in `starts`),
-    `rlvr.chain.grpo_run` (GRPO seed `rep` of that chain; to its controlled end where the variant
-    has a target, whose checks come back as the result's `extra`). problems: (train, held-out,
-    validation)."""
-    seed, rep = units[index]
-    policy = load_start(starts[seed], seed, cfg.sft, start_hash, Tokenizer(), device)
-    curve, stop = grpo_run(policy, cfg, problems, max_new_tokens, seed, rep, device)
+@dataclass(frozen=True)
+class Units:
+    """What every GRPO run of a variant's stage shares but its settings, all by value: its units
+    (chain, GRPO seed), the problems (train, held-out, validation), each chain's start checkpoint as
+    bytes (checked by `units_of`) and the hash it carries, the response cap and the device."""
+
+    units: list[tuple[int, int]]
+    problems: tuple[list[Problem], list[Problem], list[Problem]]
+    starts: dict[int, FileBytes]
+    start_hash: str
+    max_new_tokens: int
+    device: str
+
+
+def train_seed(index: int, cfg: GRPOConfig, units: Units) -> SeedResult:
+    """GRPO run units.units[index] = (chain, rep) with settings `cfg`: from the chain's SFT
+    checkpoint, `rlvr.chain.grpo_run` (GRPO seed `rep` of that chain; to its controlled end where
+    the variant has a target, whose checks come back as the result's `extra`)."""
+    seed, rep = units.units[index]
+    device = units.device
+    policy = load_start(units.starts[seed], seed, cfg.sft, units.start_hash, Tokenizer(), device)
+    curve, stop = grpo_run(policy, cfg, units.problems, units.max_new_tokens, seed, rep, device)
     summary = seed_summary(curve)
     if stop is not None:
         summary.update(end_summary(stop))
@@ -94,12 +99,10 @@ def _mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else float("nan")
 
 
-def chain_tasks(params: StageParams, name: str, paths: GRPOPaths) -> tuple[list[tuple[int, int]], tuple, Any]:
-    """What the stage hands its executor for variant `name`: its units (chain, GRPO seed) and the
-    arguments `train_seed` shares between them, every input by value (problems, each chain's start
-    checkpoint as bytes, checked here); and a model of the starts' shape, to save policies in."""
-    cfg = params.variant(name)
-    max_new_tokens = params.task(cfg.task).max_new_tokens
+def units_of(params: StageParams, paths: GRPOPaths) -> tuple[Units, Any]:
+    """What the stage hands its executor beside its settings (`Units`: every input by value, each
+    chain's start checked here), and a model of the starts' shape, to save policies in."""
+    cfg = params.config
     start_hash = params.hash_of("sft", cfg.sft)
     data = read_run_data(paths.start.data)
     train, held = problems_of(data.rows, cfg.task), problems_of(data.heldout, cfg.task)
@@ -107,20 +110,21 @@ def chain_tasks(params: StageParams, name: str, paths: GRPOPaths) -> tuple[list[
     val = problems_of(data.validation, cfg.task)
     starts, model = carry_starts(paths.start, cfg.seeds, cfg.sft, start_hash, Tokenizer())
     units = [(s, r) for s in cfg.seeds for r in range(cfg.grpo_seeds)]
-    args = (units, cfg, max_new_tokens, (train, evals, val), starts, start_hash, params.device)
-    return units, args, model
+    max_new_tokens = params.task(cfg.task).max_new_tokens
+    return Units(units, (train, evals, val), starts, start_hash, max_new_tokens, params.device), model
 
 
 def run(params: StageParams, name: str, paths: GRPOPaths, progress: bool = True) -> dict:
-    cfg = params.variant(name)
-    device, workers = params.device, thread_budget(params.threads)
+    cfg = params.config  # variant `name`'s settings, handed to its runs as they are
     tok = Tokenizer()
-    units, args, model = chain_tasks(params, name, paths)
+    shared, model = units_of(params, paths)
+    units = shared.units
     tags = {"task": cfg.task, "variant": name}
     per_unit, run_ids, eval_curves, eval_chains = {}, {}, [], []
+    workers = thread_budget(params.threads)
     with (
         diverged_at(f"variants.{name}"),  # a unit that diverges stops the stage: one line, no outputs
-        seed_results(train_seed, list(range(len(units))), args, workers, device) as results,
+        seed_results(train_seed, list(range(len(units))), (cfg, shared), workers, params.device) as results,
         tracked(params, tags, start=results.started) as mlrun,
     ):
         for (seed, rep), result, child in over_seeds(

@@ -74,7 +74,7 @@ def train_seed(
 
 def run(params: StageParams, paths: HackPaths, progress: bool = True) -> dict:
     cfg = params.hack
-    grpo_cfg = params.hack_grpo()
+    grpo_cfg = params.config  # its variant's settings, with its own seeds, steps and temperature
     train = problems_of(read_run_data(paths.start.data).rows, grpo_cfg.task)
     tok = Tokenizer()
     start_hash = params.hash_of("sft", cfg.sft)

@@ -90,7 +90,7 @@ def train_seed(
 
 
 def run(params: StageParams, name: str, paths: SFTPaths, progress: bool = True) -> dict:
-    cfg = params.sft_run(name)
+    cfg = params.config  # run `name`'s settings, handed to its chains as they are
     task = params.task(cfg.task)
     data = read_run_data(paths.data)
     rows = data.rows

@@ -45,8 +45,7 @@ def train_seed(
 
 
 def run(params: StageParams, name: str, paths: WarmupPaths, progress: bool = True) -> dict:
-    w = params.warmup(name)
-    cfg = params.sft_run(w.run)
+    w, cfg = params.warmup(name), params.config  # the settings of the SFT run it warms up
     rows = read_run_data(paths.data).rows
     tok = Tokenizer()
     model_cfg = cfg.model or params.model
