@@ -50,11 +50,6 @@ class DataPaths:
     heldout: Path  # JSON {"task", "problems": [...], "validation": [...]}: test and validation problems
     digests: Path  # JSON {file name: sha256} of the two above, checked before a stage reads them
 
-    @property
-    def files(self) -> list[Path]:
-        """All three: what a stage reading them (`rlvr.pipeline.rundata.read_run_data`) depends on."""
-        return [self.rows, self.heldout, self.digests]
-
 
 ROWS, HELDOUT, DIGESTS = "sft.jsonl", "heldout.json", "digests.json"
 

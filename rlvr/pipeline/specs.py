@@ -72,7 +72,10 @@ class Stage:
     desc: str
     paths: Callable  # (key, item, p) -> the stage's paths object (rlvr.pipeline.paths)
     params: Callable  # (key, item, p) -> dotted params.yaml keys the stage reads
-    deps: Callable  # paths object -> data files and folders it reads (code deps are found by import)
+    # paths object -> data files and folders it reads (code deps are found by import). A stage reading
+    # a run's data (`rundata.read_run_data`) names the files it uses and the digests file, whose record
+    # of both files it checks: a change to either reruns it, and MLflow logs only what it uses.
+    deps: Callable
     outs: Callable  # paths object -> {path: {"cache": bool}} of plain outputs
     metrics: Callable = lambda _: []  # paths object -> results JSON files (never cached), each with its
     #   run record and headline beside it (rlvr.pipeline.records)
@@ -124,7 +127,7 @@ STAGES: dict[str, Stage] = {
                 "sft_defaults",
                 f"sft.{item.run}",
             ],
-            deps=lambda x: x.data.files,
+            deps=lambda x: [x.data.rows, x.data.digests],
             outs=lambda x: {x.states: {}},
             metrics=lambda x: [x.metrics],
             headline=False,  # a state to start from, not a result: nothing to compare between experiments
@@ -141,7 +144,7 @@ STAGES: dict[str, Stage] = {
                 "sft_defaults",
                 f"sft.{key}",
             ],
-            deps=lambda x: [*x.data.files, x.warmup],
+            deps=lambda x: [x.data.rows, x.data.heldout, x.data.digests, x.warmup],
             outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}},
             metrics=lambda x: [x.metrics],
         ),
@@ -151,7 +154,12 @@ STAGES: dict[str, Stage] = {
             "GRPO variant ${key}, seed n from SFT seed n (its chain), once per seed in its seeds",
             paths=lambda key, item, p: paths.grpo(key, item.sft),
             params=lambda key, item, p: [*RUNS_ON, "grpo.defaults", f"variants.{key}", f"tasks.{item.task}"],
-            deps=lambda x: [x.start.checkpoints, *x.start.data.files],
+            deps=lambda x: [
+                x.start.checkpoints,
+                x.start.data.rows,
+                x.start.data.heldout,
+                x.start.data.digests,
+            ],
             outs=lambda x: {x.checkpoints: {}, x.curves: {"cache": False}, x.eval_mean: {"cache": False}},
             metrics=lambda x: [x.metrics],
         ),
@@ -176,7 +184,8 @@ STAGES: dict[str, Stage] = {
             ],
             deps=lambda x: [
                 x.start.checkpoints,
-                *x.start.data.files,
+                x.start.data.heldout,
+                x.start.data.digests,
                 *([] if x.contrast is None else [x.contrast.checkpoints]),
                 *x.variant_folders(),
             ],
@@ -200,7 +209,7 @@ STAGES: dict[str, Stage] = {
                 "hack",
                 *sft_keys(p.hack.sft, LABEL_KEYS),
             ],
-            deps=lambda x: [x.start.checkpoints, *x.start.data.files],
+            deps=lambda x: [x.start.checkpoints, x.start.data.rows, x.start.data.digests],
             outs=lambda x: {
                 x.checkpoints: {},
                 x.samples: {"cache": False},

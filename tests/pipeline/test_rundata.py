@@ -64,15 +64,18 @@ def test_a_digest_file_that_records_neither_file_is_refused(run_files):
         read_run_data(run_files)
 
 
-def test_every_stage_that_reads_a_runs_data_depends_on_all_three_files():
-    """A stage reads a run's data through `read_run_data`, which opens the rows, the held-out file and
-    their digests: dvc.yaml names all three among its deps, so DVC reruns it when any changes."""
+def test_every_stage_that_reads_a_runs_data_depends_on_its_digests_and_logs_only_what_it_uses():
+    """A stage reads a run's data through `read_run_data`, which checks the files against their
+    digests: dvc.yaml names the digests file among its deps, so DVC reruns it when either file
+    changes. Its MLflow dataset inputs stay the files it uses: the rows it trains on, the held-out
+    problems it evaluates on."""
     from pathlib import Path
 
     from conftest import tiny_raw
 
     from rlvr.io.params import parse_params
     from rlvr.pipeline import paths, specs
+    from rlvr.pipeline.stageparams import stage_params
 
     params = parse_params(tiny_raw())
     readers = [
@@ -81,11 +84,13 @@ def test_every_stage_that_reads_a_runs_data_depends_on_all_three_files():
         if "read_run_data(" in (Path(paths.__file__).parent / "stages" / f"{s.name}.py").read_text()
     ]
     assert sorted(readers) == ["grpo", "hack", "passk", "sft", "warmup"]
+    uses = {"warmup": {"training"}, "sft": {"training", "evaluation"}, "grpo": {"training", "evaluation"}}
+    uses |= {"passk": {"evaluation"}, "hack": {"training"}}
     for name in readers:
         keys = getattr(params, specs.stage(name).foreach) if specs.stage(name).foreach else [None]
         for key in keys:
             deps = set(specs.instance_inputs(name, key, params))
-            runs = {d.parent for d in deps if d.name in (paths.ROWS, paths.HELDOUT, paths.DIGESTS)}
-            assert runs, (name, key)
-            for run in runs:
-                assert {run / paths.ROWS, run / paths.HELDOUT, run / paths.DIGESTS} <= deps, (name, key)
+            runs = {d.parent for d in deps if d.name in (paths.ROWS, paths.HELDOUT)}
+            assert runs and all(run / paths.DIGESTS in deps for run in runs), (name, key)
+            logged = stage_params(name, key, params).inputs
+            assert {role for _, role in logged} == uses[name], (name, key)
