@@ -93,12 +93,12 @@ def export_committed(root: Path, into: Path, *paths: str, rev: str = "HEAD") -> 
     return True
 
 
-def git_commit(root: Path, path: str | None = None) -> str:
+def git_commit(root: Path, path: str | None = None, short: bool = False) -> str:
     """HEAD's commit, or with `path` the last commit that touched it ("unknown" outside a git checkout,
-    "uncommitted" for a path git has never seen)."""
+    "uncommitted" for a path git has never seen); `short`: as git abbreviates it (`short_commit`)."""
     if path is None:
-        return _git(root, "rev-parse", "HEAD") or "unknown"
-    out = _git(root, "log", "-1", "--format=%H", "--", path)
+        return _git(root, "rev-parse", *(("--short",) if short else ()), "HEAD") or "unknown"
+    out = _git(root, "log", "-1", f"--format={'%h' if short else '%H'}", "--", path)
     return "unknown" if out is None else (out or "uncommitted")
 
 
@@ -130,7 +130,8 @@ def code_version(root: Path) -> dict:
 
 
 def short_commit(root: Path, rev: str = "HEAD") -> str:
-    """`rev` (HEAD by default) as git abbreviates it: as many hex digits as keep it unambiguous."""
+    """`rev` (HEAD by default) as git abbreviates it: `core.abbrev` digits where the repository sets
+    it, else as many as keep it unambiguous."""
     return _git(root, "rev-parse", "--short", rev) or "unknown"
 
 

@@ -48,3 +48,19 @@ def test_no_committed_report_is_none(tmp_path):
     (tmp_path / "code.py").write_text("x = 1\n")
     commit_all(tmp_path, "code")
     assert committed_report(tmp_path) is None
+
+
+def test_a_paths_last_commit_is_abbreviated_as_git_does_and_a_new_path_is_uncommitted(tmp_path):
+    """The report names the plan's last commit: git's abbreviation of it (here 12 digits, the
+    repository's setting), and "uncommitted" whole for a file git has never seen."""
+    from rlvr.io.gitinfo import git_commit
+
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "config", "core.abbrev", "12")
+    (tmp_path / "plan.yaml").write_text("chains: 16\n")
+    made = commit_all(tmp_path, "plan")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    commit_all(tmp_path, "code")
+    assert git_commit(tmp_path, "plan.yaml", short=True) == made[:12]
+    assert git_commit(tmp_path, "plan.yaml") == made
+    assert git_commit(tmp_path, "other.yaml", short=True) == "uncommitted"

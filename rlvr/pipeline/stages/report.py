@@ -402,7 +402,7 @@ def run_info(root: Path, params: StageParams, plan: Path) -> dict:
         "commit": short_commit(root),
         "changed": changed_code(root),
         "plan": plan_name(root, plan),
-        "plan_commit": git_commit(root, plan.as_posix())[:7],  # the confirmatory plan's last commit
+        "plan_commit": git_commit(root, plan.as_posix(), short=True),  # the confirmatory plan's last commit
         "plan_changed": differs_from_commit(root, plan.as_posix()),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu_model(),
