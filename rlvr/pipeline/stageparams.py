@@ -12,10 +12,10 @@ A stage's spec (`rlvr.pipeline.specs`) lists the dotted params.yaml keys it read
   variant is `grpo.defaults` overridden by `variants.<name>`: its run logs `beta` 0.0 once, not
   `grpo.defaults.beta` beside `variants.no_kl.beta`, so runs of every variant line up column by
   column;
-- `config`: the instance's own settings, resolved here once (`instance_config`): a variant's
-  `GRPOConfig`, an SFT run's `SFTConfig` (for its warm-up too), the hack's GRPO settings. A stage
-  hands it by value to its chains, so a training setting goes from params.yaml to the loop that
-  uses it without a stage asking for it again;
+- `config`: the instance's training settings, resolved here once (`instance_config`): a
+  variant's `GRPOConfig`, an SFT run's `SFTConfig` (for its warm-up too), the hack's GRPO settings.
+  The stage hands it by value to its chains, so a setting such as `lr` goes from params.yaml to the
+  loop that reads it without being resolved twice (docs/layout.md counts the hand-offs);
 - the typed settings themselves (`variant(name)`, `task(name)`, `threads`...), the sections the
   maths takes (`rlvr.configs`), handed out only as far as the declaration covers them.
 
