@@ -209,6 +209,14 @@ def _threads():
     torch.set_num_threads(int(os.environ.get("RLVR_TEST_THREADS", "2")))
 
 
+def sh(cmd: str, cwd: Path, env: dict) -> str:
+    """Run a shell command in `cwd` and return what it printed (stdout, then stderr); fail the test
+    with the tail of both when it fails."""
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
+    assert out.returncode == 0, f"{cmd} failed in {cwd}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out.stdout + out.stderr
+
+
 def tiny_checkout(d: Path, env: dict) -> None:
     """This checkout's code, claims and pipeline in `d` as a git + DVC repo (nothing committed), with
     tiny params, this checkout's DVC config and plot templates, and the dvc.yaml they give (its plots

@@ -6,12 +6,11 @@ changes, as another CPU's floats would), so its committed results differ from th
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tiny_checkout
+from conftest import ROOT, sh, tiny_checkout
 
 pytestmark = pytest.mark.slow  # integration: three `dvc repro`s of the tiny pipeline
 
@@ -30,12 +29,6 @@ def documented_block() -> list[str]:
     block = re.search(marker, text, re.S)
     assert block, "docs/comparing.md has no block marked as tested here"
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.group(1).splitlines() if line.strip()]
-
-
-def sh(cmd, cwd, env):
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
-    assert out.returncode == 0, f"{cmd} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out.stdout + out.stderr
 
 
 def changed_metrics(diff: dict) -> set[str]:

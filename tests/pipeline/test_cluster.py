@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_checkout
+from conftest import sh, tiny_checkout
 
 pytestmark = pytest.mark.slow  # integration: a Ray cluster and dvc repro
 
@@ -47,13 +47,6 @@ ray stop --force >/dev/null 2>&1
 pgrep -f "raylet|gcs_server|ray::" >{temp}/left.pids
 exit $code
 """
-
-
-def sh(cmd, cwd, env, check=True):
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
-    if check:
-        assert out.returncode == 0, f"{cmd} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
 
 
 def in_namespace(command: str, cwd: Path, env: dict, temp: Path) -> subprocess.CompletedProcess:
@@ -132,7 +125,7 @@ def test_a_worker_node_killed_mid_stage_loses_nothing(pool_and_cluster):
     else:
         errors = [line for line in log.splitlines() if line.startswith("rlvr:")]
         assert len(errors) == 1 and "Traceback" not in log, log[-3000:]
-        assert sh("git status --porcelain reports/metrics", d, env).stdout == ""  # nothing lost
+        assert sh("git status --porcelain reports/metrics", d, env) == ""  # nothing lost
 
 
 def test_an_unreachable_cluster_stops_the_repro_at_check_in_one_line(pool_and_cluster):

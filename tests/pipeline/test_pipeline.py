@@ -4,25 +4,18 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_checkout, tiny_raw
+from conftest import sh, tiny_checkout, tiny_raw
 
 from rlvr.pipeline.provenance import embedded_provenance
 
 pytestmark = pytest.mark.slow  # integration: dvc repro
 
 BIN = Path(sys.executable).parent
-
-
-def sh(cmd, cwd, env):
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
-    assert out.returncode == 0, f"{cmd} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out.stdout + out.stderr
 
 
 @pytest.fixture(scope="module")

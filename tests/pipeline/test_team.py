@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_checkout
+from conftest import sh, tiny_checkout
 
 pytestmark = pytest.mark.slow  # integration: dvc repro and an MLflow server
 
@@ -37,13 +37,6 @@ SERVER_STOP_S = 20
 
 
 # ---------------------------------------------------------------- shell and files
-
-
-def sh(cmd: str, cwd: Path, env: dict) -> str:
-    """Run a shell command; fail the test with the tail of its output when it fails."""
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
-    assert out.returncode == 0, f"{cmd} failed in {cwd}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out.stdout + out.stderr
 
 
 def git_commit(d: Path, env: dict, message: str, *paths: str) -> None:
