@@ -139,6 +139,7 @@ def tiny_raw() -> dict:
     raw["passk"].update(n=8, n_others=4, ks=[1, 2, 4], bootstrap=20)
     raw["hack"].update(seeds=[0, 1], steps=2, window=1, max_new_tokens=3, sample_rows=2)
     raw["starts"]["candidates"] = ["two_digit", "two_digit_slips"]  # two of the three
+    raw["starts"]["chains"] = [0, 1]
     raw["starts"]["runs"]["two_digit_slips"].update(
         seeds=[0, 1], clean_epochs=1, epochs=1, batch_size=256, eval_max_prompts=20
     )

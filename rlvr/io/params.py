@@ -232,7 +232,8 @@ class StartsConfig(Section):
 
     candidates: list[str]  # the starts compared, in display order
     runs: dict  # name -> SFTConfig: candidates the pipeline does not train (no warm-up stage: trained whole)
-    variant: str  # the GRPO variant trained from every candidate's chains
+    variant: str  # the GRPO settings trained from the candidates' chains (not its own seeds)
+    chains: Seeds  # GRPO seed s from each candidate's chain s, for its seeds among these
     target_pass_at_n: Probability  # the chapter's SFT pass@64: the SFT-side facts a default is chosen by
     target_never_solved: NonNegative  # the chapter's SFT never-solved count
 
@@ -489,11 +490,11 @@ def _starts(raw: Any, sft_defaults: dict, sft: dict, variants: dict) -> StartsCo
         )
         require(known[name].task == task, f"starts.candidates[{i}]", name, f"must be a run of task {task}")
         require(
-            any(seed in variants[cfg.variant].seeds for seed in known[name].seeds),
+            any(seed in cfg.chains for seed in known[name].seeds),
             f"starts.candidates[{i}]",
             name,
-            f"shares no chain with variants.{cfg.variant}.seeds: GRPO seed s is trained from the "
-            "candidate's chain s, so its seeds must include some of the variant's",
+            "shares no chain with starts.chains: GRPO seed s is trained from the candidate's chain s, "
+            "so its seeds must include some of those",
         )
     object.__setattr__(cfg, "runs", runs)
     return cfg

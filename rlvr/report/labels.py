@@ -18,7 +18,7 @@ def label_source(noise: Mapping[str, Any]) -> str:
     SlipNoise as a mapping)."""
     kind = noise.get("kind")
     if kind == "slips":
-        return f"labels with slip noise Beta({noise['alpha']:g}, {noise['beta']:g})"
+        return f"slip labels Beta({noise['alpha']:g}, {noise['beta']:g})"
     if kind == "uniform":
         rate = float(noise["rate"])
         return "true labels" if rate == 0 else f"labels {rate:.0%} uniformly replaced"

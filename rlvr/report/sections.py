@@ -179,7 +179,17 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
     """Chapter B's candidate starts (`rlvr starts`): which start the pipeline uses and why (the SFT
     side only), and what GRPO made of each."""
     t = starts["targets"]
-    agree = starts["sft_side_choice"] == starts["pipeline_start"]
+    choice, start = starts["sft_side_choice"], starts["pipeline_start"]
+    recipe = starts.get("pipeline_recipe")  # the candidate whose recipe the pipeline's start trains
+    if choice == start:
+        verdict = ", the same."
+    elif choice == recipe:
+        verdict = f", trained on `{choice}`'s recipe on chains this choice did not use."
+    else:
+        verdict = (
+            ": they differ. The committed results keep the pipeline's start; moving chapter B to the "
+            "chosen one reruns every chapter B chain of both plans (docs/calibration.md)."
+        )
     blocks = [
         Heading("Chapter B: candidate starts", 2, "starts-b"),
         Para(
@@ -188,13 +198,8 @@ def starts_blocks(starts: dict, figure: dict | None) -> list:
             f"problems), n = {starts['n']}. The start: {starts['rule']} (the "
             f"chapter: never solved {num(t['never_solved'])}, pass@64 {num(t['pass_at_n'])}). Chosen: "
             f"`{starts['sft_side_choice']}`; the pipeline's start "
-            f"(`passk.sft`) is `{starts['pipeline_start']}`"
-            + (
-                ", the same."
-                if agree
-                else ": they differ. The committed results keep the pipeline's start; moving chapter "
-                "B to the chosen one reruns every chapter B chain of both plans (docs/calibration.md)."
-            )
+            f"(`passk.sft`) is `{start}`"
+            + verdict
             + f" Then `{starts['variant']}` was trained from every chain of every candidate."
         ),
         Table(

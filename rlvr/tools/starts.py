@@ -21,7 +21,7 @@ DVC stage: it takes several minutes and decides an input, so it runs on demand; 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,14 @@ FIGURE = STARTS.parent / "starts-passk.png"
 def candidate_config(params: Params, name: str) -> SFTConfig:
     """A candidate's SFT settings: a pipeline run's, or one of `starts.runs`."""
     return params.starts.runs[name] if name in params.starts.runs else params.sft_run(name)
+
+
+def recipe_of(params: Params, run: str) -> str | None:
+    """The candidate whose training recipe the SFT run `run` shares (every setting but its chains
+    and warm-up name), or None: the pipeline's start may train a candidate's recipe on other chains."""
+    key = lambda c: {k: v for k, v in asdict(c).items() if k not in ("seeds", "warmup")}  # noqa: E731
+    mine = key(params.sft_run(run))
+    return next((n for n in params.starts.candidates if key(candidate_config(params, n)) == mine), None)
 
 
 def candidate_labels(params: Params, names) -> dict[str, str]:
@@ -150,7 +158,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
     sft_side = {name: sft_summary(r, n, params) for name, r in results.items()}
     chosen = sft_side_choice(sft_side, cfg.target_never_solved, cfg.target_pass_at_n)
     for name, r in results.items():  # then GRPO from every chain of every candidate
-        seeds = [s for s in variant.seeds if s in r["seeds"]]
+        seeds = [s for s in cfg.chains if s in r["seeds"]]
         args = (r["chains"], variant, r["train"], scoring, device)
         with (
             diverged_at(f"variants.{cfg.variant}"),
@@ -171,6 +179,7 @@ def run_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE, progre
         "targets": {"never_solved": cfg.target_never_solved, "pass_at_n": cfg.target_pass_at_n},
         "sft_side_choice": chosen,
         "pipeline_start": params.passk.sft,
+        "pipeline_recipe": recipe_of(params, params.passk.sft),
         "rule": "the candidate whose chain-mean never-solved count (then pass@64) "
         "is closest to the chapter's, "
         "decided on the SFT side before any GRPO runs",
@@ -207,6 +216,8 @@ def rescore_starts(params: Params, out: Path = STARTS, figure: Path = FIGURE) ->
         "made": old["made"].split("; rescored")[0]
         + "; rescored from its counts by "
         + made().replace("`rlvr starts`", "`rlvr starts --rescore`"),
+        "pipeline_start": params.passk.sft,  # today's, as the report reads it
+        "pipeline_recipe": recipe_of(params, params.passk.sft),
         "starts": {name: comparison(r, n, params) for name, r in results.items()},
     }
     write_json(out, summary)

@@ -47,6 +47,7 @@ def run_check(tmp_path, raw, capsys):
             lambda r: r["starts"]["runs"]["two_digit_slips"].update(seeds=[-1]),
             f"starts.runs.two_digit_slips.seeds[0] = -1: {SEED_RANGE}",
         ),
+        (lambda r: r["starts"].update(chains=[]), "starts.chains = []"),
         # seed lists: at least one, none repeated; GRPO seeds per chain: at least one
         (
             lambda r: r["sft"]["two_digit"].update(seeds=[1, 0, 1]),

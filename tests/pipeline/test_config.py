@@ -443,12 +443,12 @@ def test_check_refuses_what_a_stage_would_crash_on(tmp_path, capsys, tiny_raw_pa
     assert expected in err and "\n" not in err
 
 
-def test_a_starts_candidate_with_no_chain_of_the_variant_is_refused(tmp_path, capsys, tiny_raw_params):
-    """GRPO seed s is trained from a candidate's chain s: a candidate none of whose seeds the variant
-    trains would leave its GRPO side empty (`rlvr starts` crashed there after its SFT side)."""
+def test_a_starts_candidate_with_none_of_the_studys_chains_is_refused(tmp_path, capsys, tiny_raw_params):
+    """GRPO seed s is trained from a candidate's chain s: a candidate none of whose seeds are among
+    `starts.chains` would leave its GRPO side empty (`rlvr starts` crashed there after its SFT side)."""
     name = tiny_raw_params["starts"]["candidates"][-1]
     runs = tiny_raw_params["starts"]["runs"]
     target = runs[name] if name in runs else tiny_raw_params["sft"][name]
     target["seeds"] = [77]
     code, err = run_check(tmp_path, tiny_raw_params, capsys)
-    assert code == 2 and f"starts.candidates[1] = '{name}': shares no chain with variants." in err
+    assert code == 2 and f"starts.candidates[1] = '{name}': shares no chain with starts.chains" in err

@@ -413,8 +413,9 @@ def test_a_params_profile_runs_in_its_folder_and_its_report_shows_the_default_pl
     for v in raw["variants"].values():
         v["seeds"] = [2, 3]
     raw["hack"]["seeds"] = [2, 3]
-    for run in raw["starts"]["runs"].values():  # `rlvr starts`' candidates share the variant's chains
+    for run in raw["starts"]["runs"].values():  # `rlvr starts`' candidates share its chains
         run["seeds"] = [2, 3]
+    raw["starts"]["chains"] = [2, 3]
     (p / "experiments").mkdir(parents=True)
     (p / "reports" / "starts").mkdir(parents=True)
     (p / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))

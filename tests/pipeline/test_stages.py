@@ -268,6 +268,49 @@ def test_the_sft_side_choice_is_by_never_solved_then_pass_at_64():
     assert sft_side_choice(sft, 5, 0.983) == "c"  # a tie at 3, broken by pass@64 (0.002 from 0.983)
 
 
+def test_the_pipelines_start_is_matched_to_the_candidate_whose_recipe_it_trains(tiny_raw_params):
+    """The pipeline's start may train a chosen candidate's recipe on chains the choice never ran:
+    the candidate is found by every setting but its chains and warm-up name, and any other setting
+    that differs means no candidate."""
+    from rlvr.io.params import parse_params
+    from rlvr.tools.starts import recipe_of
+
+    raw = tiny_raw_params
+    raw["starts"]["runs"]["member"] = {**raw["sft"]["two_digit"], "seeds": [1], "warmup": "member"}
+    raw["starts"]["candidates"] = ["two_digit_slips", "member"]
+    assert recipe_of(parse_params(raw), "two_digit") == "member"
+    raw["starts"]["runs"]["member"]["lr"] = 0.5
+    assert recipe_of(parse_params(raw), "two_digit") is None
+
+
+@pytest.mark.parametrize(
+    "start, recipe, says",
+    [
+        ("b", None, "is `b`, the same."),
+        ("a", "b", "is `a`, trained on `b`'s recipe on chains this choice did not use."),
+        ("a", None, "is `a`: they differ. The committed results keep the pipeline's start"),
+    ],
+)
+def test_the_starts_section_says_whether_the_pipeline_trains_the_chosen_start(start, recipe, says):
+    from rlvr.report.sections import starts_blocks
+
+    starts = {
+        "targets": {"never_solved": 5, "pass_at_n": 0.983},
+        "made": "`rlvr starts`",
+        "problems": 300,
+        "n": 64,
+        "rule": "the rule",
+        "sft_side_choice": "b",
+        "pipeline_start": start,
+        "pipeline_recipe": recipe,
+        "variant": "grpo",
+        "candidates": [],
+        "starts": {},
+    }
+    text = starts_blocks(starts, None)[1].text
+    assert f"Chosen: `b`; the pipeline's start (`passk.sft`) {says}" in text
+
+
 def test_a_stage_closes_with_two_short_lines_not_its_record():
     """What a person reads when a stage ends: a few headline numbers and the files written; ids,
     lists and tables stay in the files and MLflow."""

@@ -42,7 +42,7 @@ def test_a_start_is_named_by_its_run_and_how_its_settings_made_it():
         "fit to labels 64% uniformly replaced, 160 epochs"
     )
     assert sft_mechanism({"kind": "slips", "alpha": 1.4, "beta": 1.9}, 0.5, 12) == (
-        "labels with slip noise Beta(1.4, 1.9), stopped at accuracy 0.5"
+        "slip labels Beta(1.4, 1.9), stopped at accuracy 0.5"
     )
     assert sft_mechanism({"kind": "uniform", "rate": 0.0}, None, 8) == "fit to true labels, 8 epochs"
 
