@@ -109,4 +109,4 @@ def test_params_hold_the_end_cap_the_committed_calibration_gives():
     settings = [{k: s[k] for k in ("lr", "prompts_per_step")} for s in done["settings"]]
     at = settings.index({"lr": chosen["lr"], "prompts_per_step": chosen["prompts_per_step"]})
     cap = end_cap(done["runs"], at, plan["grpo_end"]["end_cap_miss"])
-    assert load_params(ROOT / "params.yaml").variant("grpo_end").steps == cap == 900
+    assert load_params(ROOT / "params.yaml").variant("grpo_end").steps == cap == 1000

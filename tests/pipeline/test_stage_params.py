@@ -101,7 +101,7 @@ def test_a_declared_section_comes_whole_and_a_part_comes_with_its_declared_field
     assert grpo.task("two_digit") is params.task("two_digit")
     assert stage_params("warmup", "two_digit", params).sft_run("two_digit") is params.sft_run("two_digit")
     start = stage_params("passk", None, params).sft_run("two_digit")  # the run its figures name
-    assert start.target == params.sft_run("two_digit").target and start.noise.rate == 0.0
+    assert start.target == params.sft_run("two_digit").target and start.noise.beta == 1.5
     with pytest.raises(UndeclaredParam, match="reads params key sft_defaults.lr,"):
         start.lr  # pass@k scores the checkpoints: how they were trained is not its business
 
