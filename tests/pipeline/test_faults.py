@@ -1317,17 +1317,17 @@ COUNTS_DAMAGE = {
     "n a string": (lambda d: d.update(n="256"), r"n: expected an integer, found a string"),
     "counts a list": (lambda d: d.update(counts=[]), r"counts: expected a mapping, found a list"),
     "a count a string": (
-        lambda d: d["counts"]["grpo/seed100"].__setitem__(3, "7"),
-        r"counts\.grpo/seed100\[3\]: expected an integer, found a string",
+        lambda d: d["counts"]["grpo/seed300"].__setitem__(3, "7"),
+        r"counts\.grpo/seed300\[3\]: expected an integer, found a string",
     ),
     "n_by_model a list": (lambda d: d.update(n_by_model=[]), r"n_by_model: expected a mapping, found a list"),
     "a row cut to 10 problems": (
-        lambda d: d["counts"].update({"grpo/seed103": d["counts"]["grpo/seed103"][:10]}),
-        r"counts\.grpo/seed103: 10 values for 300 problems",
+        lambda d: d["counts"].update({"grpo/seed303": d["counts"]["grpo/seed303"][:10]}),
+        r"counts\.grpo/seed303: 10 values for 300 problems",
     ),
     "a count above its samples": (
-        lambda d: d["counts"]["dapo/seed101"].__setitem__(0, 10**6),
-        r"counts\.dapo/seed101\[0\] = 1000000: must lie in \[0, 64\], the samples drawn",
+        lambda d: d["counts"]["dapo/seed301"].__setitem__(0, 10**6),
+        r"counts\.dapo/seed301\[0\] = 1000000: must lie in \[0, 64\], the samples drawn",
     ),
 }
 
