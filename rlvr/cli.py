@@ -35,10 +35,13 @@ def _check(args) -> dict:
     from rlvr.pipeline.probe import probe_store
     from rlvr.pipeline.store import public_uri, tracking_uri
     from rlvr.tasks import check_params
+    from rlvr.tools.paramsfile import layout_problem, write_layout
 
     params = load_params(args.params)
     check_params(params)
     check_device(params.device)
+    if args.layout:
+        write_layout(args.params)
     uri = tracking_uri()
     probe_store(uri)  # the store the stages will log to, asked what they will ask
     return {
@@ -47,6 +50,7 @@ def _check(args) -> dict:
         "tracking_store": public_uri(uri),
         "sft_runs": list(params.sft),
         "variants": list(params.variants),
+        "layout": layout_problem(args.params) or "as `dvc exp run -S` writes it",
     }
 
 
@@ -250,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
         _check,
         "check",
         help="validate params.yaml and ask the MLflow store what a stage will (the guard's checks)",
+    )
+    s.add_argument(
+        "--layout",
+        action="store_true",
+        help="write the params file in the layout `dvc exp run -S` writes (same values), so that an "
+        "experiment's diff shows only the keys it sets",
     )
     for name, (flag, text) in STAGE_HELP.items():
         s = _command(sub, _stage, name, help=text)

@@ -371,6 +371,47 @@ def test_a_run_takes_the_defaults_it_does_not_state_however_the_file_is_rewritte
     assert params.sft_run("two_digit").lr == raw["sft_defaults"]["lr"] != params.sft_run("single_digit").lr
 
 
+@pytest.mark.parametrize("name", ["params.yaml", "powered/params.yaml"])
+def test_every_params_file_is_written_as_dvc_writes_it_back(name):
+    """`dvc exp run -S` rewrites a params file in its own layout; a file already in that layout is
+    a fixed point, so an experiment's diff shows only the keys it set (the slow test
+    test_params_rewrite runs DVC itself)."""
+    from conftest import ROOT
+
+    from rlvr.tools.paramsfile import layout_problem
+
+    assert layout_problem(ROOT / name) is None
+
+
+def test_a_file_out_of_dvcs_layout_is_named_at_its_line_and_rewritten_with_the_same_values(tmp_path):
+    from rlvr.io.params import read_yaml
+    from rlvr.tools.paramsfile import dvc_layout, layout_problem
+
+    path = tmp_path / "p.yaml"
+    text = "a: 1  # kept\nb:\n  c: null\n  seeds: [" + ", ".join(str(s) for s in range(100, 132)) + "]\n"
+    path.write_text(text)
+    values = read_yaml(path)
+    problem = layout_problem(path)
+    assert problem.startswith(f"{path}: line 3 is not as `dvc exp run -S` writes it")
+    assert "rlvr check --layout" in problem
+    rewritten = dvc_layout(text)
+    assert dvc_layout(rewritten) == rewritten  # one pass reaches the fixed point
+    assert "a: 1  # kept\n" in rewritten and "  c:\n" in rewritten
+    path.write_text(rewritten)
+    assert layout_problem(path) is None and read_yaml(path) == values
+
+
+def test_check_layout_writes_the_params_file_in_dvcs_layout(tmp_path, capsys, tiny_raw_params):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_raw_params, width=1000, default_flow_style=None))
+    assert main(["--params", str(path), "check"]) == 0
+    assert "is not as `dvc exp run -S` writes it" in capsys.readouterr().out
+    before = path.read_text()
+    assert main(["--params", str(path), "check", "--layout"]) == 0
+    assert '"layout": "as `dvc exp run -S` writes it"' in capsys.readouterr().out
+    assert path.read_text() != before and yaml.safe_load(path.read_text()) == yaml.safe_load(before)
+
+
 UNSAFE_NAMES = ["x$(touch PWNED)", "x;touch PWNED;", "..", "a b", "x/y", "`id`", "", "a\nb", "v" * 65]
 
 

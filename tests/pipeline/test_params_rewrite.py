@@ -1,6 +1,6 @@
-"""`dvc exp run -S` rewrites params.yaml (its own YAML dumper: long lists unfolded, wrapping moved).
-With the shared SFT settings merged by the loader, not by YAML anchors, the rewrite changes the
-file's layout and never its meaning: every run still resolves to what it should."""
+"""`dvc exp run -S` rewrites params.yaml with its own YAML dumper. The file is kept in that dumper's
+layout (`rlvr check --layout`), so the rewrite changes only the keys set; and with the shared SFT
+settings merged by the loader, not by YAML anchors, every run still resolves to what it should."""
 
 import json
 import os
@@ -62,6 +62,15 @@ def test_a_dvc_rewrite_moves_every_run_that_takes_the_default_and_only_the_run_t
         if name == "sft.two_digit":
             expected["lr"] = 0.002
         assert after[name] == expected, name
+    diff = subprocess.run(
+        ["git", "diff", "-U0", "params.yaml"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == [
+        "-  grad_clip: 1.0",
+        "+  grad_clip: 0.5",
+        "+    lr: 0.002",
+    ]  # the file is in DVC's layout
     raw_after = read_yaml(clone / "params.yaml")
     raw_after["sft_defaults"]["grad_clip"] = raw_before["sft_defaults"]["grad_clip"]
     del raw_after["sft"]["two_digit"]["lr"]

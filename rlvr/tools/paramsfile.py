@@ -1,0 +1,48 @@
+"""A params file's text in the layout `dvc exp run -S` writes it back in.
+
+DVC rewrites a params file whole on every `-S` (ruamel.yaml's round trip: new collections in block
+style, flow lists wrapped at 80 columns, null written empty, comments kept). A file already in that
+layout is a fixed point of the rewrite, so an experiment's `git diff params.yaml` shows the keys it
+set and nothing else. `rlvr check` says whether a file is; `rlvr check --layout` writes it so. No
+stage reads this: it is about the file's text, never its values.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rlvr.io.files import write_text
+
+
+def dvc_layout(text: str) -> str:
+    """`text` as `dvc exp run -S` writes a params file back: ruamel.yaml's round-trip dumper with
+    the one setting DVC 3 gives it (`default_flow_style = False`)."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    out = io.StringIO()
+    yaml.dump(yaml.load(text), out)
+    return out.getvalue()
+
+
+def write_layout(path: str | Path) -> None:
+    """Write `path` in DVC's layout (`dvc_layout`); its values are unchanged, only its text moves."""
+    text = Path(path).read_text(encoding="utf-8")
+    write_text(path, dvc_layout(text))
+
+
+def layout_problem(path: str | Path) -> str | None:
+    """Why `path` is not in DVC's layout (the first line a `-S` rewrite would change), or None."""
+    text = Path(path).read_text(encoding="utf-8")
+    wanted = dvc_layout(text)
+    if wanted == text:
+        return None
+    have, want = text.splitlines(), wanted.splitlines()
+    differ = (n for n, (a, b) in enumerate(zip(have, want), start=1) if a != b)
+    number = next(differ, min(len(have), len(want)) + 1)
+    return (
+        f"{path}: line {number} is not as `dvc exp run -S` writes it, so an experiment's diff would "
+        f"show DVC's rewrite beyond its key (`rlvr check --layout` writes the file in DVC's layout)"
+    )
