@@ -1,7 +1,7 @@
 """A params file's text in the layout `dvc exp run -S` writes it back in.
 
-DVC rewrites a params file whole on every `-S` (ruamel.yaml's round trip: new collections in block
-style, flow lists wrapped at 80 columns, null written empty, comments kept). A file already in that
+DVC rewrites a params file whole on every `-S` (ruamel.yaml's round trip: every list in block style,
+null written empty, comments kept with their keys). A file already in that
 layout is a fixed point of the rewrite, so an experiment's `git diff params.yaml` shows the keys it
 set and nothing else. `rlvr check` says whether a file is; `rlvr check --layout` writes it so. No
 stage reads this: it is about the file's text, never its values.
@@ -10,21 +10,35 @@ stage reads this: it is about the file's text, never its values.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 from rlvr.io.files import write_text
 
 
 def dvc_layout(text: str) -> str:
-    """`text` as `dvc exp run -S` writes a params file back: ruamel.yaml's round-trip dumper with
-    the one setting DVC 3 gives it (`default_flow_style = False`)."""
+    """`text` as `dvc exp run -S` writes a params file back: DVC loads it with ruamel.yaml's
+    round-trip loader, merges the whole overridden config back into it (a mapping key by key,
+    anything else replaced by a plain value: so every list comes back in block style) and dumps it
+    with `default_flow_style = False`. Comments stay with their keys."""
     from ruamel.yaml import YAML
 
     yaml = YAML()
     yaml.default_flow_style = False
+    data = yaml.load(text)
+    _merge(data, json.loads(json.dumps(data)))
     out = io.StringIO()
-    yaml.dump(yaml.load(text), out)
+    yaml.dump(data, out)
     return out.getvalue()
+
+
+def _merge(into: dict, plain: dict) -> None:
+    """DVC's merge of a new config into the loaded file: mappings recursively, the rest replaced."""
+    for key, value in plain.items():
+        if isinstance(into.get(key), dict) and isinstance(value, dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def write_layout(path: str | Path) -> None:
