@@ -25,7 +25,7 @@ import yaml
 from conftest import ROOT, at_head, tiny_raw, tmpfs
 
 from rlvr.fields import ConfigError
-from rlvr.io.params import load_params
+from rlvr.io.params import load_params, read_yaml
 from rlvr.pipeline import guard
 from rlvr.tasks import check_params
 
@@ -1313,21 +1313,22 @@ def test_verify_names_a_damaged_metrics_file(committed_reports):
         claims_problems(committed_reports)
 
 
+S0, S1, _, S3 = read_yaml(ROOT / "params.yaml")["variants"]["dr_grpo"]["seeds"]  # a 4-chain variant's chains
 COUNTS_DAMAGE = {
     "n a string": (lambda d: d.update(n="256"), r"n: expected an integer, found a string"),
     "counts a list": (lambda d: d.update(counts=[]), r"counts: expected a mapping, found a list"),
     "a count a string": (
-        lambda d: d["counts"]["grpo/seed300"].__setitem__(3, "7"),
-        r"counts\.grpo/seed300\[3\]: expected an integer, found a string",
+        lambda d: d["counts"][f"grpo/seed{S0}"].__setitem__(3, "7"),
+        rf"counts\.grpo/seed{S0}\[3\]: expected an integer, found a string",
     ),
     "n_by_model a list": (lambda d: d.update(n_by_model=[]), r"n_by_model: expected a mapping, found a list"),
     "a row cut to 10 problems": (
-        lambda d: d["counts"].update({"grpo/seed303": d["counts"]["grpo/seed303"][:10]}),
-        r"counts\.grpo/seed303: 10 values for 300 problems",
+        lambda d: d["counts"].update({f"grpo/seed{S3}": d["counts"][f"grpo/seed{S3}"][:10]}),
+        rf"counts\.grpo/seed{S3}: 10 values for 300 problems",
     ),
     "a count above its samples": (
-        lambda d: d["counts"]["dapo/seed301"].__setitem__(0, 10**6),
-        r"counts\.dapo/seed301\[0\] = 1000000: must lie in \[0, 64\], the samples drawn",
+        lambda d: d["counts"][f"dapo/seed{S1}"].__setitem__(0, 10**6),
+        rf"counts\.dapo/seed{S1}\[0\] = 1000000: must lie in \[0, 64\], the samples drawn",
     ),
 }
 

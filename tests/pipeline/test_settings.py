@@ -32,7 +32,7 @@ def test_a_variant_logs_its_resolved_settings_once_by_their_short_names(params):
     assert (
         no_kl["variant"] == "no_kl"
         and no_kl["sft_run"] == "two_digit"
-        and no_kl["seeds"] == list(range(300, 304))
+        and no_kl["seeds"] == list(range(500, 504))
     )
     assert {"advantage", "group_size", "aggregation", "ratio", "kl_estimator", "max_new_tokens"} <= set(no_kl)
     assert not [k for k in no_kl if "." in k]  # no `variants.no_kl.beta`, no `grpo.defaults.beta`
@@ -71,7 +71,7 @@ def test_a_stage_run_logs_settings_and_tags_the_raw_params_hash(params, mlflow_s
         pass
     client = MlflowClient(mlflow_store)
     (r,) = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
-    assert r.data.params["beta"] == "0.0" and r.data.params["seeds"] == "300,301,302,303"
+    assert r.data.params["beta"] == "0.0" and r.data.params["seeds"] == "500,501,502,503"
     assert r.data.params["advantage"] == "group"
     assert not [k for k in r.data.params if k.startswith(("variants.", "grpo.", "tasks."))]
     assert r.data.tags["params.raw_hash"] == own.hash == r.data.tags["params.hash"]
