@@ -40,11 +40,10 @@ def _check(args) -> dict:
     params = load_params(args.params)
     check_params(params)
     check_device(params.device)
-    if args.layout:
-        write_layout(args.params)
+    dropped = write_layout(args.params) if args.layout else []
     uri = tracking_uri()
     probe_store(uri)  # the store the stages will log to, asked what they will ask
-    return {
+    report = {
         "ok": True,
         "device": params.device,
         "tracking_store": public_uri(uri),
@@ -52,6 +51,7 @@ def _check(args) -> dict:
         "variants": list(params.variants),
         "layout": layout_problem(args.params) or "as `dvc exp run -S` writes it",
     }
+    return report | ({"layout_dropped": dropped} if dropped else {})
 
 
 def _pipeline(args):

@@ -41,10 +41,20 @@ def _merge(into: dict, plain: dict) -> None:
             into[key] = value
 
 
-def write_layout(path: str | Path) -> None:
-    """Write `path` in DVC's layout (`dvc_layout`); its values are unchanged, only its text moves."""
+def write_layout(path: str | Path) -> list[str]:
+    """Write `path` in DVC's layout, its values unchanged, and return the comments that layout
+    cannot keep (a comment directly below a list goes with the list when DVC replaces it: as DVC
+    would drop it on the next `-S`, it is named here rather than lost without a word)."""
     text = Path(path).read_text(encoding="utf-8")
-    write_text(path, dvc_layout(text))
+    laid = text
+    for _ in range(3):  # a comment below a flow list moves onto the list in the first pass
+        if (again := dvc_layout(laid)) == laid:
+            break
+        laid = again
+    write_text(path, laid)
+    kept = {line.strip() for line in laid.splitlines()}
+    lost = [c for c in (line.strip() for line in text.splitlines()) if c.startswith("#") and c not in kept]
+    return [f"{c} (below a list, where DVC drops it: put it above the list's key)" for c in lost]
 
 
 def layout_problem(path: str | Path) -> str | None:

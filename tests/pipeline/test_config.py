@@ -401,6 +401,20 @@ def test_a_file_out_of_dvcs_layout_is_named_at_its_line_and_rewritten_with_the_s
     assert layout_problem(path) is None and read_yaml(path) == values
 
 
+def test_a_comment_dvc_would_drop_is_named_when_the_layout_is_written(tmp_path):
+    """A comment directly below a list goes with the list when DVC replaces it: writing the layout
+    reaches the fixed point and names the comment instead of losing it silently."""
+    from rlvr.tools.paramsfile import layout_problem, write_layout
+
+    path = tmp_path / "p.yaml"
+    path.write_text("a:\n  seeds: [1, 2]\n  # about b\n  b: 3  # kept\n")
+    dropped = write_layout(path)
+    assert layout_problem(path) is None
+    assert dropped == ["# about b (below a list, where DVC drops it: put it above the list's key)"]
+    assert path.read_text() == "a:\n  seeds:\n  - 1\n  - 2\n  b: 3  # kept\n"
+    assert write_layout(path) == []
+
+
 def test_check_layout_writes_the_params_file_in_dvcs_layout(tmp_path, capsys, tiny_raw_params):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(tiny_raw_params, width=1000, default_flow_style=None))
