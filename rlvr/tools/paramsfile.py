@@ -1,9 +1,9 @@
 """A params file's text in the layout `dvc exp run -S` writes it back in.
 
 DVC rewrites a params file whole on every `-S` (ruamel.yaml's round trip: every list in block style,
-null written empty, comments kept with their keys). A file already in that
-layout is a fixed point of the rewrite, so an experiment's `git diff params.yaml` shows the keys it
-set and nothing else. `rlvr check` says whether a file is; `rlvr check --layout` writes it so. No
+null written empty, comments kept with their keys). A file already in that layout is a fixed point
+of the rewrite, so an experiment's `git diff params.yaml` shows the keys it set and nothing else.
+`rlvr check` says whether a file is; `rlvr check --layout` writes it so. No
 stage reads this: it is about the file's text, never its values.
 """
 
